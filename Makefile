@@ -1,0 +1,88 @@
+# dlrmbench: every target sets up what it needs. `make test` and `make reproduce-sc24` work from nothing.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+export MAX_JOBS ?= 2
+
+TORCH_CPU := torch==2.13.0
+FBGEMM_CPU := fbgemm-gpu-cpu==1.8.0
+DEPS_STAMP := $(VENV)/.dlrmbench-deps
+EXT_STAMP := $(VENV)/.dlrmbench-ext
+CSRC := $(wildcard impls/core/csrc/*.cpp impls/core/csrc/cpu/*.cpp impls/core/csrc/cuda/*.cu impls/core/csrc/*.h impls/core/csrc/*/*.h)
+
+.PHONY: help venv deps install ext test test-fast bench reproduce-sc24 figures cuda-check device-check clean
+
+help:
+	@echo "make test            set up .venv, build the native ops, run pytest"
+	@echo "make reproduce-sc24  set up, run reproduce/experiments/sc24.toml, write results/sc24 and figures/sc24"
+	@echo "make bench           pytest-benchmark of the dense baselines"
+	@echo "make figures         redraw every figure from the committed records (no compute)"
+	@echo "make install         set up .venv and build the native ops only"
+	@echo "make ext             rebuild the native ops after a C++ edit"
+	@echo "make cuda-check      compile-check the CUDA kernels in a separate venv (needs nvcc)"
+	@echo "make device-check    on a GPU machine: build with CUDA, run gpu tests and a short benchmark"
+
+# A base python whose torch already has CUDA lends it to the venv (system site packages), so the
+# CUDA build is never replaced by the CPU wheel.
+$(PY):
+	@if $(PYTHON) -c "import torch, sys; sys.exit(0 if torch.version.cuda else 1)" 2>/dev/null; then \
+		echo "base $(PYTHON) has a CUDA torch: the venv uses it"; \
+		$(PYTHON) -m venv --system-site-packages $(VENV); \
+	else \
+		$(PYTHON) -m venv $(VENV); \
+	fi
+
+venv: $(PY)
+
+$(DEPS_STAMP): pyproject.toml | $(PY)
+	$(PIP) install -q --upgrade "setuptools>=64" wheel ninja
+	@if $(PY) -c "import torch, sys; sys.exit(0 if torch.version.cuda else 1)" 2>/dev/null; then \
+		echo "torch $$($(PY) -c 'import torch; print(torch.__version__)') has CUDA: keeping it (install a matching fbgemm-gpu yourself for dense-fbgemm)"; \
+	else \
+		$(PIP) install -q $(TORCH_CPU) $(FBGEMM_CPU); \
+	fi
+	DLRMBENCH_NO_EXT=1 $(PIP) install -q --no-build-isolation -e '.[dev]'
+	touch $@
+
+deps: $(DEPS_STAMP)
+
+$(EXT_STAMP): $(DEPS_STAMP) $(CSRC) setup.py
+	$(PY) setup.py -q build_ext --inplace
+	touch $@
+
+ext: $(EXT_STAMP)
+install: $(EXT_STAMP)
+
+test: install
+	$(PY) -m pytest -q -p no:cacheprovider tests
+
+bench: install
+	$(PY) -m pytest -q -p no:cacheprovider benchmarks --benchmark-only --benchmark-columns=median,iqr,rounds \
+		--benchmark-json=results/bench/dense.json
+
+reproduce-sc24: install
+	$(VENV)/bin/dlrmbench sweep reproduce/experiments/sc24.toml
+
+figures: install
+	$(VENV)/bin/dlrmbench plot results/sc24
+
+# Compile-check the CUDA kernels on a machine with nvcc but no GPU (a separate 5.5 GB venv).
+CUDA_VENV ?= .venv-cuda
+CUDA_HOME ?= $(shell dirname $$(dirname $$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)))
+cuda-check:
+	@test -x $(CUDA_VENV)/bin/python || $(PYTHON) -m venv $(CUDA_VENV)
+	$(CUDA_VENV)/bin/pip install -q torch==2.14.1 "setuptools>=64" wheel ninja
+	CUDA_HOME=$(CUDA_HOME) DLRMBENCH_CUDA=1 TORCH_CUDA_ARCH_LIST="9.0" $(CUDA_VENV)/bin/python setup.py -q build_ext --build-temp build/cuda-check --build-lib build/cuda-check/lib
+
+# On the GPU machine: its python3 already has a CUDA torch; build in place without touching it.
+device-check:
+	DLRMBENCH_CUDA=1 TORCH_CUDA_ARCH_LIST="9.0" MAX_JOBS=16 $(PYTHON) setup.py -q build_ext --inplace
+	$(PYTHON) -m pytest -q -p no:cacheprovider tests -m gpu
+	$(PYTHON) -m pytest -q -p no:cacheprovider tests/impls
+
+clean:
+	rm -rf build impls/core/_C*.so $(EXT_STAMP)

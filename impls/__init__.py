@@ -1,0 +1,1 @@
+"""dlrmbench implementations: the embedding interface, the native op core, data, model and systems."""

@@ -1,0 +1,337 @@
+"""The one interface every embedding implementation in dlrmbench implements.
+
+TableSpec describes a table, SparseFeatures a batch of jagged lookups in the table-major fbgemm TBE
+layout, EmbeddingOptim the embedding optimizer, and EmbeddingCollection the pooled-lookup module
+with its optimizer, oracle (``materialize``) and reports. Implementations register under a name;
+``get_impl(name)`` imports them lazily so an optional dependency (fbgemm, torchrec) only matters to
+the implementation that needs it.
+"""
+from __future__ import annotations
+
+import abc
+import dataclasses
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Sequence
+
+import torch
+from torch import Tensor, nn
+
+POOLINGS = ("sum", "mean")
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One embedding table."""
+
+    name: str
+    num_embeddings: int  # rows
+    dim: int
+    pooling: str = "sum"  # "sum" | "mean"
+    hotness: float = 1.0  # mean lookups per sample (a statistic for planners and generators)
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("TableSpec.name must be a non-empty string")
+        if int(self.num_embeddings) <= 0:
+            raise ValueError(f"table {self.name!r}: num_embeddings must be > 0, got {self.num_embeddings}")
+        if int(self.dim) <= 0:
+            raise ValueError(f"table {self.name!r}: dim must be > 0, got {self.dim}")
+        if self.pooling not in POOLINGS:
+            raise ValueError(f"table {self.name!r}: pooling must be one of {POOLINGS}, got {self.pooling!r}")
+        if not self.hotness > 0:
+            raise ValueError(f"table {self.name!r}: hotness must be > 0, got {self.hotness}")
+
+    @property
+    def dense_bytes(self) -> int:
+        """fp32 bytes of the uncompressed table."""
+        return self.num_embeddings * self.dim * 4
+
+
+def check_tables(tables: Sequence[TableSpec]) -> tuple[TableSpec, ...]:
+    """Validate a table list: non-empty, TableSpec instances, unique names."""
+    tables = tuple(tables)
+    if not tables:
+        raise ValueError("at least one table is required")
+    for t in tables:
+        if not isinstance(t, TableSpec):
+            raise TypeError(f"expected TableSpec, got {type(t).__name__}")
+    names = [t.name for t in tables]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ValueError(f"duplicate table names: {dup}")
+    return tables
+
+
+class SparseFeatures:
+    """A batch of jagged lookups, table-major (the fbgemm TBE / Meta-trace layout).
+
+    ``values`` holds int64 row ids; bag (t, b) is ``values[offsets[t*B+b] : offsets[t*B+b+1]]``.
+    """
+
+    __slots__ = ("values", "offsets", "batch_size")
+
+    def __init__(self, values: Tensor, offsets: Tensor, batch_size: int) -> None:
+        self.values = values
+        self.offsets = offsets
+        self.batch_size = int(batch_size)
+
+    @property
+    def num_tables(self) -> int:
+        if self.batch_size <= 0:
+            raise ValueError(f"batch_size must be > 0, got {self.batch_size}")
+        return (self.offsets.numel() - 1) // self.batch_size
+
+    @property
+    def nnz(self) -> int:
+        return self.values.numel()
+
+    @property
+    def device(self) -> torch.device:
+        return self.values.device
+
+    def __repr__(self) -> str:
+        return f"SparseFeatures(T={self.num_tables}, B={self.batch_size}, nnz={self.nnz}, device={self.device})"
+
+    def validate(self, tables: Sequence[TableSpec]) -> "SparseFeatures":
+        """Raise ValueError naming the table, bag and id of the first bad entry; return self when valid."""
+        from impls.core.ops import bounds_check  # the native op; imported late to keep api importable
+
+        if self.batch_size <= 0:
+            raise ValueError(f"batch_size must be > 0, got {self.batch_size}")
+        for name, t in (("values", self.values), ("offsets", self.offsets)):
+            if t.dtype != torch.int64:
+                raise ValueError(f"SparseFeatures.{name} must be int64, got {t.dtype}")
+            if t.dim() != 1:
+                raise ValueError(f"SparseFeatures.{name} must be 1-D, got shape {tuple(t.shape)}")
+        expected = len(tables) * self.batch_size + 1
+        if self.offsets.numel() != expected:
+            raise ValueError(
+                f"offsets has {self.offsets.numel()} entries; {len(tables)} tables x batch {self.batch_size} "
+                f"needs T*B+1 = {expected}"
+            )
+        if self.values.device != self.offsets.device:
+            raise ValueError(f"values on {self.values.device} but offsets on {self.offsets.device}")
+        bounds_check(self.values, self.offsets, tables, self.batch_size)
+        return self
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> "SparseFeatures":
+        return SparseFeatures(
+            self.values.to(device, non_blocking=non_blocking),
+            self.offsets.to(device, non_blocking=non_blocking),
+            self.batch_size,
+        )
+
+    def table(self, t: int) -> tuple[Tensor, Tensor]:
+        """(values, offsets) of table t alone, offsets rebased to start at 0 (length B+1)."""
+        B = self.batch_size
+        off = self.offsets[t * B : (t + 1) * B + 1]
+        start, end = int(off[0]), int(off[-1])
+        return self.values[start:end], off - start
+
+    def select_tables(self, idx: Sequence[int]) -> "SparseFeatures":
+        """A batch holding only the given tables, in the given order."""
+        vals, offs, base = [], [], 0
+        for t in idx:
+            v, o = self.table(t)
+            vals.append(v)
+            offs.append(o[:-1] + base)
+            base += v.numel()
+        offs.append(torch.tensor([base], dtype=torch.int64, device=self.offsets.device))
+        values = torch.cat(vals) if vals else self.values[:0]
+        return SparseFeatures(values, torch.cat(offs), self.batch_size)
+
+    def split_batch(self, n: int) -> list["SparseFeatures"]:
+        """Cut the batch into n contiguous sample ranges (rank slices); sizes differ by at most one."""
+        if not 1 <= n <= self.batch_size:
+            raise ValueError(f"cannot split a batch of {self.batch_size} into {n} parts")
+        T, B = self.num_tables, self.batch_size
+        bounds = [B * i // n for i in range(n + 1)]
+        out = []
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            vals, offs, base = [], [], 0
+            for t in range(T):
+                o = self.offsets[t * B + lo : t * B + hi + 1]
+                vals.append(self.values[int(o[0]) : int(o[-1])])
+                offs.append(o[:-1] - o[0] + base)
+                base += int(o[-1] - o[0])
+            offs.append(torch.tensor([base], dtype=torch.int64, device=self.offsets.device))
+            out.append(SparseFeatures(torch.cat(vals), torch.cat(offs), hi - lo))
+        return out
+
+
+@dataclass(frozen=True)
+class EmbeddingOptim:
+    """The embedding optimizer: plain SGD or exact (per-element, duplicate-aggregated) Adagrad."""
+
+    kind: str = "sgd"  # "sgd" | "adagrad"
+    lr: float = 0.01
+    eps: float = 1e-8
+    initial_accumulator: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("sgd", "adagrad"):
+            raise ValueError(f"embedding optimizer must be 'sgd' or 'adagrad', got {self.kind!r}")
+        if not self.lr > 0:
+            raise ValueError(f"learning rate must be > 0, got {self.lr}")
+
+    def init_state(self, param: Tensor) -> Tensor | None:
+        """The optimizer state for a parameter (Adagrad's squared-gradient sum), or None for SGD."""
+        if self.kind == "sgd":
+            return None
+        return torch.full_like(param, self.initial_accumulator)
+
+    @torch.no_grad()
+    def apply_rows(self, weight: Tensor, state: Tensor | None, rows: Tensor, grad: Tensor) -> None:
+        """Update ``weight[rows] -= step(grad)`` for unique ``rows`` whose gradients are already aggregated."""
+        if self.kind == "sgd":
+            weight.index_add_(0, rows, grad, alpha=-self.lr)
+            return
+        acc = state.index_select(0, rows).addcmul_(grad, grad)
+        state.index_copy_(0, rows, acc)
+        weight.index_add_(0, rows, grad / (acc.sqrt() + self.eps), alpha=-self.lr)
+
+    @torch.no_grad()
+    def apply_dense(self, weight: Tensor, state: Tensor | None, grad: Tensor) -> None:
+        """Update a whole parameter from its dense gradient."""
+        if self.kind == "sgd":
+            weight.add_(grad, alpha=-self.lr)
+            return
+        state.addcmul_(grad, grad)
+        weight.addcdiv_(grad, state.sqrt().add_(self.eps), value=-self.lr)
+
+
+@dataclass
+class MemoryReport:
+    """Analytic bytes held by an embedding collection (not measured; the harness measures peaks)."""
+
+    params: int = 0
+    optimizer_state: int = 0
+    cache: int = 0
+    peak_intermediates: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.params + self.optimizer_state + self.cache + self.peak_intermediates
+
+    def to_dict(self) -> dict[str, int]:
+        return {**dataclasses.asdict(self), "total": self.total}
+
+
+@dataclass
+class WorkReport:
+    """Counters of the last step, returned by the ops (never guessed)."""
+
+    nnz: int = 0  # lookups
+    unique: int = 0  # U: distinct (table, id) pairs
+    e1: int = 0  # E1: distinct first-stage TT prefixes (TT methods only)
+    gemms: int = 0
+    flops: int = 0
+    intermediate_bytes: int = 0
+    comm_bytes: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class EmbeddingCollection(nn.Module, abc.ABC):
+    """Pooled lookups over several tables, with the embedding optimizer attached.
+
+    ``forward`` returns [B, sum(dims)] in table order. Gradients flowing back into that output update
+    the tables: implementations with a fused update apply it during backward (``optimizer_step`` is then
+    a no-op), the others apply it in ``optimizer_step``.
+    """
+
+    name: ClassVar[str] = ""
+    supports_dist: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        tables: Sequence[TableSpec],
+        optim: EmbeddingOptim,
+        dist: Any | None = None,
+        *,
+        check_bounds: bool = True,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        self.tables = check_tables(tables)
+        if not isinstance(optim, EmbeddingOptim):
+            raise TypeError(f"optim must be an EmbeddingOptim, got {type(optim).__name__}")
+        if dist is not None and not self.supports_dist:
+            raise NotImplementedError(f"{self.name} has no distributed mode yet")
+        self.optim = optim
+        self.dist = dist
+        self.check_bounds = check_bounds
+        self.seed = seed
+        self._work = WorkReport()
+
+    @property
+    def output_dim(self) -> int:
+        return sum(t.dim for t in self.tables)
+
+    def table_index(self, table: str) -> int:
+        for i, t in enumerate(self.tables):
+            if t.name == table:
+                return i
+        raise KeyError(f"no table named {table!r}; tables: {[t.name for t in self.tables]}")
+
+    def checked(self, features: SparseFeatures) -> SparseFeatures:
+        """Validate the batch against this collection's tables (unless check_bounds=False)."""
+        if not isinstance(features, SparseFeatures):
+            raise TypeError(f"expected SparseFeatures, got {type(features).__name__}")
+        if self.check_bounds:
+            features.validate(self.tables)
+        elif features.num_tables != len(self.tables):
+            raise ValueError(f"batch has {features.num_tables} tables, collection has {len(self.tables)}")
+        return features
+
+    @abc.abstractmethod
+    def forward(self, features: SparseFeatures) -> Tensor: ...
+
+    def optimizer_step(self) -> None:
+        """Apply the embedding update of the last backward (no-op when fused into backward)."""
+
+    @abc.abstractmethod
+    def materialize(self, table: str) -> Tensor:
+        """The dense [num_embeddings, dim] table this collection represents (a test oracle)."""
+
+    @abc.abstractmethod
+    def memory_report(self) -> MemoryReport: ...
+
+    def work_report(self) -> WorkReport:
+        return self._work
+
+
+# name -> module that defines (and registers) the implementation; imported on first use.
+_MODULES: dict[str, str] = {
+    "dense-torch": "impls.dense.torch_bag",
+    "dense-fbgemm": "impls.dense.fbgemm_tbe",
+}
+_REGISTRY: dict[str, type[EmbeddingCollection]] = {}
+
+
+def register(cls: type[EmbeddingCollection]) -> type[EmbeddingCollection]:
+    """Class decorator: make an implementation available under ``cls.name``."""
+    if not cls.name:
+        raise ValueError(f"{cls.__qualname__} has no registry name")
+    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
+        raise ValueError(f"implementation name {cls.name!r} registered twice")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def registered_names() -> list[str]:
+    """Every implementation name the registry knows, whether or not its dependencies are installed."""
+    return sorted(set(_MODULES) | set(_REGISTRY))
+
+
+def get_impl(name: str) -> type[EmbeddingCollection]:
+    """The implementation class for ``name``; ValueError for an unknown name, ImportError for a missing
+    optional dependency (with the install hint)."""
+    if name not in _REGISTRY:
+        if name not in _MODULES:
+            raise ValueError(f"unknown implementation {name!r}; known: {', '.join(registered_names())}")
+        importlib.import_module(_MODULES[name])
+    return _REGISTRY[name]

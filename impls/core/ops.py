@@ -1,0 +1,96 @@
+"""Typed wrappers over ``torch.ops.dlrmbench.*``, their fake (meta) kernels, and error formatting.
+
+Importing this module loads the native library. A missing library is an ImportError telling the user
+to build it; it is never replaced by the pure-torch reference (that lives in reference.py, for tests).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+import torch
+from torch import Tensor
+
+try:
+    from impls.core import _C  # noqa: F401  (registers the ops)
+except ImportError as exc:  # pragma: no cover - exercised only on a broken install
+    raise ImportError(
+        "the dlrmbench native library impls.core._C is not built or does not load "
+        f"({exc}); run `make install` in the repository root to build it"
+    ) from exc
+
+_LIB = "dlrmbench"
+
+BOUNDS_PROBLEMS = {
+    1: "offsets[0] must be 0",
+    2: "offsets decrease",
+    3: "the last offset must equal the number of ids",
+    4: "negative id",
+    5: "id out of range",
+}
+
+
+def require_kernel(op: str, device: torch.device) -> None:
+    """Raise NotImplementedError when ``op`` has no kernel for ``device`` in this build."""
+    key = {"cpu": "CPU", "cuda": "CUDA"}.get(device.type)
+    if key is None or not torch._C._dispatch_has_kernel_for_dispatch_key(f"{_LIB}::{op}", key):
+        raise NotImplementedError(f"{_LIB}::{op} has no {device.type} kernel in this build")
+
+
+def bounds_check_raw(values: Tensor, offsets: Tensor, table_rows: Tensor, batch_size: int) -> Tensor:
+    """The op itself: int64 [5] = (code, table, bag, position, value); code 0 means valid."""
+    require_kernel("bounds_check", values.device)
+    return torch.ops.dlrmbench.bounds_check(values, offsets, table_rows, batch_size)
+
+
+def format_bounds_problem(problem: Sequence[int], tables: Sequence) -> str:
+    """A message naming the table, bag and id (or offset) of a bounds_check problem."""
+    code, t, b, pos, val = (int(x) for x in problem)
+    what = BOUNDS_PROBLEMS[code]
+    table = f"table {tables[t].name!r} (index {t})" if t >= 0 else "the batch"
+    if code in (4, 5):
+        return (
+            f"{what}: {table}, bag {b}, id {val} at values[{pos}]; "
+            f"valid ids are 0..{tables[t].num_embeddings - 1}"
+        )
+    return f"{what}: {table}, bag {b}, offsets[{pos}] = {val}"
+
+
+def bounds_check(values: Tensor, offsets: Tensor, tables: Sequence, batch_size: int) -> None:
+    """Raise ValueError naming table, bag and id of the first invalid entry of a batch."""
+    rows = torch.tensor([t.num_embeddings for t in tables], dtype=torch.int64, device=values.device)
+    problem = bounds_check_raw(values, offsets, rows, batch_size).tolist()
+    if problem[0] != 0:
+        raise ValueError(format_bounds_problem(problem, tables))
+
+
+class Unique(NamedTuple):
+    """Per-table sorted unique ids of a jagged batch (see jagged_unique)."""
+
+    unique: Tensor  # [U] ids, table by table, ascending within a table
+    table_offsets: Tensor  # [T+1] table t's unique ids are unique[table_offsets[t]:table_offsets[t+1]]
+    inverse: Tensor  # [nnz] values[i] == unique[inverse[i]]
+    counts: Tensor  # [U] occurrences of each unique id
+    sorted_positions: Tensor  # [nnz] original positions in (table, id, position) order
+
+
+def jagged_unique(values: Tensor, offsets: Tensor, num_tables: int, batch_size: int) -> Unique:
+    require_kernel("jagged_unique", values.device)
+    return Unique(*torch.ops.dlrmbench.jagged_unique(values, offsets, num_tables, batch_size))
+
+
+@torch.library.register_fake(f"{_LIB}::bounds_check")
+def _bounds_check_fake(values, offsets, table_rows, batch_size):
+    return values.new_empty(5, dtype=torch.int64)
+
+
+@torch.library.register_fake(f"{_LIB}::jagged_unique")
+def _jagged_unique_fake(values, offsets, num_tables, batch_size):
+    u = torch.library.get_ctx().new_dynamic_size()
+    nnz = values.shape[0]
+    return (
+        values.new_empty(u, dtype=torch.int64),
+        values.new_empty(num_tables + 1, dtype=torch.int64),
+        values.new_empty(nnz, dtype=torch.int64),
+        values.new_empty(u, dtype=torch.int64),
+        values.new_empty(nnz, dtype=torch.int64),
+    )

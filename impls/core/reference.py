@@ -1,0 +1,62 @@
+"""Pure-torch oracles for every native op. Used by tests only, never as a fallback for timing."""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def bounds_check_ref(values: Tensor, offsets: Tensor, table_rows: Tensor, batch_size: int) -> Tensor:
+    """Same result as dlrmbench::bounds_check, by direct vectorized torch."""
+    T = table_rows.numel()
+    nbags = T * batch_size
+    nnz = values.numel()
+
+    def out(code, bag, pos, val):
+        t, b = (bag // batch_size, bag % batch_size) if bag >= 0 else (-1, -1)
+        return torch.tensor([code, t, b, pos, val], dtype=torch.int64)
+
+    if int(offsets[0]) != 0:
+        return out(1, 0, 0, int(offsets[0]))
+    dec = (offsets[1:] < offsets[:-1]).nonzero()
+    if dec.numel():
+        i = int(dec[0])
+        return out(2, i, i + 1, int(offsets[i + 1]))
+    if int(offsets[-1]) != nnz:
+        return out(3, nbags - 1, nbags, int(offsets[-1]))
+    ok = torch.tensor([0, -1, -1, -1, 0], dtype=torch.int64)
+    if nnz == 0:
+        return ok
+    lengths = offsets[1:] - offsets[:-1]
+    bag_of = torch.repeat_interleave(torch.arange(nbags), lengths)
+    limit = table_rows[bag_of // batch_size]
+    bad = ((values < 0) | (values >= limit)).nonzero()
+    if bad.numel():
+        p = int(bad[0])
+        v = int(values[p])
+        return out(4 if v < 0 else 5, int(bag_of[p]), p, v)
+    return ok
+
+
+def jagged_unique_ref(values: Tensor, offsets: Tensor, num_tables: int, batch_size: int):
+    """Same result as dlrmbench::jagged_unique: per table, a stable sort then unique_consecutive."""
+    uniques, counts, positions = [], [], []
+    inverse = torch.empty_like(values)
+    table_offsets = [0]
+    for t in range(num_tables):
+        lo, hi = int(offsets[t * batch_size]), int(offsets[(t + 1) * batch_size])
+        seg = values[lo:hi]
+        sorted_vals, order = torch.sort(seg, stable=True)
+        u, inv, c = torch.unique_consecutive(sorted_vals, return_inverse=True, return_counts=True)
+        inverse[lo + order] = inv + table_offsets[-1]
+        uniques.append(u)
+        counts.append(c)
+        positions.append(order + lo)
+        table_offsets.append(table_offsets[-1] + u.numel())
+    cat = lambda xs: torch.cat(xs) if xs else values.new_empty(0)  # noqa: E731
+    return (
+        cat(uniques),
+        torch.tensor(table_offsets, dtype=torch.int64),
+        inverse,
+        cat(counts),
+        cat(positions),
+    )

@@ -1,0 +1,1 @@
+"""Dense (uncompressed) baselines: nn.EmbeddingBag and fbgemm's table-batched embedding (TBE)."""

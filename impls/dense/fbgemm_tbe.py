@@ -1,0 +1,111 @@
+"""dense-fbgemm: fbgemm's table-batched embedding (TBE) with the optimizer fused into backward
+(EXACT_SGD / EXACT_ADAGRAD), on CPU (host tables) or CUDA (device tables)."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from impls.api import EmbeddingCollection, EmbeddingOptim, MemoryReport, SparseFeatures, TableSpec, WorkReport, register
+from impls.dense.init import dense_table_init
+
+try:
+    from fbgemm_gpu.split_embedding_configs import EmbOptimType
+    from fbgemm_gpu.split_table_batched_embeddings_ops_common import ComputeDevice, EmbeddingLocation, PoolingMode
+    from fbgemm_gpu.split_table_batched_embeddings_ops_training import SplitTableBatchedEmbeddingBagsCodegen
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        f"dense-fbgemm needs fbgemm_gpu ({exc}); `make install` installs fbgemm-gpu-cpu==1.8.0 on a CPU torch"
+    ) from exc
+
+_POOLING = {"sum": PoolingMode.SUM, "mean": PoolingMode.MEAN}
+_OPTIM = {"sgd": EmbOptimType.EXACT_SGD, "adagrad": EmbOptimType.EXACT_ADAGRAD}
+
+
+@register
+class DenseFbgemm(EmbeddingCollection):
+    name = "dense-fbgemm"
+
+    def __init__(
+        self,
+        tables: Sequence[TableSpec],
+        optim: EmbeddingOptim,
+        dist: Any | None = None,
+        *,
+        device: str | torch.device = "cpu",
+        check_bounds: bool = True,
+        seed: int = 0,
+    ) -> None:
+        super().__init__(tables, optim, dist, check_bounds=check_bounds, seed=seed)
+        device = torch.device(device)
+        if device.type == "cuda":
+            location, compute = EmbeddingLocation.DEVICE, ComputeDevice.CUDA
+        elif device.type == "cpu":
+            location, compute = EmbeddingLocation.HOST, ComputeDevice.CPU
+        else:
+            raise ValueError(f"dense-fbgemm runs on cpu or cuda, not {device}")
+        # One TBE per pooling mode (a TBE has a single pooling mode); `groups` keeps table order.
+        self.groups: list[list[int]] = []
+        self.tbes = nn.ModuleList()
+        for pooling, mode in _POOLING.items():
+            idx = [i for i, t in enumerate(self.tables) if t.pooling == pooling]
+            if not idx:
+                continue
+            tbe = SplitTableBatchedEmbeddingBagsCodegen(
+                embedding_specs=[(self.tables[i].num_embeddings, self.tables[i].dim, location, compute) for i in idx],
+                optimizer=_OPTIM[optim.kind],
+                learning_rate=optim.lr,
+                eps=optim.eps,
+                pooling_mode=mode,
+                device=device,
+            )
+            with torch.no_grad():
+                for w, i in zip(tbe.split_embedding_weights(), idx):
+                    w.copy_(dense_table_init(self.tables[i], seed, i))
+                if optim.kind == "adagrad":
+                    for states in tbe.split_optimizer_states():
+                        states[0].fill_(optim.initial_accumulator)
+            self.groups.append(idx)
+            self.tbes.append(tbe)
+        order = [i for g in self.groups for i in g]
+        starts = [0]
+        for t in self.tables:
+            starts.append(starts[-1] + t.dim)
+        # Output columns are produced group by group; `_columns` puts them back in table order.
+        produced = torch.cat([torch.arange(starts[i], starts[i + 1]) for i in order])
+        self._columns = None if order == list(range(len(self.tables))) else torch.argsort(produced).to(device)
+        self._last_intermediates = 0
+
+    def forward(self, features: SparseFeatures) -> Tensor:
+        features = self.checked(features)
+        outs = []
+        for idx, tbe in zip(self.groups, self.tbes):
+            f = features if len(self.groups) == 1 else features.select_tables(idx)
+            outs.append(tbe(f.values, f.offsets))
+        out = outs[0] if len(outs) == 1 else torch.cat(outs, dim=1)
+        if self._columns is not None:
+            out = out.index_select(1, self._columns)
+        self._last_intermediates = 2 * out.numel() * out.element_size()  # output + its gradient
+        rows_bytes = sum(
+            int(features.offsets[(i + 1) * features.batch_size] - features.offsets[i * features.batch_size])
+            * t.dim * 4
+            for i, t in enumerate(self.tables)
+        )
+        self._work = WorkReport(nnz=features.nnz, extra={"rows_read_bytes": rows_bytes})
+        return out
+
+    def materialize(self, table: str) -> Tensor:
+        i = self.table_index(table)
+        for idx, tbe in zip(self.groups, self.tbes):
+            if i in idx:
+                return tbe.split_embedding_weights()[idx.index(i)].detach()
+        raise AssertionError("unreachable: every table belongs to a group")
+
+    def memory_report(self) -> MemoryReport:
+        params = sum(t.dense_bytes for t in self.tables)
+        return MemoryReport(
+            params=params,
+            optimizer_state=params if self.optim.kind == "adagrad" else 0,
+            peak_intermediates=self._last_intermediates,
+        )
