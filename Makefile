@@ -68,7 +68,7 @@ reproduce-sc24: install
 	$(VENV)/bin/dlrmbench sweep reproduce/experiments/sc24.toml
 
 figures: install
-	$(VENV)/bin/dlrmbench plot results/sc24
+	$(VENV)/bin/dlrmbench plot reproduce/experiments/sc24.toml
 
 # Compile-check the CUDA kernels on a machine with nvcc but no GPU (a separate 5.5 GB venv).
 CUDA_VENV ?= .venv-cuda

@@ -1,0 +1,1 @@
+"""The data layer: synthetic generators, presets, and one batch type for every source."""

@@ -1,0 +1,58 @@
+"""DLRM (Naumov et al. 2019): bottom MLP over dense features, dot interaction with the pooled
+embeddings, top MLP to one logit. Works with any EmbeddingCollection."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from impls.api import EmbeddingCollection
+from impls.data.batch import Batch
+
+
+def mlp(sizes: Sequence[int], last_activation: bool) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        layers.append(nn.Linear(a, b))
+        if i < len(sizes) - 2 or last_activation:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+def dot_interaction(dense: Tensor, pooled: Tensor) -> Tensor:
+    """dense [B, D], pooled [B, T*D] -> [B, D + (T+1)*T/2]: dense concatenated with the strictly lower
+    triangle of the pairwise dot products of the T+1 vectors (dlrm's default, no self-interaction)."""
+    B, D = dense.shape
+    x = torch.cat([dense.unsqueeze(1), pooled.view(B, -1, D)], dim=1)  # [B, T+1, D]
+    z = torch.bmm(x, x.transpose(1, 2))
+    n = x.shape[1]
+    li, lj = torch.tril_indices(n, n, offset=-1, device=x.device)
+    return torch.cat([dense, z[:, li, lj]], dim=1)
+
+
+class DLRM(nn.Module):
+    def __init__(
+        self,
+        embeddings: EmbeddingCollection,
+        num_dense: int,
+        bottom: Sequence[int] = (512, 256),
+        top: Sequence[int] = (512, 256),
+    ) -> None:
+        super().__init__()
+        dims = {t.dim for t in embeddings.tables}
+        if len(dims) != 1:
+            raise ValueError(f"dot interaction needs one embedding dim for all tables, got {sorted(dims)}")
+        (d,) = dims
+        if num_dense <= 0:
+            raise ValueError(f"DLRM needs dense features (num_dense > 0), got {num_dense}")
+        self.embeddings = embeddings
+        self.bottom = mlp([num_dense, *bottom, d], last_activation=True)
+        n = len(embeddings.tables) + 1
+        self.top = mlp([d + n * (n - 1) // 2, *top, 1], last_activation=False)
+
+    def forward(self, batch: Batch) -> Tensor:
+        """Logits [B]."""
+        dense = self.bottom(batch.dense)
+        pooled = self.embeddings(batch.sparse)
+        return self.top(dot_interaction(dense, pooled)).squeeze(1)

@@ -1,0 +1,1 @@
+"""The dlrmbench harness: CLI, run points, records, sweeps, aggregation and figures."""

@@ -1,0 +1,78 @@
+"""Records -> one flat table (results/<exp>/summary.csv). The only place that does arithmetic on records."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+
+KEYS = ["data", "batch_size", "mode", "optimizer"]
+
+
+def flatten(record: dict[str, Any]) -> dict[str, Any]:
+    p = record["point"]
+    row: dict[str, Any] = {
+        "impl": p["impl"],
+        "data": p["data"],
+        "batch_size": p["batch_size"],
+        "mode": p.get("mode"),
+        "optimizer": p.get("optimizer"),
+        "iters": p.get("iters"),
+        "status": record["status"],
+        "reason": record.get("reason"),
+    }
+    if record["status"] == "ok":
+        for phase, s in record["timing_ms"].items():
+            row[f"{phase}_ms"] = s["median"]
+            row[f"{phase}_iqr_ms"] = s["iqr"]
+        mem = record["memory"]
+        row["samples_per_s"] = record["samples_per_s"]
+        row["peak_rss_delta_bytes"] = mem.get("peak_rss_delta_bytes")
+        row["cuda_peak_bytes"] = mem.get("cuda_peak_bytes")
+        row["analytic_bytes"] = mem["analytic"]["total"]
+        row["param_bytes"] = record["param_bytes"]
+        row["dense_bytes"] = record["tables"]["dense_bytes"]
+        row["nnz"] = record["work"]["nnz"]
+        row["device"] = record["env"].get("cuda_device") or record["env"].get("cpu")
+        row["threads"] = record["env"].get("torch_threads")
+        if "eval" in record:
+            row["auc"] = record["eval"]["auc"]
+            row["logloss"] = record["eval"]["logloss"]
+    return row
+
+
+def summarize(records: Iterable[dict[str, Any]], baseline: str | None = None) -> pd.DataFrame:
+    """One row per record, plus ``speedup`` = baseline total time / this total time within each
+    (data, batch_size, mode, optimizer) group. The baseline is ``baseline`` or the first impl seen."""
+    rows = [flatten(r) for r in records]
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return df
+    baseline = baseline or df["impl"].iloc[0]
+    df["baseline"] = baseline
+    if "total_ms" in df:
+        base = df[(df["impl"] == baseline) & (df["status"] == "ok")].set_index(KEYS)["total_ms"]
+        joined = df.join(base.rename("baseline_total_ms"), on=KEYS)
+        df["speedup"] = joined["baseline_total_ms"] / df["total_ms"]
+    return df
+
+
+def load_records(directory: str | Path, only: set[str] | None = None) -> list[dict[str, Any]]:
+    """The records in ``directory`` (only the file names in ``only``, when given)."""
+    paths = sorted(Path(directory).glob("*.json"))
+    return [json.loads(p.read_text()) for p in paths if only is None or p.name in only]
+
+
+def write_summary(
+    directory: str | Path, baseline: str | None = None, order: list[str] | None = None, only: set[str] | None = None
+) -> Path:
+    """Summarize the records in ``directory`` into ``directory/summary.csv`` (impls in ``order``)."""
+    directory = Path(directory)
+    df = summarize(load_records(directory, only), baseline)
+    if order and not df.empty:
+        rank = {n: i for i, n in enumerate(order)}
+        df = df.sort_values(by=["impl"], key=lambda s: s.map(lambda x: rank.get(x, len(rank))), kind="stable")
+    out = directory / "summary.csv"
+    df.to_csv(out, index=False)
+    return out

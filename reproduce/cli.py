@@ -1,0 +1,147 @@
+"""`dlrmbench`: run, sweep, plot, env."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from reproduce.options import collect_data_options, data_options, model_options, timing_options
+
+console = Console(width=None if sys.stdout.isatty() else 160)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """dlrmbench: TT-Rec, EL-Rec, EcoRec and EMBark side by side on one op core and one harness."""
+
+
+def _fmt(x, spec=".2f", scale=1.0) -> str:
+    return "–" if x is None or x != x else format(x / scale, spec)
+
+
+def comparison_table(df) -> Table:
+    t = Table(title="dlrmbench run (medians over timed iterations)")
+    for col in ("impl", "status", "fwd ms", "bwd ms", "update ms", "total ms", "samples/s", "peak RSS Δ MiB",
+                "analytic MiB", "param MiB", "speedup"):
+        t.add_column(col, justify="left" if col in ("impl", "status") else "right")
+    for _, r in df.iterrows():
+        if r["status"] != "ok":
+            t.add_row(r["impl"], f"{r['status']}: {r['reason']}", *["–"] * 9)
+            continue
+        t.add_row(
+            r["impl"], "ok", _fmt(r["forward_ms"]), _fmt(r["backward_ms"]), _fmt(r["update_ms"]),
+            _fmt(r["total_ms"]), _fmt(r["samples_per_s"], ",.0f"), _fmt(r["peak_rss_delta_bytes"], ",.0f", 2**20),
+            _fmt(r["analytic_bytes"], ",.0f", 2**20), _fmt(r["param_bytes"], ",.0f", 2**20), _fmt(r["speedup"], ".2f") + "×",
+        )
+    return t
+
+
+@cli.command()
+@click.option("--impl", "impls", multiple=True, required=True, help="implementation (repeat to compare)")
+@data_options
+@model_options
+@timing_options
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/runs"), show_default=True)
+@click.option("--timeout", type=float, default=None, help="seconds per implementation")
+def run(impls, out, timeout, no_check_bounds, **kw) -> None:
+    """Run each implementation on the same data, each in its own fresh process, and compare them."""
+    from impls.api import registered_names
+    from reproduce.aggregate import summarize
+    from reproduce.config import RunPoint
+    from reproduce.launch import launch_point
+
+    unknown = [i for i in impls if i not in registered_names()]
+    if unknown:
+        raise click.BadParameter(f"unknown implementation(s) {unknown}; known: {', '.join(registered_names())}",
+                                 param_hint="--impl")
+    data_opts = collect_data_options(kw)
+    try:
+        points = [RunPoint(impl=i, check_bounds=not no_check_bounds, data_options=data_opts, **kw) for i in impls]
+        from impls.data.presets import get_preset
+
+        get_preset(kw["data"], **data_opts)  # fail on bad data options before launching anything
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    records = []
+    for p in points:
+        console.print(f"[bold]{p.impl}[/] on {p.data}, batch {p.batch_size} …")
+        rec = launch_point(p, out, timeout)
+        records.append(rec)
+        if rec["status"] != "ok":
+            console.print(f"  [red]{rec['status']}[/]: {rec['reason']} (log: {rec.get('log')})")
+    df = summarize(records, baseline=impls[0])
+    console.print(comparison_table(df))
+    console.print(f"records: {out}/  (peak RSS Δ = measured process peak over a pre-build baseline)")
+    if any(r["status"] != "ok" for r in records):
+        sys.exit(1)
+
+
+@cli.command()
+@click.argument("experiment", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--dry-run", is_flag=True, help="list the points and exit")
+@click.option("--force", is_flag=True, help="rerun points that already have a record")
+@click.option("--timeout", type=float, default=None, help="seconds per point")
+def sweep(experiment, dry_run, force, timeout) -> None:
+    """Run every point of an experiment TOML (resumable), then write summary.csv and its figures."""
+    from reproduce.config import load_experiment
+    from reproduce.plots import draw
+    from reproduce.sweep import is_done, run_experiment
+
+    try:
+        exp = load_experiment(experiment)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    if dry_run:
+        for p in exp.points:
+            console.print(f"{'done' if is_done(p, exp.out_dir) else 'todo'}  {p.point_id}")
+        return
+
+    def report(i, n, point, record):
+        head = f"[{i + 1}/{n}] {point.impl} {point.data} b={point.batch_size}"
+        if record is None:
+            console.print(f"{head}: recorded earlier, skipped (resume)")
+        elif record["status"] == "ok":
+            t = record["timing_ms"]["total"]["median"]
+            console.print(f"{head}: ok, {t:.1f} ms/iter, {record['samples_per_s']:,.0f} samples/s")
+        elif record["status"] == "skipped":
+            console.print(f"{head}: [yellow]{record['reason']}[/]")
+        else:
+            console.print(f"{head}: [red]{record['status']}[/]: {record['reason']} (log: {record.get('log')})")
+
+    summary = run_experiment(exp, force=force, timeout_s=timeout, on_point=report)
+    console.print(f"summary: {summary}")
+    for path in draw(list(exp.plots), summary, exp.figures_dir):
+        console.print(f"figure: {path}")
+
+
+@cli.command()
+@click.argument("experiment", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def plot(experiment) -> None:
+    """Redraw an experiment's figures from its summary.csv (no compute)."""
+    from reproduce.config import load_experiment
+    from reproduce.plots import draw
+
+    exp = load_experiment(experiment)
+    summary = exp.out_dir / "summary.csv"
+    if not summary.exists():
+        raise click.UsageError(f"{summary} does not exist: run `dlrmbench sweep {experiment}` first")
+    for path in draw(list(exp.plots), summary, exp.figures_dir):
+        console.print(f"figure: {path}")
+
+
+@cli.command()
+def env() -> None:
+    """Versions and hardware."""
+    from impls.api import registered_names
+    from reproduce.records import environment
+
+    for k, v in environment().items():
+        console.print(f"{k:>14}: {v}")
+    console.print(f"{'impls':>14}: {', '.join(registered_names())}")
+
+
+def main() -> None:
+    cli(prog_name="dlrmbench")

@@ -1,0 +1,121 @@
+"""Run points (one measured configuration) and experiments (a grid of points from a TOML file)."""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import tomllib
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from impls.data.presets import preset_names
+from impls.model.train import MODES
+
+OPTIMIZERS = ("sgd", "adagrad")
+
+
+@dataclass(frozen=True)
+class RunPoint:
+    impl: str
+    data: str
+    batch_size: int
+    iters: int = 10
+    warmup: int = 3
+    mode: str = "dlrm"
+    optimizer: str = "sgd"
+    lr: float = 0.01
+    seed: int = 0
+    threads: int | None = None
+    device: str = "cpu"
+    check_bounds: bool = True
+    num_batches: int = 4  # distinct batches, generated before timing and cycled
+    eval_batches: int = 0  # held-out batches for AUC / log loss after the timed steps (dlrm mode)
+    data_options: dict[str, Any] = field(default_factory=dict)
+    impl_options: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if int(self.batch_size) <= 0:
+            raise ValueError(f"batch size must be > 0, got {self.batch_size}")
+        if int(self.iters) <= 0:
+            raise ValueError(f"iters must be > 0, got {self.iters}")
+        if int(self.warmup) < 0:
+            raise ValueError(f"warmup must be >= 0, got {self.warmup}")
+        if int(self.num_batches) <= 0:
+            raise ValueError(f"num_batches must be > 0, got {self.num_batches}")
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        if self.data not in preset_names():
+            raise ValueError(f"unknown data preset {self.data!r}; known: {', '.join(preset_names())}")
+        if self.threads is not None and int(self.threads) <= 0:
+            raise ValueError(f"threads must be > 0, got {self.threads}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RunPoint":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"unknown run-point keys: {unknown}")
+        return cls(**d)
+
+    @property
+    def point_id(self) -> str:
+        """A stable file-name-safe id: readable head plus a hash of the full configuration."""
+        digest = hashlib.sha1(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:10]
+        return f"{self.impl}__{self.data}__b{self.batch_size}__{digest}"
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    description: str
+    points: tuple[RunPoint, ...]
+    out_dir: Path
+    figures_dir: Path
+    plots: tuple[str, ...]
+
+
+GRID_KEYS = ("impl", "data", "batch_size", "mode", "optimizer")
+
+
+def load_experiment(path: str | Path, root: str | Path = ".") -> Experiment:
+    """Expand ``[grid]`` (lists) over ``[defaults]``; ``[data_options]``/``[impl_options]`` apply to all."""
+    path = Path(path)
+    try:
+        doc = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"experiment file not found: {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: invalid TOML: {exc}") from None
+    name = doc.get("name") or path.stem
+    grid = doc.get("grid", {})
+    bad = sorted(set(grid) - set(GRID_KEYS))
+    if bad:
+        raise ValueError(f"{path}: unknown [grid] keys {bad}; allowed: {GRID_KEYS}")
+    for k in ("impl", "data", "batch_size"):
+        if k not in grid:
+            raise ValueError(f"{path}: [grid] needs a list for {k!r}")
+    keys = list(grid)
+    base = dict(doc.get("defaults", {}))
+    base["data_options"] = dict(doc.get("data_options", {}))
+    base["impl_options"] = dict(doc.get("impl_options", {}))
+    points = []
+    for combo in itertools.product(*(grid[k] for k in keys)):
+        try:
+            points.append(RunPoint.from_dict({**base, **dict(zip(keys, combo))}))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{path}: bad point {dict(zip(keys, combo))}: {exc}") from None
+    root = Path(root)
+    return Experiment(
+        name=name,
+        description=doc.get("description", ""),
+        points=tuple(points),
+        out_dir=root / "results" / name,
+        figures_dir=root / "figures" / name,
+        plots=tuple(doc.get("plots", [])),
+    )

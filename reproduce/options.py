@@ -1,0 +1,61 @@
+"""Reusable click option bundles."""
+from __future__ import annotations
+
+from typing import Callable
+
+import click
+
+
+def _stack(*decorators: Callable) -> Callable:
+    def apply(f: Callable) -> Callable:
+        for d in reversed(decorators):
+            f = d(f)
+        return f
+
+    return apply
+
+
+def positive(ctx, param, value):
+    if value is not None and value <= 0:
+        raise click.BadParameter(f"must be > 0, got {value}")
+    return value
+
+
+timing_options = _stack(
+    click.option("--batch-size", "-b", type=int, default=4096, show_default=True, callback=positive),
+    click.option("--iters", type=int, default=10, show_default=True, callback=positive, help="timed iterations"),
+    click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True),
+    click.option("--threads", type=int, default=None, callback=positive, help="torch threads (default: torch's)"),
+    click.option("--device", default="cpu", show_default=True),
+    click.option("--num-batches", type=int, default=4, show_default=True, callback=positive,
+                 help="distinct batches generated before timing and cycled"),
+    click.option("--eval-batches", type=click.IntRange(min=0), default=0, show_default=True,
+                 help="held-out batches for AUC / log loss (dlrm mode)"),
+    click.option("--no-check-bounds", is_flag=True, help="skip index validation (benchmarks only)"),
+)
+
+model_options = _stack(
+    click.option("--mode", type=click.Choice(["dlrm", "embedding-only"]), default="dlrm", show_default=True),
+    click.option("--optimizer", type=click.Choice(["sgd", "adagrad"]), default="sgd", show_default=True),
+    click.option("--lr", type=float, default=0.01, show_default=True, callback=positive),
+    click.option("--seed", type=int, default=0, show_default=True),
+)
+
+data_options = _stack(
+    click.option("--data", default="criteo-kaggle", show_default=True, help="synthetic preset"),
+    click.option("--dim", type=int, default=None, callback=positive, help="embedding dim (preset default)"),
+    click.option("--hotness", type=float, default=None, callback=positive, help="mean lookups per sample"),
+    click.option("--max-rows", type=int, default=None, callback=positive, help="cap every table (--max-ind-range)"),
+    click.option("--alpha", type=float, default=None, help="power-law exponent of id popularity (0 = uniform)"),
+    click.option("--locality", type=click.Choice(["scattered", "ranked"]), default=None),
+    click.option("--bag-sizes", type=click.Choice(["fixed", "random"]), default=None),
+    click.option("--num-tables", type=int, default=None, callback=positive, help="uniform preset only"),
+    click.option("--rows", type=int, default=None, callback=positive, help="uniform preset only: rows per table"),
+)
+
+
+def collect_data_options(kw: dict) -> dict:
+    """Pop the data options out of a command's keyword arguments; keep those that were given."""
+    keys = ("dim", "hotness", "max_rows", "alpha", "locality", "bag_sizes", "num_tables", "rows")
+    popped = {k: kw.pop(k, None) for k in keys}
+    return {k: v for k, v in popped.items() if v is not None}

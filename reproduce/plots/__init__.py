@@ -1,0 +1,29 @@
+"""Figures, one module per figure family; each reads summary.csv only (seaborn + matplotlib)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+
+def _registry() -> dict[str, Callable[[pd.DataFrame, Path], list[Path]]]:
+    from reproduce.plots import sc24
+
+    return {"sc24-speedup": sc24.speedup, "sc24-memory": sc24.memory}
+
+
+def plot_names() -> list[str]:
+    return sorted(_registry())
+
+
+def draw(names: list[str], summary_csv: Path, out_dir: Path) -> list[Path]:
+    plots = _registry()
+    unknown = sorted(set(names) - set(plots))
+    if unknown:
+        raise ValueError(f"unknown plots {unknown}; known: {sorted(plots)}")
+    df = pd.read_csv(summary_csv)
+    out: list[Path] = []
+    for n in names:
+        out += plots[n](df, Path(out_dir))
+    return out

@@ -1,0 +1,87 @@
+"""The run record: one JSON per run point, written atomically, with environment metadata."""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+STATUSES = ("ok", "failed", "oom", "skipped")
+
+
+def _git(*args: str) -> str | None:
+    try:
+        return subprocess.run(
+            ["git", *args], capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parent
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def environment() -> dict[str, Any]:
+    """Versions and hardware of this process (torch is imported here, never at CLI start-up)."""
+    import torch
+
+    try:
+        import fbgemm_gpu  # noqa: F401
+
+        fbgemm = getattr(fbgemm_gpu, "__version__", "unknown")
+    except Exception:  # noqa: BLE001 - any failure means "not usable"
+        fbgemm = None
+    env = {
+        "git_sha": _git("rev-parse", "HEAD"),
+        "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "fbgemm_gpu": fbgemm,
+        "cuda": torch.version.cuda,
+        "cuda_device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "cpu": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "hostname": platform.node(),
+        "platform": platform.platform(),
+    }
+    return env
+
+
+def base_record(point: dict[str, Any], status: str, reason: str | None = None, log: str | None = None) -> dict:
+    if status not in STATUSES:
+        raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
+    return {"schema": SCHEMA_VERSION, "point": point, "status": status, "reason": reason, "log": log}
+
+
+def write_record(path: str | Path, record: dict[str, Any]) -> Path:
+    """Write JSON atomically (temporary file in the same directory, fsync, rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(record, f, indent=2, sort_keys=True, default=str)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def read_record(path: str | Path) -> dict[str, Any]:
+    return json.loads(Path(path).read_text())

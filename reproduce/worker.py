@@ -1,0 +1,160 @@
+"""Executes ONE run point in this process and writes exactly one record.
+
+``python -m reproduce.worker --point-json JSON --out RECORD`` is what `dlrmbench run` and sweeps
+launch, one fresh process per point. The worker owns the clock: warm-up, then timed iterations with the
+forward / backward / update phases timed separately (CUDA-synchronized on GPU).
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import sys
+import time
+import traceback
+from typing import Any
+
+from reproduce.config import RunPoint
+from reproduce.records import base_record, environment, write_record
+
+
+def _stats(xs: list[float]) -> dict[str, float]:
+    qs = statistics.quantiles(xs, n=4) if len(xs) > 1 else [xs[0]] * 3
+    return {"median": statistics.median(xs), "p25": qs[0], "p75": qs[2], "iqr": qs[2] - qs[0], "min": min(xs)}
+
+
+def _auc_logloss(step, batches) -> dict[str, float]:
+    import numpy as np
+    import torch
+    from sklearn.metrics import log_loss, roc_auc_score
+
+    probs, labels = [], []
+    for b in batches:
+        probs.append(step.predict(b).cpu())
+        labels.append(b.labels.cpu())
+    p = torch.cat(probs).double().numpy()
+    y = torch.cat(labels).numpy()
+    if len(np.unique(y)) < 2:
+        return {"auc": float("nan"), "logloss": float(log_loss(y, p, labels=[0, 1]))}
+    return {"auc": float(roc_auc_score(y, p)), "logloss": float(log_loss(y, p, labels=[0, 1]))}
+
+
+def run_point(point: RunPoint) -> dict[str, Any]:
+    """Measure one point; return its `ok` record (exceptions propagate to the caller)."""
+    import torch
+
+    from impls.api import EmbeddingOptim, get_impl
+    from impls.data.presets import get_preset
+    from impls.data.synthetic import SyntheticSource
+    from impls.model.train import TrainStep
+    from reproduce.memory import peak_rss_bytes, reset_peak, rss_bytes
+
+    if point.threads:
+        torch.set_num_threads(point.threads)
+    device = torch.device(point.device)
+    cuda = device.type == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+
+    spec = get_preset(point.data, seed=point.seed, **point.data_options)
+    source = SyntheticSource(spec)
+    t0 = time.perf_counter()
+    batches = [b.to(device) for b in source.batches(point.num_batches, point.batch_size)]
+    held_out = [b.to(device) for b in source.batches(point.eval_batches, point.batch_size, start=10**6)]
+    gen_s = time.perf_counter() - t0
+
+    cls = get_impl(point.impl)
+    gc.collect()
+    baseline = rss_bytes()
+    peak_reset = reset_peak()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(device)
+        cuda_base = torch.cuda.memory_allocated(device)
+    t0 = time.perf_counter()
+    emb = cls(
+        spec.tables,
+        EmbeddingOptim(point.optimizer, lr=point.lr),
+        device=device,
+        check_bounds=point.check_bounds,
+        seed=point.seed,
+        **point.impl_options,
+    )
+    step = TrainStep(emb, mode=point.mode, num_dense=spec.num_dense, seed=point.seed)
+    if step.model is not None:
+        step.model.to(device)
+    build_s = time.perf_counter() - t0
+
+    phases: dict[str, list[float]] = {"forward": [], "backward": [], "update": [], "total": []}
+    losses = []
+    for it in range(point.warmup + point.iters):
+        batch = batches[it % len(batches)]
+        sync()
+        a = time.perf_counter()
+        loss = step.forward(batch)
+        sync()
+        b = time.perf_counter()
+        step.backward(loss)
+        sync()
+        c = time.perf_counter()
+        step.update()
+        sync()
+        d = time.perf_counter()
+        if it >= point.warmup:
+            for k, v in zip(phases, (b - a, c - b, d - c, d - a)):
+                phases[k].append(v * 1e3)
+            losses.append(float(loss.detach()))
+
+    memory: dict[str, Any] = {
+        "analytic": emb.memory_report().to_dict(),
+        "peak_rss_delta_bytes": peak_rss_bytes() - baseline if peak_reset else None,
+        "peak_rss_method": "VmHWM reset before build, minus RSS baseline" if peak_reset else "unsupported",
+        "baseline_rss_bytes": baseline,
+    }
+    if cuda:
+        memory["cuda_peak_bytes"] = torch.cuda.max_memory_allocated(device) - cuda_base
+    param_bytes = sum(p.numel() * p.element_size() for p in emb.parameters()) + sum(
+        b.numel() * b.element_size() for b in emb.buffers()
+    )
+    median_total = statistics.median(phases["total"])
+    record = base_record(point.to_dict(), "ok")
+    record.update(
+        {
+            "timing_ms": {k: _stats(v) for k, v in phases.items()},
+            "iterations_ms": phases,
+            "samples_per_s": point.batch_size / (median_total / 1e3),
+            "loss": losses,
+            "memory": memory,
+            "param_bytes": param_bytes,
+            "work": emb.work_report().to_dict(),
+            "setup_s": {"data": gen_s, "build": build_s},
+            "tables": {"count": len(spec.tables), "rows": sum(t.num_embeddings for t in spec.tables),
+                       "dense_bytes": sum(t.dense_bytes for t in spec.tables)},
+            "env": environment(),
+        }
+    )
+    if held_out:
+        if point.mode != "dlrm":
+            raise ValueError("eval_batches needs mode='dlrm' (embedding-only runs have no predictions)")
+        record["eval"] = _auc_logloss(step, held_out)
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="run one dlrmbench point (internal; use `dlrmbench run`)")
+    ap.add_argument("--point-json", required=True)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    point_dict = json.loads(args.point_json)
+    try:
+        record = run_point(RunPoint.from_dict(point_dict))
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a `failed` record
+        traceback.print_exc()
+        status = "oom" if isinstance(exc, MemoryError) or "out of memory" in str(exc).lower() else "failed"
+        write_record(args.out, base_record(point_dict, status, f"{type(exc).__name__}: {exc}"))
+        return 1
+    write_record(args.out, record)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
