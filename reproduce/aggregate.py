@@ -52,7 +52,7 @@ def summarize(records: Iterable[dict[str, Any]], baseline: str | None = None) ->
     baseline = baseline or df["impl"].iloc[0]
     df["baseline"] = baseline
     if "total_ms" in df:
-        base = df[(df["impl"] == baseline) & (df["status"] == "ok")].set_index(KEYS)["total_ms"]
+        base = df[(df["impl"] == baseline) & (df["status"] == "ok")].drop_duplicates(KEYS).set_index(KEYS)["total_ms"]
         joined = df.join(base.rename("baseline_total_ms"), on=KEYS)
         df["speedup"] = joined["baseline_total_ms"] / df["total_ms"]
     return df

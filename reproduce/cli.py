@@ -57,6 +57,8 @@ def run(impls, out, timeout, no_check_bounds, **kw) -> None:
     if unknown:
         raise click.BadParameter(f"unknown implementation(s) {unknown}; known: {', '.join(registered_names())}",
                                  param_hint="--impl")
+    if len(set(impls)) != len(impls):
+        raise click.BadParameter(f"an implementation is named twice: {list(impls)}", param_hint="--impl")
     data_opts = collect_data_options(kw)
     try:
         points = [RunPoint(impl=i, check_bounds=not no_check_bounds, data_options=data_opts, **kw) for i in impls]

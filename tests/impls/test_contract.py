@@ -1,0 +1,122 @@
+"""The contract every registered EmbeddingCollection must meet (architecture §3)."""
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+
+from impls.api import EmbeddingOptim, SparseFeatures, TableSpec, get_impl, registered_names
+from tests.strategies import jagged_batches
+
+
+def impl_or_skip(name):
+    try:
+        return get_impl(name)
+    except ImportError as exc:
+        pytest.skip(f"{name} is not installed here: {exc}")
+
+
+IMPLS = registered_names()
+
+
+def reference_forward(emb, tables, sf):
+    outs = []
+    for i, t in enumerate(tables):
+        v, o = sf.table(i)
+        outs.append(F.embedding_bag(v, emb.materialize(t.name), o, mode=t.pooling, include_last_offset=True))
+    return torch.cat(outs, dim=1)
+
+
+def reference_step(emb, tables, sf, upstream, optim):
+    """materialize() after one step of dense SGD / exact Adagrad on the same loss."""
+    expected = []
+    for i, t in enumerate(tables):
+        w = emb.materialize(t.name).clone().requires_grad_(True)
+        v, o = sf.table(i)
+        out = F.embedding_bag(v, w, o, mode=t.pooling, include_last_offset=True)
+        cols = slice(sum(x.dim for x in tables[:i]), sum(x.dim for x in tables[: i + 1]))
+        (g,) = torch.autograd.grad((out * upstream[:, cols]).sum(), w)
+        w = w.detach()
+        state = optim.init_state(w)
+        rows = g.abs().sum(1).nonzero().squeeze(1)  # untouched rows have no update (and no Adagrad state change)
+        optim.apply_rows(w, state, rows, g[rows])
+        expected.append(w)
+    return expected
+
+
+@pytest.mark.parametrize("name", IMPLS)
+@settings(max_examples=25, deadline=None)
+@given(batch=jagged_batches())
+def test_forward_equals_embedding_bag_over_materialize(name, batch):
+    tables, sf = batch
+    emb = impl_or_skip(name)(tables, EmbeddingOptim("sgd", lr=0.1), seed=3)
+    out = emb(sf)
+    assert out.shape == (sf.batch_size, sum(t.dim for t in tables))
+    torch.testing.assert_close(out, reference_forward(emb, tables, sf), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["sgd", "adagrad"])
+@pytest.mark.parametrize("name", IMPLS)
+@settings(max_examples=15, deadline=None)
+@given(batch=jagged_batches())
+def test_one_step_moves_tables_like_dense_optimizer(name, kind, batch):
+    tables, sf = batch
+    optim = EmbeddingOptim(kind, lr=0.5)
+    emb = impl_or_skip(name)(tables, optim, seed=1)
+    upstream = torch.randn(sf.batch_size, sum(t.dim for t in tables), generator=torch.Generator().manual_seed(0))
+    expected = reference_step(emb, tables, sf, upstream, optim)
+    (emb(sf) * upstream).sum().backward()
+    emb.optimizer_step()
+    for t, w in zip(tables, expected):
+        torch.testing.assert_close(emb.materialize(t.name), w, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", IMPLS)
+def test_edge_ids_empty_bags_and_duplicates(name):
+    tables = [TableSpec("a", 7, 4), TableSpec("b", 3, 4, pooling="mean")]
+    # B=3; table a: [0, 6, 6], [], [6]; table b: [], [2, 2, 0], [1]
+    sf = SparseFeatures(torch.tensor([0, 6, 6, 6, 2, 2, 0, 1]), torch.tensor([0, 3, 3, 4, 4, 7, 8]), 3)
+    emb = impl_or_skip(name)(tables, EmbeddingOptim("sgd", lr=0.1))
+    out = emb(sf)
+    torch.testing.assert_close(out, reference_forward(emb, tables, sf), rtol=1e-5, atol=1e-6)
+    assert torch.all(out[1, :4] == 0) and torch.all(out[0, 4:] == 0)  # empty bags pool to zero
+
+
+@pytest.mark.parametrize("name", IMPLS)
+def test_invalid_input_raises_value_error(name):
+    tables = [TableSpec("a", 7, 4)]
+    emb = impl_or_skip(name)(tables, EmbeddingOptim("sgd"))
+    with pytest.raises(ValueError, match="table 'a'.*bag 1, id 7"):
+        emb(SparseFeatures(torch.tensor([1, 7]), torch.tensor([0, 1, 2]), 2))
+    with pytest.raises(ValueError, match="negative id"):
+        emb(SparseFeatures(torch.tensor([-1, 0]), torch.tensor([0, 1, 2]), 2))
+    with pytest.raises(ValueError, match="offsets"):
+        emb(SparseFeatures(torch.tensor([1, 0]), torch.tensor([0, 2, 1]), 2))
+    with pytest.raises(ValueError, match="T\\*B\\+1"):
+        emb(SparseFeatures(torch.tensor([1, 0]), torch.tensor([0, 2]), 2))
+
+
+@pytest.mark.parametrize("name", IMPLS)
+def test_memory_report_and_work_report(name):
+    tables = [TableSpec("a", 100, 8), TableSpec("b", 50, 8)]
+    for kind in ("sgd", "adagrad"):
+        emb = impl_or_skip(name)(tables, EmbeddingOptim(kind))
+        sf = SparseFeatures(torch.tensor([1, 2, 3, 4]), torch.tensor([0, 2, 3, 4, 4]), 2)
+        emb(sf)
+        rep = emb.memory_report()
+        assert rep.params > 0 and rep.total >= rep.params
+        assert (rep.optimizer_state > 0) == (kind == "adagrad")
+        assert emb.work_report().nnz == 4
+
+
+@pytest.mark.parametrize("name", IMPLS)
+def test_bad_construction(name):
+    cls = impl_or_skip(name)
+    with pytest.raises(ValueError, match="duplicate table names"):
+        cls([TableSpec("a", 3, 4), TableSpec("a", 3, 4)], EmbeddingOptim())
+    with pytest.raises(ValueError, match="dim must be > 0"):
+        cls([TableSpec("a", 3, 0)], EmbeddingOptim())
+
+
+def test_unknown_impl_name():
+    with pytest.raises(ValueError, match="unknown implementation 'nope'"):
+        get_impl("nope")

@@ -1,0 +1,121 @@
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from reproduce.aggregate import summarize
+from reproduce.cli import cli
+from reproduce.config import RunPoint, load_experiment
+from reproduce.launch import launch_point, record_path
+from reproduce.records import read_record
+from reproduce.sweep import run_experiment
+
+TINY = dict(data="uniform", batch_size=64, iters=2, warmup=1, num_batches=2,
+            data_options={"num_tables": 2, "rows": 1000, "dim": 8})
+
+
+def test_run_point_validation():
+    with pytest.raises(ValueError, match="batch size must be > 0"):
+        RunPoint(impl="dense-torch", data="uniform", batch_size=0)
+    with pytest.raises(ValueError, match="unknown data preset"):
+        RunPoint(impl="dense-torch", data="nope", batch_size=1)
+    with pytest.raises(ValueError, match="unknown run-point keys"):
+        RunPoint.from_dict({"impl": "x", "data": "uniform", "batch_size": 1, "colour": 1})
+
+
+def test_worker_writes_an_ok_record_with_measurements(tmp_path):
+    p = RunPoint(impl="dense-torch", mode="dlrm", eval_batches=2, **TINY)
+    rec = launch_point(p, tmp_path)
+    assert rec["status"] == "ok", rec
+    on_disk = read_record(record_path(tmp_path, p))
+    assert on_disk["status"] == "ok"
+    assert len(on_disk["iterations_ms"]["total"]) == 2
+    assert on_disk["memory"]["peak_rss_delta_bytes"] > 0
+    assert on_disk["memory"]["analytic"]["params"] == 2 * 1000 * 8 * 4
+    assert on_disk["work"]["nnz"] == 2 * 64
+    assert 0.0 <= on_disk["eval"]["auc"] <= 1.0
+    assert on_disk["env"]["torch"]
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_failed_point_writes_only_a_failed_record(tmp_path):
+    p = RunPoint(impl="dense-torch", **{**TINY, "data_options": {"dim": 0}})
+    rec = launch_point(p, tmp_path)
+    assert rec["status"] == "failed" and "dim must be > 0" in rec["reason"]
+    files = sorted(x.name for x in tmp_path.glob("*.json"))
+    assert files == [record_path(tmp_path, p).name]
+    assert read_record(record_path(tmp_path, p))["status"] == "failed"
+
+
+def test_unregistered_impl_is_skipped_not_faked(tmp_path):
+    rec = launch_point(RunPoint(impl="ecorec-someday", **TINY), tmp_path)
+    assert rec["status"] == "skipped" and "not implemented" in rec["reason"]
+    assert "timing_ms" not in rec
+
+
+def test_summary_speedup_against_baseline():
+    def rec(impl, total):
+        return {"status": "ok", "point": {"impl": impl, "data": "d", "batch_size": 8, "mode": "m", "optimizer": "sgd"},
+                "timing_ms": {"total": {"median": total, "iqr": 0.0}}, "samples_per_s": 1.0,
+                "memory": {"analytic": {"total": 1}}, "param_bytes": 1, "tables": {"dense_bytes": 1},
+                "work": {"nnz": 1}, "env": {}}
+    df = summarize([rec("a", 10.0), rec("b", 5.0), {"status": "skipped", "reason": "x",
+                    "point": {"impl": "c", "data": "d", "batch_size": 8}}], baseline="a")
+    assert df.set_index("impl")["speedup"].to_dict()["b"] == pytest.approx(2.0)
+    assert df.set_index("impl")["status"]["c"] == "skipped"
+
+
+def test_sweep_resumes_and_draws(tmp_path, monkeypatch):
+    exp_file = tmp_path / "tiny.toml"
+    exp_file.write_text("""
+name = "tiny"
+plots = ["sc24-speedup", "sc24-memory"]
+[defaults]
+mode = "embedding-only"
+iters = 2
+warmup = 1
+num_batches = 2
+[grid]
+impl = ["dense-torch", "not-yet"]
+data = ["uniform"]
+batch_size = [32]
+[data_options]
+num_tables = 2
+rows = 500
+dim = 8
+""")
+    exp = load_experiment(exp_file, root=tmp_path)
+    assert len(exp.points) == 2
+    seen = []
+    summary = run_experiment(exp, on_point=lambda i, n, p, r: seen.append(r and r["status"]))
+    assert seen == ["ok", "skipped"]
+    seen.clear()
+    run_experiment(exp, on_point=lambda i, n, p, r: seen.append(r))
+    assert seen == [None, None]  # both recorded: nothing relaunched
+    from reproduce.plots import draw
+
+    paths = draw(list(exp.plots), summary, exp.figures_dir)
+    assert {p.name for p in paths} == {"speedup.png", "speedup.pdf", "memory.png", "memory.pdf"}
+
+
+def test_cli_run_compares_and_rejects_bad_input(tmp_path):
+    runner = CliRunner()
+    args = ["run", "--impl", "dense-torch", "--impl", "dense-fbgemm", "--data", "uniform", "--num-tables", "2",
+            "--rows", "100", "--dim", "4", "-b", "16", "--iters", "2", "--warmup", "0", "--out", str(tmp_path)]
+    res = runner.invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    assert "1.00×" in res.output and "dense-fbgemm" in res.output
+    assert len(list(tmp_path.glob("*.json"))) == 2
+    res = runner.invoke(cli, ["run", "--impl", "dense-torch", "--impl", "dense-torch"])
+    assert res.exit_code != 0 and "named twice" in res.output
+    res = runner.invoke(cli, ["run", "--impl", "nope"])
+    assert res.exit_code != 0 and "unknown implementation" in res.output
+    res = runner.invoke(cli, ["run", "--impl", "dense-torch", "-b", "0"])
+    assert res.exit_code != 0 and "must be > 0" in res.output
+    res = runner.invoke(cli, ["run", "--impl", "dense-torch", "--data", "imagenet"])
+    assert res.exit_code != 0 and "unknown data preset" in res.output
+
+
+def test_cli_env():
+    res = CliRunner().invoke(cli, ["env"])
+    assert res.exit_code == 0 and "torch" in res.output and "dense-torch" in res.output
