@@ -61,6 +61,7 @@ test: install
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
 bench: install
+	mkdir -p results/bench
 	$(PY) -m pytest -q -p no:cacheprovider benchmarks --benchmark-only --benchmark-columns=median,iqr,rounds \
 		--benchmark-json=results/bench/dense.json
 

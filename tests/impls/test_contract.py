@@ -120,3 +120,20 @@ def test_bad_construction(name):
 def test_unknown_impl_name():
     with pytest.raises(ValueError, match="unknown implementation 'nope'"):
         get_impl("nope")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", IMPLS)
+def test_cuda_forward_and_step_match_cpu(name):
+    tables = [TableSpec("a", 1000, 16), TableSpec("b", 300, 16, pooling="mean")]
+    sf = SparseFeatures(torch.tensor([0, 999, 5, 5, 299, 1]), torch.tensor([0, 2, 4, 4, 6]), 2)
+    upstream = torch.randn(2, 32)
+    outs = {}
+    for device in ("cpu", "cuda"):
+        emb = impl_or_skip(name)(tables, EmbeddingOptim("adagrad", lr=0.1), device=device, seed=2)
+        out = emb(sf.to(device))
+        (out * upstream.to(device)).sum().backward()
+        emb.optimizer_step()
+        outs[device] = (out.detach().cpu(), emb.materialize("a").cpu(), emb.materialize("b").cpu())
+    for c, g in zip(outs["cpu"], outs["cuda"]):
+        torch.testing.assert_close(c, g, rtol=1e-5, atol=1e-6)
