@@ -62,7 +62,10 @@ class DenseFbgemm(EmbeddingCollection):
             )
             with torch.no_grad():
                 for w, i in zip(tbe.split_embedding_weights(), idx):
-                    w.copy_(dense_table_init(self.tables[i], seed, i))
+                    if w.is_cpu:
+                        dense_table_init(self.tables[i], seed, i, out=w)
+                    else:
+                        w.copy_(dense_table_init(self.tables[i], seed, i))
                 if optim.kind == "adagrad":
                     for states in tbe.split_optimizer_states():
                         states[0].fill_(optim.initial_accumulator)
