@@ -2,12 +2,11 @@
 (EXACT_SGD / EXACT_ADAGRAD), on CPU (host tables) or CUDA (device tables)."""
 from __future__ import annotations
 
-from typing import Any, Sequence
-
 import torch
 from torch import Tensor, nn
 
-from impls.api import EmbeddingCollection, EmbeddingOptim, MemoryReport, SparseFeatures, TableSpec, WorkReport, register
+from impls.api import SparseFeatures, WorkReport, register
+from impls.dense.base import DenseCollection
 from impls.dense.init import dense_table_init
 
 try:
@@ -24,21 +23,11 @@ _OPTIM = {"sgd": EmbOptimType.EXACT_SGD, "adagrad": EmbOptimType.EXACT_ADAGRAD}
 
 
 @register
-class DenseFbgemm(EmbeddingCollection):
+class DenseFbgemm(DenseCollection):
     name = "dense-fbgemm"
 
-    def __init__(
-        self,
-        tables: Sequence[TableSpec],
-        optim: EmbeddingOptim,
-        dist: Any | None = None,
-        *,
-        device: str | torch.device = "cpu",
-        check_bounds: bool = True,
-        seed: int = 0,
-    ) -> None:
-        super().__init__(tables, optim, dist, check_bounds=check_bounds, seed=seed)
-        device = torch.device(device)
+    def build(self, device: torch.device) -> None:
+        optim, seed = self.optim, self.seed
         if device.type == "cuda":
             location, compute = EmbeddingLocation.DEVICE, ComputeDevice.CUDA
         elif device.type == "cpu":
@@ -78,7 +67,6 @@ class DenseFbgemm(EmbeddingCollection):
         # Output columns are produced group by group; `_columns` puts them back in table order.
         produced = torch.cat([torch.arange(starts[i], starts[i + 1]) for i in order])
         self._columns = None if order == list(range(len(self.tables))) else torch.argsort(produced).to(device)
-        self._last_intermediates = 0
 
     def forward(self, features: SparseFeatures) -> Tensor:
         features = self.checked(features)
@@ -104,11 +92,3 @@ class DenseFbgemm(EmbeddingCollection):
             if i in idx:
                 return tbe.split_embedding_weights()[idx.index(i)].detach()
         raise AssertionError("unreachable: every table belongs to a group")
-
-    def memory_report(self) -> MemoryReport:
-        params = sum(t.dense_bytes for t in self.tables)
-        return MemoryReport(
-            params=params,
-            optimizer_state=params if self.optim.kind == "adagrad" else 0,
-            peak_intermediates=self._last_intermediates,
-        )

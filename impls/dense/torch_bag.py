@@ -1,33 +1,23 @@
 """dense-torch: one nn.EmbeddingBag per table with sparse gradients and torch.optim SGD / Adagrad."""
 from __future__ import annotations
 
-from typing import Any, Sequence
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from impls.api import EmbeddingCollection, EmbeddingOptim, MemoryReport, SparseFeatures, TableSpec, WorkReport, register
+from impls.api import SparseFeatures, WorkReport, register
+from impls.dense.base import DenseCollection
 from impls.dense.init import dense_table_init
 
 
 @register
-class DenseTorch(EmbeddingCollection):
+class DenseTorch(DenseCollection):
     name = "dense-torch"
 
-    def __init__(
-        self,
-        tables: Sequence[TableSpec],
-        optim: EmbeddingOptim,
-        dist: Any | None = None,
-        *,
-        device: str | torch.device = "cpu",
-        check_bounds: bool = True,
-        seed: int = 0,
-    ) -> None:
-        super().__init__(tables, optim, dist, check_bounds=check_bounds, seed=seed)
+    def build(self, device: torch.device) -> None:
+        optim = self.optim
         self.weights = nn.ParameterList(
-            nn.Parameter(dense_table_init(t, seed, i).to(device)) for i, t in enumerate(self.tables)
+            nn.Parameter(dense_table_init(t, self.seed, i).to(device)) for i, t in enumerate(self.tables)
         )
         params = list(self.weights)
         if optim.kind == "sgd":
@@ -36,7 +26,6 @@ class DenseTorch(EmbeddingCollection):
             self._opt = torch.optim.Adagrad(
                 params, lr=optim.lr, eps=optim.eps, initial_accumulator_value=optim.initial_accumulator
             )
-        self._last_intermediates = 0
 
     def forward(self, features: SparseFeatures) -> Tensor:
         features = self.checked(features)
@@ -59,11 +48,3 @@ class DenseTorch(EmbeddingCollection):
 
     def materialize(self, table: str) -> Tensor:
         return self.weights[self.table_index(table)].detach()
-
-    def memory_report(self) -> MemoryReport:
-        params = sum(t.dense_bytes for t in self.tables)
-        return MemoryReport(
-            params=params,
-            optimizer_state=params if self.optim.kind == "adagrad" else 0,
-            peak_intermediates=self._last_intermediates,
-        )
