@@ -17,8 +17,8 @@ def setup() -> None:
 def save(fig: "plt.Figure", out_dir: Path, stem: str) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{stem}.png", out_dir / f"{stem}.pdf"]
-    fig.savefig(paths[0], dpi=150, bbox_inches="tight")
-    fig.savefig(paths[1], bbox_inches="tight")
+    fig.savefig(paths[0], dpi=150, bbox_inches="tight", metadata={"Software": None})
+    fig.savefig(paths[1], bbox_inches="tight", metadata={"CreationDate": None, "Producer": None})
     plt.close(fig)
     return paths
 
