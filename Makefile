@@ -73,11 +73,12 @@ figures: install
 
 # Compile-check the CUDA kernels on a machine with nvcc but no GPU (a separate 5.5 GB venv).
 CUDA_VENV ?= .venv-cuda
-CUDA_HOME ?= $(shell dirname $$(dirname $$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)))
+# the toolkit root is the folder that holds include/cuda_runtime.h (nvcc may be a symlink elsewhere)
+CUDA_HOME ?= $(firstword $(patsubst %/include/cuda_runtime.h,%,$(wildcard /usr/local/cuda/include/cuda_runtime.h /usr/local/cuda-*/include/cuda_runtime.h)))
 cuda-check:
 	@test -x $(CUDA_VENV)/bin/python || $(PYTHON) -m venv $(CUDA_VENV)
 	$(CUDA_VENV)/bin/pip install -q torch==2.14.1 "setuptools>=64" wheel ninja
-	CUDA_HOME=$(CUDA_HOME) DLRMBENCH_CUDA=1 TORCH_CUDA_ARCH_LIST="9.0" $(CUDA_VENV)/bin/python setup.py -q build_ext --build-temp build/cuda-check --build-lib build/cuda-check/lib
+	CUDA_HOME=$(CUDA_HOME) LIBRARY_PATH=$(CUDA_HOME)/lib:$(CUDA_HOME)/lib64 DLRMBENCH_CUDA=1 TORCH_CUDA_ARCH_LIST="9.0" $(CUDA_VENV)/bin/python setup.py -q build_ext --build-temp build/cuda-check --build-lib build/cuda-check/lib
 
 # On the GPU machine: its python3 already has a CUDA torch; build in place without touching it.
 device-check:

@@ -2,7 +2,7 @@
 // finds whether its bag has decreasing offsets or a bad id; atomicMin keeps the lowest such bag, and the
 // host fills in the details of that bag alone, so the result equals the CPU kernel's.
 #include <ATen/core/Tensor.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAStream.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
 #include <c10/cuda/CUDAException.h>
@@ -59,7 +59,7 @@ at::Tensor bounds_check_cuda(const at::Tensor& values, const at::Tensor& offsets
   if (nbags > 0) {
     const int threads = 256;
     const auto blocks = static_cast<unsigned>((nbags + threads - 1) / threads);
-    lowest_bad_bags<<<blocks, threads, 0, at::cuda::getCurrentCUDAStream()>>>(
+    lowest_bad_bags<<<blocks, threads, 0, c10::cuda::getCurrentCUDAStream()>>>(
         v.data_ptr<int64_t>(), o.data_ptr<int64_t>(), r.data_ptr<int64_t>(), batch_size, nbags, nnz, f, f + 1);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
