@@ -78,11 +78,8 @@ class DenseFbgemm(DenseCollection):
         if self._columns is not None:
             out = out.index_select(1, self._columns)
         self._last_intermediates = 2 * out.numel() * out.element_size()  # output + its gradient
-        rows_bytes = sum(
-            int(features.offsets[(i + 1) * features.batch_size] - features.offsets[i * features.batch_size])
-            * t.dim * 4
-            for i, t in enumerate(self.tables)
-        )
+        per_table = features.offsets[:: features.batch_size].diff().cpu()  # lookups per table, one copy
+        rows_bytes = sum(int(n) * t.dim * 4 for n, t in zip(per_table, self.tables))
         self._work = WorkReport(nnz=features.nnz, extra={"rows_read_bytes": rows_bytes})
         return out
 
