@@ -94,3 +94,115 @@ def _jagged_unique_fake(values, offsets, num_tables, batch_size):
         values.new_empty(u, dtype=torch.int64),
         values.new_empty(nnz, dtype=torch.int64),
     )
+
+
+# --- TT stages (schemas and layout in csrc/ops.cpp and csrc/tt_args.h) -------------------------------
+
+
+def _tt_args(shape) -> tuple[list[int], list[int]]:
+    return list(shape.q), list(shape.r)
+
+
+def tt_prefix(cores: Sequence[Tensor], shape, prefix_ids: Tensor, work=None, phase: str = "fwd") -> Tensor:
+    """Stage 1: prefix products [G, shape.prefix_width] of the first d-1 cores for each prefix id."""
+    require_kernel("tt_prefix", prefix_ids.device)
+    q, r = _tt_args(shape)
+    out = torch.ops.dlrmbench.tt_prefix(list(cores), q, r, prefix_ids)
+    if work is not None:
+        n = prefix_ids.numel()
+        work.add(phase, "stage1", n * (shape.d - 2), n * shape.prefix_flops())
+    return out
+
+
+def tt_last(prefix: Tensor, cores: Sequence[Tensor], shape, item_group: Tensor, item_last: Tensor, work=None) -> Tensor:
+    """Stage 2: rows [n, D]; item i = prefix[item_group[i]] times the last core's slice item_last[i]."""
+    require_kernel("tt_last", prefix.device)
+    q, r = _tt_args(shape)
+    out = torch.ops.dlrmbench.tt_last(prefix, list(cores), q, r, item_group, item_last)
+    if work is not None:
+        n = item_group.numel()
+        work.add("fwd", "stage2", n, n * shape.last_flops())
+    return out
+
+
+def tt_last_backward(
+    prefix: Tensor,
+    cores: Sequence[Tensor],
+    shape,
+    item_group: Tensor,
+    item_last: Tensor,
+    grad_items: Tensor,
+    grad_last_core: Tensor,
+    work=None,
+) -> Tensor:
+    """Backward of stage 2: adds into grad_last_core, returns the prefix gradient [G, width]
+    (summed over each group's items; item_group must be non-decreasing)."""
+    require_kernel("tt_last_backward", prefix.device)
+    q, r = _tt_args(shape)
+    out = torch.ops.dlrmbench.tt_last_backward(
+        prefix, list(cores), q, r, item_group, item_last, grad_items, grad_last_core
+    )
+    if work is not None:
+        n = item_group.numel()
+        work.add("bwd", "stage2", 2 * n, 2 * n * shape.last_flops())
+    return out
+
+
+def tt_prefix_backward(
+    cores: Sequence[Tensor], shape, prefix_ids: Tensor, grad_prefix: Tensor, grad_cores: Sequence[Tensor], work=None
+) -> None:
+    """Backward of stage 1: adds into the gradients of cores 0..d-2."""
+    require_kernel("tt_prefix_backward", prefix_ids.device)
+    q, r = _tt_args(shape)
+    torch.ops.dlrmbench.tt_prefix_backward(list(cores), q, r, prefix_ids, grad_prefix, list(grad_cores))
+    if work is not None:
+        gemms, flops = shape.prefix_backward_cost()
+        n = prefix_ids.numel()
+        work.add("bwd", "stage1", n * gemms, n * flops)
+
+
+def gather_pool(src: Tensor, index: Tensor, segment_offsets: Tensor, out: Tensor) -> None:
+    """out[s] += sum(src[index[j]] for j in segment s); segments given by offsets (len S+1)."""
+    require_kernel("gather_pool", src.device)
+    torch.ops.dlrmbench.gather_pool(src, index, segment_offsets, out)
+
+
+def scatter_add_rows(src: Tensor, src_index: Tensor, dst_index: Tensor, out: Tensor) -> None:
+    """out[dst_index[j]] += src[src_index[j]] for every j."""
+    require_kernel("scatter_add_rows", src.device)
+    torch.ops.dlrmbench.scatter_add_rows(src, src_index, dst_index, out)
+
+
+@torch.library.register_fake(f"{_LIB}::tt_prefix")
+def _tt_prefix_fake(cores, q, r, prefix_ids):
+    import math
+
+    width = math.prod(q[:-1]) * r[-2]
+    return cores[0].new_empty(prefix_ids.shape[0], width)
+
+
+@torch.library.register_fake(f"{_LIB}::tt_last")
+def _tt_last_fake(prefix, cores, q, r, item_group, item_last):
+    import math
+
+    return prefix.new_empty(item_group.shape[0], math.prod(q))
+
+
+@torch.library.register_fake(f"{_LIB}::tt_last_backward")
+def _tt_last_backward_fake(prefix, cores, q, r, item_group, item_last, grad_items, grad_last_core):
+    return torch.empty_like(prefix)
+
+
+@torch.library.register_fake(f"{_LIB}::tt_prefix_backward")
+def _tt_prefix_backward_fake(cores, q, r, prefix_ids, grad_prefix, grad_cores):
+    return None
+
+
+@torch.library.register_fake(f"{_LIB}::gather_pool")
+def _gather_pool_fake(src, index, segment_offsets, out):
+    return None
+
+
+@torch.library.register_fake(f"{_LIB}::scatter_add_rows")
+def _scatter_add_rows_fake(src, src_index, dst_index, out):
+    return None

@@ -60,3 +60,52 @@ def jagged_unique_ref(values: Tensor, offsets: Tensor, num_tables: int, batch_si
         cat(counts),
         cat(positions),
     )
+
+
+# --- TT stages ---------------------------------------------------------------------------------------
+
+
+def tt_prefix_ref(cores, shape, prefix_ids: Tensor) -> Tensor:
+    """Prefix products of the first d-1 cores, by batched matmul over gathered slices."""
+    from impls.core.tt import decode
+
+    digits = decode(prefix_ids, shape.p[:-1])
+    n = prefix_ids.numel()
+    acc = cores[0][digits[0]].view(n, shape.q[0], shape.r[1])
+    for t in range(1, shape.d - 1):
+        g = cores[t][digits[t]].view(n, shape.r[t], shape.q[t] * shape.r[t + 1])
+        acc = torch.bmm(acc, g).view(n, -1, shape.r[t + 1])
+    return acc.reshape(n, shape.prefix_width)
+
+
+def tt_last_ref(prefix: Tensor, cores, shape, item_group: Tensor, item_last: Tensor) -> Tensor:
+    n = item_group.numel()
+    p = prefix[item_group].view(n, -1, shape.r[-2])
+    g = cores[-1][item_last].view(n, shape.r[-2], shape.q[-1])
+    return torch.bmm(p, g).reshape(n, shape.dim)
+
+
+def tt_last_backward_ref(prefix, cores, shape, item_group, item_last, grad_items):
+    """(grad_prefix, grad_last_core) by autograd through tt_last_ref."""
+    p = prefix.detach().requires_grad_(True)
+    last = cores[-1].detach().requires_grad_(True)
+    out = tt_last_ref(p, [*cores[:-1], last], shape, item_group, item_last)
+    gp, gl = torch.autograd.grad(out, (p, last), grad_items)
+    return gp, gl
+
+
+def tt_prefix_backward_ref(cores, shape, prefix_ids, grad_prefix):
+    """Gradients of cores 0..d-2 by autograd through tt_prefix_ref."""
+    leaves = [c.detach().requires_grad_(True) for c in cores[:-1]]
+    out = tt_prefix_ref([*leaves, cores[-1]], shape, prefix_ids)
+    return list(torch.autograd.grad(out, leaves, grad_prefix, allow_unused=True))
+
+
+def gather_pool_ref(src: Tensor, index: Tensor, segment_offsets: Tensor, out: Tensor) -> Tensor:
+    lengths = segment_offsets[1:] - segment_offsets[:-1]
+    seg = torch.repeat_interleave(torch.arange(lengths.numel()), lengths)
+    return out.index_add(0, seg, src[index])
+
+
+def scatter_add_rows_ref(src: Tensor, src_index: Tensor, dst_index: Tensor, out: Tensor) -> Tensor:
+    return out.index_add(0, dst_index, src[src_index])

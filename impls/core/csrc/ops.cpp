@@ -14,4 +14,24 @@ TORCH_LIBRARY(dlrmbench, m) {
   m.def(
       "jagged_unique(Tensor values, Tensor offsets, int num_tables, int batch_size) "
       "-> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+
+  // TT stages (see tt_args.h for the core layout). cores: d tensors [p_k, r_k*q_k*r_{k+1}]; q: d ints;
+  // r: d+1 ints with r_0 = r_d = 1. A prefix id is row div p_{d-1}; an item's last digit is row mod p_{d-1}.
+  // Stage 1: prefix products of the first d-1 cores, [G, Q_{d-2}*r_{d-1}].
+  m.def("tt_prefix(Tensor[] cores, int[] q, int[] r, Tensor prefix_ids) -> Tensor");
+  // Stage 2: rows [n, D]; item i is prefix[item_group[i]] times the last core's slice item_last[i].
+  m.def("tt_last(Tensor prefix, Tensor[] cores, int[] q, int[] r, Tensor item_group, Tensor item_last) -> Tensor");
+  // Backward of stage 2: adds into grad_last_core and returns the gradient of prefix [G, width];
+  // item_group must be non-decreasing.
+  m.def(
+      "tt_last_backward(Tensor prefix, Tensor[] cores, int[] q, int[] r, Tensor item_group, Tensor item_last, "
+      "Tensor grad_items, Tensor(a!) grad_last_core) -> Tensor");
+  // Backward of stage 1: adds into the gradients of cores 0..d-2 (d-1 tensors shaped like the cores).
+  m.def(
+      "tt_prefix_backward(Tensor[] cores, int[] q, int[] r, Tensor prefix_ids, Tensor grad_prefix, "
+      "Tensor(a!)[] grad_cores) -> ()");
+  // out[s] += sum(src[index[j]] for j in segment_offsets[s]:segment_offsets[s+1]).
+  m.def("gather_pool(Tensor src, Tensor index, Tensor segment_offsets, Tensor(a!) out) -> ()");
+  // out[dst_index[j]] += src[src_index[j]] for every j.
+  m.def("scatter_add_rows(Tensor src, Tensor src_index, Tensor dst_index, Tensor(a!) out) -> ()");
 }

@@ -1,0 +1,84 @@
+// CPU kernels of the row pooling ops (schemas in ../ops.cpp):
+//   gather_pool:      out[s] += sum of src[index[j]] over segment s (parallel over segments, no locks);
+//   scatter_add_rows: out[dst[j]] += src[src_index[j]] (parallel over j, striped row locks).
+// The first pools bags and aggregates gradients per unique id; the second expands a micro-batch of
+// unique rows into the bags that use them.
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <torch/library.h>
+
+#include "../tt_args.h"
+#include "cpu_util.h"
+
+namespace dlrmbench {
+namespace {
+
+inline void add_row(float* __restrict__ dst, const float* __restrict__ src, int64_t D) {
+  for (int64_t k = 0; k < D; ++k) dst[k] += src[k];
+}
+
+void gather_pool_cpu(const at::Tensor& src, const at::Tensor& index, const at::Tensor& segment_offsets,
+                     at::Tensor out) {
+  const char* op = "gather_pool";
+  check_rows(op, "src", src, -1, src.size(1), src);
+  check_index(op, "index", index, src);
+  check_index(op, "segment_offsets", segment_offsets, src);
+  const int64_t S = segment_offsets.numel() - 1;
+  TORCH_CHECK_VALUE(S >= 0, op, ": segment_offsets must have at least one entry");
+  check_rows(op, "out", out, S, src.size(1), src);
+  const auto idx_c = index.contiguous();
+  const auto off_c = segment_offsets.contiguous();
+  const int64_t* idx = idx_c.data_ptr<int64_t>();
+  const int64_t* off = off_c.data_ptr<int64_t>();
+  const int64_t n = idx_c.numel();
+  TORCH_CHECK_VALUE(off[0] == 0 && off[S] == n, op, ": segment_offsets must run from 0 to len(index) = ", n,
+                    ", got ", off[0], " .. ", off[S]);
+  for (int64_t s = 0; s < S; ++s)
+    TORCH_CHECK_VALUE(off[s + 1] >= off[s], op, ": segment_offsets decrease at ", s + 1);
+  check_range(op, "index", idx, n, src.size(0));
+  const int64_t D = src.size(1);
+  const float* x = src.data_ptr<float>();
+  float* y = out.data_ptr<float>();
+  at::parallel_for(0, S, 64, [&](int64_t lo, int64_t hi) {
+    for (int64_t s = lo; s < hi; ++s)
+      for (int64_t j = off[s]; j < off[s + 1]; ++j) add_row(y + s * D, x + idx[j] * D, D);
+  });
+}
+
+void scatter_add_rows_cpu(const at::Tensor& src, const at::Tensor& src_index, const at::Tensor& dst_index,
+                          at::Tensor out) {
+  const char* op = "scatter_add_rows";
+  check_rows(op, "src", src, -1, src.size(1), src);
+  check_index(op, "src_index", src_index, src);
+  check_index(op, "dst_index", dst_index, src);
+  check_rows(op, "out", out, -1, src.size(1), src);
+  const int64_t n = src_index.numel();
+  TORCH_CHECK_VALUE(dst_index.numel() == n, op, ": src_index has ", n, " entries but dst_index has ",
+                    dst_index.numel());
+  const auto si_c = src_index.contiguous();
+  const auto di_c = dst_index.contiguous();
+  const int64_t* si = si_c.data_ptr<int64_t>();
+  const int64_t* di = di_c.data_ptr<int64_t>();
+  check_range(op, "src_index", si, n, src.size(0));
+  check_range(op, "dst_index", di, n, out.size(0));
+  const int64_t D = src.size(1);
+  const float* x = src.data_ptr<float>();
+  float* y = out.data_ptr<float>();
+  RowLocks locks(out.size(0));
+  at::parallel_for(0, n, 256, [&](int64_t lo, int64_t hi) {
+    for (int64_t j = lo; j < hi; ++j) {
+      locks.lock(di[j]);
+      add_row(y + di[j] * D, x + si[j] * D, D);
+      locks.unlock(di[j]);
+    }
+  });
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(dlrmbench, CPU, m) {
+  m.impl("gather_pool", &gather_pool_cpu);
+  m.impl("scatter_add_rows", &scatter_add_rows_cpu);
+}
+
+}  // namespace dlrmbench

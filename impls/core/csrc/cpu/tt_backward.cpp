@@ -1,0 +1,147 @@
+// CPU kernels of the TT backward stages (schemas in ../ops.cpp):
+//   tt_last_backward:   per item, dG_last[j] += P^T dE and dP_group += dE G_last[j]^T (2 GEMMs);
+//                       items of one group are contiguous, so dP is summed per group without locks.
+//   tt_prefix_backward: per prefix id, walk dP back through cores d-2..0 (2 GEMMs per step, plus the
+//                       recomputed inner products for d = 4) and add into the dense core gradients.
+// Core-gradient rows are shared between lookups; adds go through striped row locks (the GPU kernels
+// use atomicAdd), so the summation order, not the result, varies between runs.
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/zeros.h>
+#include <torch/library.h>
+
+#include <vector>
+
+#include "../tt_args.h"
+#include "cpu_util.h"
+#include "tt_chain.h"
+
+namespace dlrmbench {
+namespace {
+
+constexpr int64_t kGrain = 16;
+
+// Segment starts of a non-decreasing group map: items of group g are [start[g], start[g+1]).
+std::vector<int64_t> group_starts(const char* op, const int64_t* grp, int64_t n, int64_t groups) {
+  std::vector<int64_t> start(groups + 1, n);
+  int64_t prev = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    TORCH_CHECK_VALUE(grp[i] >= prev, op, ": item_group must be non-decreasing (items of a group contiguous); "
+                      "item_group[", i, "] = ", grp[i], " follows ", prev);
+    TORCH_CHECK_VALUE(grp[i] < groups, op, ": item_group[", i, "] = ", grp[i], " is outside [0, ", groups, ")");
+    for (int64_t g = prev + 1; g <= grp[i]; ++g) start[g] = i;
+    prev = grp[i];
+  }
+  return start;
+}
+
+at::Tensor tt_last_backward_cpu(const at::Tensor& prefix, at::TensorList cores, c10::IntArrayRef q,
+                                c10::IntArrayRef r, const at::Tensor& item_group, const at::Tensor& item_last,
+                                const at::Tensor& grad_items, at::Tensor grad_last_core) {
+  const char* op = "tt_last_backward";
+  const TTShape s = parse_tt_shape(op, cores, q, r);
+  const int L = s.d - 1;
+  check_rows(op, "prefix", prefix, -1, s.prefix_width(), cores[0]);
+  check_index(op, "item_group", item_group, cores[0]);
+  check_index(op, "item_last", item_last, cores[0]);
+  const int64_t n = item_group.numel();
+  TORCH_CHECK_VALUE(item_last.numel() == n, op, ": item_group and item_last differ in length");
+  check_rows(op, "grad_items", grad_items, n, s.dim(), cores[0]);
+  check_rows(op, "grad_last_core", grad_last_core, s.p[L], s.core_width(L), cores[0]);
+  const auto grp_c = item_group.contiguous();
+  const auto last_c = item_last.contiguous();
+  const int64_t* grp = grp_c.data_ptr<int64_t>();
+  const int64_t* last = last_c.data_ptr<int64_t>();
+  check_range(op, "item_last", last, n, s.p[L]);
+  const int64_t G = prefix.size(0);
+  const std::vector<int64_t> start = group_starts(op, grp, n, G);
+
+  const int64_t M = s.Q(L - 1), qn = s.q[L], rk = s.r[L], width = s.prefix_width(), D = s.dim();
+  auto grad_prefix = at::zeros({G, width}, prefix.options());
+  float* dP = grad_prefix.data_ptr<float>();
+  const float* P = prefix.data_ptr<float>();
+  const float* dE = grad_items.data_ptr<float>();
+  float* dG = grad_last_core.data_ptr<float>();
+  const CoreView c = core_view(s, cores);
+  RowLocks locks(s.p[L]);
+  at::parallel_for(0, G, kGrain, [&](int64_t lo, int64_t hi) {
+    std::vector<float> tmp(rk * qn), contrib(rk * qn);
+    for (int64_t g = lo; g < hi; ++g) {
+      const float* Pg = P + g * width;
+      for (int64_t i = start[g]; i < start[g + 1]; ++i) {
+        const float* e = dE + i * D;
+        const float* Gl = c.row(L, last[i]);
+        gemm::nt(M, rk, qn, e, Gl, dP + g * width, true, tmp.data());  // dP_g += dE * G_last^T
+        // contrib (qn x rk) = dE^T (qn x M) * P_g (M x rk); added transposed into dG_last[j] (rk x qn)
+        gemm::nn_strided(qn, rk, M, e, 1, qn, Pg, rk, contrib.data(), rk, false);
+        float* row = dG + last[i] * rk * qn;
+        locks.lock(last[i]);
+        for (int64_t a = 0; a < rk; ++a)
+          for (int64_t b = 0; b < qn; ++b) row[a * qn + b] += contrib[b * rk + a];
+        locks.unlock(last[i]);
+      }
+    }
+  });
+  return grad_prefix;
+}
+
+void tt_prefix_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids,
+                            const at::Tensor& grad_prefix, at::TensorList grad_cores) {
+  const char* op = "tt_prefix_backward";
+  const TTShape s = parse_tt_shape(op, cores, q, r);
+  check_index(op, "prefix_ids", prefix_ids, cores[0]);
+  const auto ids = prefix_ids.contiguous();
+  const int64_t G = ids.numel();
+  const int64_t* gid = ids.data_ptr<int64_t>();
+  check_range(op, "prefix_ids", gid, G, s.num_prefixes());
+  check_rows(op, "grad_prefix", grad_prefix, G, s.prefix_width(), cores[0]);
+  TORCH_CHECK_VALUE(static_cast<int>(grad_cores.size()) == s.d - 1, op, ": expected ", s.d - 1,
+                    " core gradients (all cores but the last), got ", grad_cores.size());
+  float* dG[3] = {nullptr, nullptr, nullptr};
+  std::vector<std::unique_ptr<RowLocks>> locks;
+  for (int k = 0; k < s.d - 1; ++k) {
+    check_rows(op, "grad_cores", grad_cores[k], s.p[k], s.core_width(k), cores[0]);
+    dG[k] = grad_cores[k].data_ptr<float>();
+    locks.emplace_back(new RowLocks(s.p[k]));
+  }
+  const float* dPin = grad_prefix.data_ptr<float>();
+  const int64_t width = s.prefix_width();
+  const CoreView c = core_view(s, cores);
+  int64_t max_step = 0;  // widest dP_t viewed as (Q_{t-1} x q_t r_{t+1})
+  for (int t = 0; t < s.d - 1; ++t) max_step = std::max(max_step, s.Q(t) * s.r[t + 1]);
+  at::parallel_for(0, G, kGrain, [&](int64_t lo, int64_t hi) {
+    ChainScratch w(s);
+    std::vector<float> cur(max_step), next(max_step);
+    int64_t digits[4];
+    for (int64_t i = lo; i < hi; ++i) {
+      s.prefix_digits(gid[i], digits);
+      if (s.d > 3) prefix_chain(s, c, digits, s.d - 3, w, nullptr);  // P_0..P_{d-3}, needed below
+      else w.P[0] = c.row(0, digits[0]);
+      const float* dPt = dPin + i * width;  // dP_t, t = d-2, as (Q_{t-1} x q_t r_{t+1})
+      for (int t = s.d - 2; t >= 1; --t) {
+        const int64_t M = s.Q(t - 1), N = s.q[t] * s.r[t + 1], K = s.r[t];
+        const int64_t row = digits[t];
+        locks[t]->lock(row);
+        gemm::tn(M, N, K, w.P[t - 1], dPt, dG[t] + row * s.core_width(t), true);  // dG_t += P_{t-1}^T dP_t
+        locks[t]->unlock(row);
+        gemm::nt(M, K, N, dPt, c.row(t, row), next.data(), false, w.tmp);  // dP_{t-1} = dP_t G_t^T
+        std::swap(cur, next);
+        dPt = cur.data();
+      }
+      const int64_t w0 = s.core_width(0);
+      float* g0 = dG[0] + digits[0] * w0;
+      locks[0]->lock(digits[0]);
+      for (int64_t k = 0; k < w0; ++k) g0[k] += dPt[k];
+      locks[0]->unlock(digits[0]);
+    }
+  });
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(dlrmbench, CPU, m) {
+  m.impl("tt_last_backward", &tt_last_backward_cpu);
+  m.impl("tt_prefix_backward", &tt_prefix_backward_cpu);
+}
+
+}  // namespace dlrmbench

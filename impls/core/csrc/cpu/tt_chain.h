@@ -1,0 +1,70 @@
+// The per-lookup TT chain on the CPU: prefix products of the first d-1 cores (forward) and the walk
+// back through them (backward), written once over the shared micro-kernels for every TT op.
+#pragma once
+
+#include <cstdint>
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "../tt_args.h"
+#include "small_gemm.h"
+
+namespace dlrmbench {
+
+struct CoreView {
+  const float* data[4];
+  int64_t width[4];
+  const float* row(int k, int64_t i) const { return data[k] + i * width[k]; }
+};
+
+inline CoreView core_view(const TTShape& s, at::TensorList cores) {
+  CoreView v{};
+  for (int k = 0; k < s.d; ++k) {
+    v.data[k] = cores[k].data_ptr<float>();
+    v.width[k] = s.core_width(k);
+  }
+  return v;
+}
+
+// Thread-local working memory for one chain: P_0..P_{d-2} and a transpose buffer.
+struct ChainScratch {
+  std::vector<float> buf;
+  const float* P[4] = {nullptr, nullptr, nullptr, nullptr};  // this chain's P_t (core 0's slice for t = 0)
+  float* own[4] = {nullptr, nullptr, nullptr, nullptr};      // scratch for P_t, t >= 1
+  float* tmp = nullptr;
+  explicit ChainScratch(const TTShape& s) {
+    int64_t total = 0, tmp_need = 0;
+    int64_t off[4] = {0, 0, 0, 0};
+    for (int t = 0; t < s.d - 1; ++t) {
+      off[t] = total;
+      total += s.Q(t) * s.r[t + 1];
+    }
+    for (int k = 0; k < s.d; ++k) tmp_need = std::max(tmp_need, s.core_width(k));
+    tmp_need = std::max(tmp_need, s.prefix_width());
+    buf.resize(total + tmp_need);
+    for (int t = 0; t < s.d - 1; ++t) own[t] = buf.data() + off[t];
+    tmp = buf.data() + total;
+  }
+};
+
+// P_t for t = 0..upto (P_0 is core 0's slice); P_t = P_{t-1} (Q_{t-1} x r_t) * G_t[i_t] (r_t x q_t r_{t+1}).
+// The last one computed is written to `out` when given.
+inline void prefix_chain(const TTShape& s, const CoreView& c, const int64_t* digits, int upto, ChainScratch& w,
+                         float* out) {
+  const float* prev = c.row(0, digits[0]);
+  w.P[0] = prev;
+  if (upto == 0) {
+    if (out) std::memcpy(out, prev, sizeof(float) * s.q[0] * s.r[1]);
+    return;
+  }
+  for (int t = 1; t <= upto; ++t) {
+    float* dst = (t == upto && out) ? out : w.own[t];
+    gemm::nn(s.Q(t - 1), s.q[t] * s.r[t + 1], s.r[t], prev, c.row(t, digits[t]), dst, false, w.tmp);
+    w.P[t] = dst;
+    prev = dst;
+  }
+}
+
+
+}  // namespace dlrmbench

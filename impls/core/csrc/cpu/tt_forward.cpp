@@ -1,0 +1,79 @@
+// CPU kernels of the TT forward stages (schemas in ../ops.cpp):
+//   tt_prefix: stage 1, one prefix product per prefix id (d-2 GEMMs each);
+//   tt_last:   stage 2, one GEMM per item with the last core.
+// Each system decides what a "prefix id" and an "item" is (an occurrence, a unique id, a prefix group).
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <torch/library.h>
+
+#include "../tt_args.h"
+#include "cpu_util.h"
+#include "tt_chain.h"
+
+namespace dlrmbench {
+namespace {
+
+constexpr int64_t kGrain = 32;
+
+at::Tensor tt_prefix_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids) {
+  const TTShape s = parse_tt_shape("tt_prefix", cores, q, r);
+  check_index("tt_prefix", "prefix_ids", prefix_ids, cores[0]);
+  const auto ids = prefix_ids.contiguous();
+  const int64_t G = ids.numel();
+  const int64_t* g = ids.data_ptr<int64_t>();
+  check_range("tt_prefix", "prefix_ids", g, G, s.num_prefixes());
+  auto out = at::empty({G, s.prefix_width()}, cores[0].options());
+  float* o = out.data_ptr<float>();
+  const CoreView c = core_view(s, cores);
+  const int64_t width = s.prefix_width();
+  at::parallel_for(0, G, kGrain, [&](int64_t lo, int64_t hi) {
+    ChainScratch w(s);
+    int64_t digits[4];
+    for (int64_t i = lo; i < hi; ++i) {
+      s.prefix_digits(g[i], digits);
+      prefix_chain(s, c, digits, s.d - 2, w, o + i * width);
+    }
+  });
+  return out;
+}
+
+at::Tensor tt_last_cpu(const at::Tensor& prefix, at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
+                       const at::Tensor& item_group, const at::Tensor& item_last) {
+  const TTShape s = parse_tt_shape("tt_last", cores, q, r);
+  check_rows("tt_last", "prefix", prefix, -1, s.prefix_width(), cores[0]);
+  check_index("tt_last", "item_group", item_group, cores[0]);
+  check_index("tt_last", "item_last", item_last, cores[0]);
+  TORCH_CHECK_VALUE(item_group.numel() == item_last.numel(), "tt_last: item_group has ", item_group.numel(),
+                    " entries but item_last has ", item_last.numel());
+  const auto grp_c = item_group.contiguous();
+  const auto last_c = item_last.contiguous();
+  const int64_t n = grp_c.numel();
+  const int64_t* grp = grp_c.data_ptr<int64_t>();
+  const int64_t* last = last_c.data_ptr<int64_t>();
+  const int L = s.d - 1;
+  check_range("tt_last", "item_group", grp, n, prefix.size(0));
+  check_range("tt_last", "item_last", last, n, s.p[L]);
+  const int64_t D = s.dim();
+  auto out = at::empty({n, D}, cores[0].options());
+  float* o = out.data_ptr<float>();
+  const float* P = prefix.data_ptr<float>();
+  const CoreView c = core_view(s, cores);
+  const int64_t M = s.Q(L - 1), N = s.q[L], K = s.r[L], width = s.prefix_width();
+  at::parallel_for(0, n, kGrain, [&](int64_t lo, int64_t hi) {
+    std::vector<float> tmp(K * N);
+    for (int64_t i = lo; i < hi; ++i) {
+      gemm::nn(M, N, K, P + grp[i] * width, c.row(L, last[i]), o + i * D, false, tmp.data());
+    }
+  });
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(dlrmbench, CPU, m) {
+  m.impl("tt_prefix", &tt_prefix_cpu);
+  m.impl("tt_last", &tt_last_cpu);
+}
+
+}  // namespace dlrmbench
