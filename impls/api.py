@@ -297,6 +297,14 @@ class EmbeddingCollection(nn.Module, abc.ABC):
     def materialize(self, table: str) -> Tensor:
         """The dense [num_embeddings, dim] table this collection represents (a test oracle)."""
 
+    def table_parameters(self, table: str) -> list[Tensor]:
+        """The trainable tensors behind one table (the dense table itself unless overridden)."""
+        return [self.materialize(table)]
+
+    def materialize_from(self, table: str, params: Sequence[Tensor]) -> Tensor:
+        """The dense table as a differentiable function of ``table_parameters`` (a test oracle)."""
+        return params[0]
+
     @abc.abstractmethod
     def memory_report(self) -> MemoryReport: ...
 
@@ -308,6 +316,9 @@ class EmbeddingCollection(nn.Module, abc.ABC):
 _MODULES: dict[str, str] = {
     "dense-torch": "impls.dense.torch_bag",
     "dense-fbgemm": "impls.dense.fbgemm_tbe",
+    "ttrec": "impls.ttrec.collection",
+    "elrec": "impls.elrec.collection",
+    "ecorec": "impls.ecorec.collection",
 }
 _REGISTRY: dict[str, type[EmbeddingCollection]] = {}
 

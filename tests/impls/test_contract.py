@@ -27,19 +27,21 @@ def reference_forward(emb, tables, sf):
 
 
 def reference_step(emb, tables, sf, upstream, optim):
-    """materialize() after one step of dense SGD / exact Adagrad on the same loss."""
+    """materialize() after one optimizer step on the table's own parameters (the dense table, or the
+    TT cores), with gradients from autograd through ``materialize_from`` on the same loss."""
     expected = []
     for i, t in enumerate(tables):
-        w = emb.materialize(t.name).clone().requires_grad_(True)
+        params = [p.clone().requires_grad_(True) for p in emb.table_parameters(t.name)]
         v, o = sf.table(i)
-        out = F.embedding_bag(v, w, o, mode=t.pooling, include_last_offset=True)
+        out = F.embedding_bag(v, emb.materialize_from(t.name, params), o, mode=t.pooling, include_last_offset=True)
         cols = slice(sum(x.dim for x in tables[:i]), sum(x.dim for x in tables[: i + 1]))
-        (g,) = torch.autograd.grad((out * upstream[:, cols]).sum(), w)
-        w = w.detach()
-        state = optim.init_state(w)
-        rows = g.abs().sum(1).nonzero().squeeze(1)  # untouched rows have no update (and no Adagrad state change)
-        optim.apply_rows(w, state, rows, g[rows])
-        expected.append(w)
+        grads = torch.autograd.grad((out * upstream[:, cols]).sum(), params)
+        with torch.no_grad():
+            for p, g in zip(params, grads):
+                # dense Adagrad over the whole tensor equals the sparse update: untouched entries have
+                # zero gradient, so neither their state nor their value moves
+                optim.apply_dense(p, optim.init_state(p), g)
+            expected.append(emb.materialize_from(t.name, params).detach())
     return expected
 
 

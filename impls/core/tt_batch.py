@@ -1,0 +1,52 @@
+"""Per-batch index structures the TT schedules build from one table's jagged lookups: the bag of
+each occurrence, the sorted unique ids with their inverse and counts (native jagged_unique), and the
+prefix groups of sorted ids. Plain torch over the native ops; shared by every TT system."""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from impls.core import ops
+
+
+def bag_ids(offsets: Tensor, nnz: int) -> Tensor:
+    """Occurrence -> bag index, for offsets [B+1] over nnz ids."""
+    lengths = offsets[1:] - offsets[:-1]
+    return torch.repeat_interleave(torch.arange(lengths.numel(), device=offsets.device), lengths, output_size=nnz)
+
+
+class Dedup(NamedTuple):
+    unique: Tensor  # [U] sorted ascending
+    inverse: Tensor  # [nnz] values[i] == unique[inverse[i]]
+    counts: Tensor  # [U]
+    sorted_positions: Tensor  # [nnz] occurrences in (id, position) order
+    count_offsets: Tensor  # [U+1] occurrences of unique u are sorted_positions[co[u]:co[u+1]]
+
+
+def dedup(values: Tensor, offsets: Tensor, batch_size: int) -> Dedup:
+    u = ops.jagged_unique(values, offsets, 1, batch_size)
+    co = torch.zeros(u.counts.numel() + 1, dtype=torch.int64, device=values.device)
+    torch.cumsum(u.counts, 0, out=co[1:])
+    return Dedup(u.unique, u.inverse, u.counts, u.sorted_positions, co)
+
+
+class Groups(NamedTuple):
+    prefix_ids: Tensor  # [E1] distinct prefix ids (id div p_last), ascending
+    group_of: Tensor  # [n] group of each sorted id (non-decreasing)
+
+
+def prefix_groups(sorted_ids: Tensor, last_radix: int) -> Groups:
+    """Distinct prefixes of ascending ids: a prefix group is a contiguous run of them."""
+    prefix = torch.div(sorted_ids, last_radix, rounding_mode="floor")
+    ids, group_of = torch.unique_consecutive(prefix, return_inverse=True)
+    return Groups(ids, group_of)
+
+
+def bag_range(offsets: Tensor, start: int, end: int) -> tuple[int, int, Tensor]:
+    """Bags [b0, b1) holding occurrences [start, end), and their offsets clipped and rebased to start."""
+    b0 = int(torch.searchsorted(offsets[1:], torch.tensor(start), right=True))
+    b1 = int(torch.searchsorted(offsets[:-1], torch.tensor(end), right=False))
+    seg = offsets[b0 : b1 + 1].clamp(start, end) - start
+    return b0, b1, seg

@@ -1,0 +1,259 @@
+"""What TT-Rec, EL-Rec and EcoRec share: TT tables (cores, gradients, optimizer state), the choice of
+which tables are TT (the rest stay dense, as the papers do), mean pooling, the autograd glue, the
+fused or external core update, and the reports. A system subclass supplies only its work schedule:
+``lookup_forward`` and ``lookup_backward`` for one table over the native TT stage ops."""
+from __future__ import annotations
+
+import abc
+from typing import Any, ClassVar, Mapping, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from impls.api import EmbeddingCollection, EmbeddingOptim, MemoryReport, SparseFeatures, TableSpec, WorkReport
+from impls.core import tt
+from impls.core.counters import TTWork
+from impls.dense.init import dense_table_init
+
+
+def _per_table(value: Any, name: str, what: str, known: set[str]) -> Any:
+    """A per-table option: a plain value for all tables or a {table: value} mapping."""
+    if isinstance(value, Mapping):
+        unknown = set(value) - known
+        if unknown:
+            raise ValueError(f"{what} names unknown table(s) {sorted(unknown)}; tables: {sorted(known)}")
+        return value.get(name)
+    return value
+
+
+class TTTable(nn.Module):
+    """One TT-compressed table: d cores, their gradient buffers and optimizer state."""
+
+    def __init__(self, shape: tt.TTShape, weight_dist: str, seed: int, device: torch.device) -> None:
+        super().__init__()
+        self.shape = shape
+        gen = torch.Generator().manual_seed(seed)
+        self.cores = nn.ParameterList(nn.Parameter(c.to(device)) for c in tt.init_cores(shape, weight_dist, gen))
+        self.grads = [torch.zeros_like(c) for c in self.cores]
+        self.state: list[Tensor | None] = [None] * shape.d
+
+    def core_tensors(self) -> list[Tensor]:
+        return [c.data for c in self.cores]
+
+    @property
+    def param_bytes(self) -> int:
+        return sum(c.numel() * c.element_size() for c in self.cores)
+
+
+class TTLookup(torch.autograd.Function):
+    """Pooled TT lookup of one table; backward runs the system's schedule into the core gradients."""
+
+    @staticmethod
+    def forward(ctx, coll, index, values, offsets, batch_size, *cores):
+        table = coll.tt[str(index)]
+        out, saved = coll.lookup_forward(table, values, offsets, batch_size, coll._step_work)
+        ctx.coll, ctx.index, ctx.saved = coll, index, saved
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        coll = ctx.coll
+        table = coll.tt[str(ctx.index)]
+        for g in table.grads:
+            g.zero_()
+        coll.lookup_backward(table, ctx.saved, grad_out.contiguous(), coll._step_work)
+        ctx.saved = None
+        if coll.fused:
+            coll.apply_update(table)
+            core_grads = [None] * table.shape.d
+        else:
+            core_grads = [g.clone() for g in table.grads]
+        return (None, None, None, None, None, *core_grads)
+
+
+class TTCollection(EmbeddingCollection):
+    """Base of the TT systems. Options (each may be a value or a {table: value} mapping):
+
+    ranks        inner TT ranks (int: all equal), default 32
+    p, q         row / column radices (default: suggest_tt_shapes)
+    cores        number of cores d (systems fix or bound it)
+    tt_tables    names of the TT tables; default all tables with at least ``tt_min_rows`` rows
+    tt_min_rows  row threshold for TT when tt_tables is not given (default 0: every table is TT)
+    weight_dist  core initializer (tt.WEIGHT_DISTS)
+    fused        apply the core update inside backward (default); False leaves dense core gradients
+                 in ``.grad`` and ``optimizer_step`` applies them
+    """
+
+    allowed_cores: ClassVar[tuple[int, ...]] = (3,)
+    dim_multiple: ClassVar[int] = 1
+    default_weight_dist: ClassVar[str] = "uniform"
+
+    def __init__(
+        self,
+        tables: Sequence[TableSpec],
+        optim: EmbeddingOptim,
+        dist: Any | None = None,
+        *,
+        device: str | torch.device = "cpu",
+        check_bounds: bool = True,
+        seed: int = 0,
+        ranks: int | Sequence[int] | Mapping = 32,
+        p: Sequence[int] | Mapping | None = None,
+        q: Sequence[int] | Mapping | None = None,
+        cores: int | Mapping = 3,
+        tt_tables: Sequence[str] | None = None,
+        tt_min_rows: int = 0,
+        weight_dist: str | None = None,
+        fused: bool = True,
+        **schedule_options: Any,
+    ) -> None:
+        super().__init__(tables, optim, dist, check_bounds=check_bounds, seed=seed)
+        self.configure(**schedule_options)  # system options are checked before any allocation
+        device = torch.device(device)
+        names = {t.name for t in tables}
+        if tt_tables is not None:
+            unknown = set(tt_tables) - names
+            if unknown:
+                raise ValueError(f"tt_tables names unknown table(s) {sorted(unknown)}; tables: {sorted(names)}")
+        weight_dist = weight_dist or self.default_weight_dist
+        if weight_dist not in tt.WEIGHT_DISTS:
+            raise ValueError(f"unknown weight_dist {weight_dist!r}; choose one of {', '.join(tt.WEIGHT_DISTS)}")
+        for opt, what in ((ranks, "ranks"), (p, "p"), (q, "q"), (cores, "cores")):
+            _per_table(opt, "", what, names)  # a mapping naming an unknown table fails here
+        shapes: dict[int, tt.TTShape] = {}
+        for i, spec in enumerate(self.tables):
+            is_tt = spec.name in tt_tables if tt_tables is not None else spec.num_embeddings >= tt_min_rows
+            if not is_tt:
+                continue
+            shapes[i] = self._shape_for(spec, names, ranks, p, q, cores)
+        self.fused = bool(fused)
+        self.tt = nn.ModuleDict()
+        self.dense = nn.ParameterDict()
+        self._dense_state: dict[str, Tensor | None] = {}
+        for i, spec in enumerate(self.tables):
+            if i in shapes:
+                self.tt[str(i)] = TTTable(shapes[i], weight_dist, seed * 1000003 + i, device)
+            else:
+                w = nn.Parameter(dense_table_init(spec, seed, i).to(device))
+                self.dense[str(i)] = w
+                self._dense_state[str(i)] = optim.init_state(w.data)
+        for t in self.tt.values():
+            t.state = [optim.init_state(c.data) for c in t.cores]
+        self._step_work = TTWork()
+        self._last_work = TTWork()
+
+    # --- configuration ---------------------------------------------------------------------------
+    def configure(self, **options: Any) -> None:
+        """System options (chunk sizes, micro-batches); the base accepts none."""
+        if options:
+            raise TypeError(f"{self.name} got unknown option(s) {sorted(options)}")
+
+    def _shape_for(self, spec, names, ranks, p, q, cores) -> tt.TTShape:
+        d = _per_table(cores, spec.name, "cores", names) or 3
+        if d not in self.allowed_cores:
+            raise ValueError(f"{self.name} supports {self.allowed_cores} TT cores, table {spec.name!r} asks for {d}")
+        if spec.dim % self.dim_multiple:
+            raise ValueError(
+                f"{self.name} needs TT table dims divisible by {self.dim_multiple}; table {spec.name!r} has {spec.dim}"
+            )
+        r = _per_table(ranks, spec.name, "ranks", names)
+        try:
+            return tt.TTShape.create(
+                spec.num_embeddings,
+                spec.dim,
+                32 if r is None else r,
+                p=_per_table(p, spec.name, "p", names),
+                q=_per_table(q, spec.name, "q", names),
+                d=d,
+            )
+        except ValueError as exc:
+            raise ValueError(f"table {spec.name!r}: {exc}") from None
+
+    # --- the system's schedule -------------------------------------------------------------------
+    @abc.abstractmethod
+    def lookup_forward(
+        self, table: TTTable, values: Tensor, offsets: Tensor, batch_size: int, work: TTWork
+    ) -> tuple[Tensor, Any]:
+        """Sum-pooled [B, D] for one TT table, and what the backward needs."""
+
+    @abc.abstractmethod
+    def lookup_backward(self, table: TTTable, saved: Any, grad: Tensor, work: TTWork) -> None:
+        """Add the core gradients of one TT table into ``table.grads``."""
+
+    # --- the interface -----------------------------------------------------------------------------
+    def forward(self, features: SparseFeatures) -> Tensor:
+        features = self.checked(features)
+        self._step_work = TTWork()
+        B = features.batch_size
+        outs = []
+        for i, spec in enumerate(self.tables):
+            values, offsets = features.table(i)
+            self._step_work.nnz += values.numel()
+            key = str(i)
+            if key in self.tt:
+                out = TTLookup.apply(self, i, values, offsets, B, *self.tt[key].cores)
+                if spec.pooling == "mean":
+                    out = out / (offsets[1:] - offsets[:-1]).clamp(min=1).unsqueeze(1).to(out.dtype)
+            else:
+                out = F.embedding_bag(
+                    values, self.dense[key], offsets, mode=spec.pooling, sparse=True, include_last_offset=True
+                )
+            outs.append(out)
+        self._last_work = self._step_work
+        return torch.cat(outs, dim=1)
+
+    @torch.no_grad()
+    def apply_update(self, table: TTTable) -> None:
+        for k, core in enumerate(table.cores):
+            self.optim.apply_dense(core.data, table.state[k], table.grads[k])
+
+    @torch.no_grad()
+    def optimizer_step(self) -> None:
+        for key, w in self.dense.items():
+            if w.grad is None:
+                continue
+            g = w.grad.coalesce()
+            self.optim.apply_rows(w.data, self._dense_state[key], g.indices()[0], g.values())
+            w.grad = None
+        if self.fused:
+            return
+        for table in self.tt.values():
+            for k, core in enumerate(table.cores):
+                if core.grad is not None:
+                    self.optim.apply_dense(core.data, table.state[k], core.grad)
+                    core.grad = None
+
+    def tt_shape(self, table: str) -> tt.TTShape | None:
+        key = str(self.table_index(table))
+        return self.tt[key].shape if key in self.tt else None
+
+    def table_parameters(self, table: str) -> list[Tensor]:
+        key = str(self.table_index(table))
+        return self.tt[key].core_tensors() if key in self.tt else [self.dense[key].data]
+
+    def materialize_from(self, table: str, params: Sequence[Tensor]) -> Tensor:
+        shape = self.tt_shape(table)
+        if shape is None:
+            return params[0]
+        return tt.rows_from_cores(params, shape, torch.arange(shape.num_embeddings, device=params[0].device))
+
+    def materialize(self, table: str) -> Tensor:
+        key = str(self.table_index(table))
+        if key in self.tt:
+            t = self.tt[key]
+            return tt.materialize(t.core_tensors(), t.shape)
+        return self.dense[key].detach()
+
+    def memory_report(self) -> MemoryReport:
+        params = sum(t.param_bytes for t in self.tt.values())
+        params += sum(w.numel() * w.element_size() for w in self.dense.values())
+        grads = sum(t.param_bytes for t in self.tt.values())  # dense core-gradient buffers
+        return MemoryReport(
+            params=params,
+            optimizer_state=params if self.optim.kind == "adagrad" else 0,
+            peak_intermediates=grads + self._last_work.peak_intermediate_bytes,
+        )
+
+    def work_report(self) -> WorkReport:
+        return self._last_work.report()

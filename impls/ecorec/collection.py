@@ -1,0 +1,92 @@
+"""ecorec: EcoRec's C-M / M-C schedule over sorted-index micro-batches.
+
+The sorted unique ids are cut into ``micro_batches`` contiguous chunks (fewer when a chunk would hold
+under ``min_chunk`` ids). Per chunk, forward (C-M): contract ids to prefix groups, E1_i stage-1
+products, U_i stage-2 products, expand into the bags; backward (M-C): aggregate gradients per unique id,
+recompute the E1_i prefixes, 2*U_i stage-2 GEMMs that also sum the prefix gradient per group, 2*E1_i
+stage-1 GEMMs. Totals E1*a + U*b forward and 3*E1*a + 2*U*b backward; buffers sized to one chunk."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from impls.api import register
+from impls.core import ops
+from impls.core.counters import TTWork
+from impls.core.tt_batch import bag_ids, dedup, prefix_groups
+from impls.core.tt_collection import TTCollection, TTTable
+
+
+def micro_batch_bounds(num_unique: int, micro_batches: int, min_chunk: int) -> list[tuple[int, int]]:
+    """Contiguous [lo, hi) chunks of the sorted unique ids: m chunks of ceil/floor(U/m), the first
+    U mod m one larger, with m reduced until every chunk holds at least min_chunk ids (EcoRec's rule)."""
+    if num_unique == 0:
+        return []
+    m = max(1, min(micro_batches, num_unique // max(min_chunk, 1)))
+    base, extra = divmod(num_unique, m)
+    bounds, lo = [], 0
+    for i in range(m):
+        hi = lo + base + (1 if i < extra else 0)
+        bounds.append((lo, hi))
+        lo = hi
+    return bounds
+
+
+@register
+class EcoRec(TTCollection):
+    name = "ecorec"
+    allowed_cores = (3,)
+    dim_multiple = 4  # EcoRec's kernels pool with float4 loads
+    default_weight_dist = "uniform"
+
+    def configure(self, micro_batches: int = 4, min_chunk: int = 20000) -> None:
+        """micro_batches: m of the sorted-index micro-batching (EcoRec's num_micro_uidx, 4 in the
+        paper's runs); min_chunk: the fewest unique ids per chunk (EcoRec's min_batch_count, 20000)."""
+        if int(micro_batches) < 1:
+            raise ValueError(f"ecorec micro_batches must be >= 1, got {micro_batches}")
+        if int(min_chunk) < 1:
+            raise ValueError(f"ecorec min_chunk must be >= 1, got {min_chunk}")
+        self.micro_batches = int(micro_batches)
+        self.min_chunk = int(min_chunk)
+
+    def lookup_forward(self, table: TTTable, values: Tensor, offsets: Tensor, batch_size: int, work: TTWork):
+        s, cores = table.shape, table.core_tensors()
+        dd = dedup(values, offsets, batch_size)
+        bags = bag_ids(offsets, values.numel())
+        bounds = micro_batch_bounds(dd.unique.numel(), self.micro_batches, self.min_chunk)
+        out = torch.zeros(batch_size, s.dim, device=values.device)
+        chunks = []
+        work.unique += dd.unique.numel()
+        work.micro_batches += len(bounds)
+        for lo, hi in bounds:
+            ids = dd.unique[lo:hi]
+            groups = prefix_groups(ids, s.last_radix)  # C: unique ids -> prefix groups
+            work.e1 += groups.prefix_ids.numel()
+            prefix = ops.tt_prefix(cores, s, groups.prefix_ids, work)  # M stage 1: E1_i GEMMs
+            emb = ops.tt_last(prefix, cores, s, groups.group_of, ids % s.last_radix, work)  # M stage 2: U_i
+            if len(bounds) == 1:  # expand: every occurrence adds its unique row into its bag
+                ops.gather_pool(emb, dd.inverse, offsets, out)
+            else:
+                occ = dd.sorted_positions[dd.count_offsets[lo] : dd.count_offsets[hi]]
+                ops.scatter_add_rows(emb, dd.inverse.index_select(0, occ) - lo, bags.index_select(0, occ), out)
+            work.live(prefix, emb)
+            chunks.append((lo, hi, groups))
+        return out, (dd, bags, chunks)
+
+    def lookup_backward(self, table: TTTable, saved: Any, grad: Tensor, work: TTWork) -> None:
+        dd, bags, chunks = saved
+        s, cores = table.shape, table.core_tensors()
+        for lo, hi, groups in chunks:
+            ids = dd.unique[lo:hi]
+            c0, c1 = int(dd.count_offsets[lo]), int(dd.count_offsets[hi])
+            occ_bags = bags.index_select(0, dd.sorted_positions[c0:c1])
+            d_unique = torch.zeros(hi - lo, s.dim, device=grad.device)  # C: occurrences -> unique ids
+            ops.gather_pool(grad, occ_bags, dd.count_offsets[lo : hi + 1] - c0, d_unique)
+            prefix = ops.tt_prefix(cores, s, groups.prefix_ids, work, phase="bwd")
+            d_prefix = ops.tt_last_backward(  # M stage 2, and C: unique ids -> prefix groups
+                prefix, cores, s, groups.group_of, ids % s.last_radix, d_unique, table.grads[-1], work
+            )
+            ops.tt_prefix_backward(cores, s, groups.prefix_ids, d_prefix, table.grads[:-1], work)  # M stage 1
+            work.live(d_unique, prefix, d_prefix, occ_bags)

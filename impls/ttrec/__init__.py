@@ -1,0 +1,1 @@
+"""TT-Rec (Yin et al., MLSys 2021; FBTT-Embedding): per-occurrence TT lookups in chunks."""
