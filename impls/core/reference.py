@@ -74,13 +74,13 @@ def tt_prefix_ref(cores, shape, prefix_ids: Tensor) -> Tensor:
     acc = cores[0][digits[0]].view(n, shape.q[0], shape.r[1])
     for t in range(1, shape.d - 1):
         g = cores[t][digits[t]].view(n, shape.r[t], shape.q[t] * shape.r[t + 1])
-        acc = torch.bmm(acc, g).view(n, -1, shape.r[t + 1])
+        acc = torch.bmm(acc, g).view(n, acc.shape[1] * shape.q[t], shape.r[t + 1])
     return acc.reshape(n, shape.prefix_width)
 
 
 def tt_last_ref(prefix: Tensor, cores, shape, item_group: Tensor, item_last: Tensor) -> Tensor:
     n = item_group.numel()
-    p = prefix[item_group].view(n, -1, shape.r[-2])
+    p = prefix[item_group].view(n, shape.prefix_width // shape.r[-2], shape.r[-2])
     g = cores[-1][item_last].view(n, shape.r[-2], shape.q[-1])
     return torch.bmm(p, g).reshape(n, shape.dim)
 

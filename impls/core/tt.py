@@ -249,7 +249,7 @@ def rows_from_cores(cores: Sequence[Tensor], shape: TTShape, rows: Tensor) -> Te
     acc = cores[0][digits[0]].view(n, shape.q[0], shape.r[1])
     for t in range(1, shape.d):
         g = cores[t][digits[t]].view(n, shape.r[t], shape.q[t] * shape.r[t + 1])
-        acc = torch.bmm(acc, g).view(n, -1, shape.r[t + 1])
+        acc = torch.bmm(acc, g).view(n, acc.shape[1] * shape.q[t], shape.r[t + 1])
     return acc.reshape(n, shape.dim)
 
 

@@ -1,0 +1,150 @@
+"""The native TT stage ops and row pooling ops against their pure-torch references (every device)."""
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from impls.core import ops, tt
+from impls.core import reference as ref
+from impls.core.counters import TTWork
+from tests.conftest import devices
+
+
+@st.composite
+def tt_cases(draw):
+    d = draw(st.integers(2, 4))
+    p = draw(st.lists(st.integers(1, 6), min_size=d, max_size=d))
+    q = draw(st.lists(st.integers(1, 4), min_size=d, max_size=d))
+    r = draw(st.lists(st.integers(1, 12), min_size=d - 1, max_size=d - 1))
+    s = tt.TTShape.create(math.prod(p), math.prod(q), r, p=p, q=q)
+    G = draw(st.integers(0, 12))
+    n = draw(st.integers(0, 30))
+    seed = draw(st.integers(0, 2**16))
+    return s, G, n, seed
+
+
+def make(case, device):
+    s, G, n, seed = case
+    gen = torch.Generator().manual_seed(seed)
+    cores = [c.to(device) for c in tt.init_cores(s, "normal", gen)]
+    num_prefix = math.prod(s.p[:-1])
+    prefix_ids = torch.randint(0, num_prefix, (G,), generator=gen).to(device)
+    groups = max(G, 1)
+    item_group = torch.sort(torch.randint(0, groups, (n if G else 0,), generator=gen))[0].to(device)
+    item_last = torch.randint(0, s.p[-1], (item_group.numel(),), generator=gen).to(device)
+    return s, cores, prefix_ids, item_group, item_last, gen
+
+
+def close(a, b, rtol):
+    scale = max(float(b.abs().max()) if b.numel() else 0.0, 1e-30)
+    torch.testing.assert_close(a.cpu(), b.cpu(), rtol=rtol, atol=1e-6 * scale)
+
+
+@pytest.mark.parametrize("device", devices())
+@settings(max_examples=150, deadline=None)
+@given(case=tt_cases())
+def test_forward_stages_match_reference(device, case):
+    s, cores, prefix_ids, item_group, item_last, _ = make(case, device)
+    work = TTWork()
+    prefix = ops.tt_prefix(cores, s, prefix_ids, work)
+    close(prefix, ref.tt_prefix_ref(cores, s, prefix_ids), 1e-5)
+    emb = ops.tt_last(prefix, cores, s, item_group, item_last, work)
+    close(emb, ref.tt_last_ref(prefix, cores, s, item_group, item_last), 1e-5)
+    # rows equal the dense table's rows
+    rows = prefix_ids[item_group] * s.p[-1] + item_last
+    close(emb, tt.materialize([c.cpu() for c in cores], s)[rows.cpu()], 1e-5)
+    G, n = prefix_ids.numel(), item_group.numel()
+    assert work.gemms["fwd"] == G * (s.d - 2) + n
+    assert work.flops["fwd"] == G * s.prefix_flops() + n * s.last_flops()
+
+
+@pytest.mark.parametrize("device", devices())
+@settings(max_examples=150, deadline=None)
+@given(case=tt_cases())
+def test_backward_stages_match_autograd(device, case):
+    s, cores, prefix_ids, item_group, item_last, gen = make(case, device)
+    prefix = ops.tt_prefix(cores, s, prefix_ids)
+    grad_items = torch.randn(item_group.numel(), s.dim, generator=gen).to(device)
+    grad_last = torch.zeros_like(cores[-1])
+    work = TTWork()
+    d_prefix = ops.tt_last_backward(prefix, cores, s, item_group, item_last, grad_items, grad_last, work)
+    want_prefix, want_last = ref.tt_last_backward_ref(prefix, cores, s, item_group, item_last, grad_items)
+    close(d_prefix, want_prefix, 1e-4)
+    close(grad_last, want_last, 1e-4)
+    grads = [torch.zeros_like(c) for c in cores[:-1]]
+    ops.tt_prefix_backward(cores, s, prefix_ids, d_prefix, grads, work)
+    for got, want in zip(grads, ref.tt_prefix_backward_ref(cores, s, prefix_ids, d_prefix)):
+        close(got, want if want is not None else torch.zeros_like(got), 1e-4)
+    G, n = prefix_ids.numel(), item_group.numel()
+    g_per, f_per = s.prefix_backward_cost()
+    assert work.gemms["bwd"] == 2 * n + G * g_per
+    assert work.flops["bwd"] == 2 * n * s.last_flops() + G * f_per
+
+
+def test_untouched_core_rows_get_zero_gradient():
+    s = tt.TTShape.create(6 * 5 * 4, 8, [3, 3], p=(6, 5, 4), q=(2, 2, 2))
+    cores = tt.init_cores(s, "normal", torch.Generator().manual_seed(1))
+    prefix_ids = torch.tensor([7])  # digits (1, 2)
+    prefix = ops.tt_prefix(cores, s, prefix_ids)
+    grad_last = torch.zeros_like(cores[-1])
+    d_prefix = ops.tt_last_backward(prefix, cores, s, torch.tensor([0]), torch.tensor([3]), torch.ones(1, 8), grad_last)
+    grads = [torch.zeros_like(c) for c in cores[:-1]]
+    ops.tt_prefix_backward(cores, s, prefix_ids, d_prefix, grads)
+    for g, row in ((grads[0], 1), (grads[1], 2), (grad_last, 3)):
+        mask = torch.ones(g.shape[0], dtype=torch.bool)
+        mask[row] = False
+        assert torch.all(g[mask] == 0) and bool(g[row].abs().sum() > 0)
+
+
+@st.composite
+def pool_cases(draw):
+    S = draw(st.integers(1, 10))
+    D = draw(st.integers(1, 9))
+    lengths = draw(st.lists(st.integers(0, 5), min_size=S, max_size=S))
+    n = sum(lengths)
+    rows = draw(st.integers(1, 8))
+    index = draw(st.lists(st.integers(0, rows - 1), min_size=n, max_size=n))
+    return S, D, lengths, rows, index, draw(st.integers(0, 2**16))
+
+
+@pytest.mark.parametrize("device", devices())
+@settings(max_examples=150, deadline=None)
+@given(case=pool_cases())
+def test_pooling_ops_match_reference(device, case):
+    S, D, lengths, rows, index, seed = case
+    gen = torch.Generator().manual_seed(seed)
+    src = torch.randn(rows, D, generator=gen)
+    idx = torch.tensor(index, dtype=torch.int64)
+    offs = torch.tensor([0] + lengths, dtype=torch.int64).cumsum(0)
+    out = torch.randn(S, D, generator=gen)
+    want = ref.gather_pool_ref(src, idx, offs, out)
+    got = out.clone().to(device)
+    ops.gather_pool(src.to(device), idx.to(device), offs.to(device), got)
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-6)
+    dst = torch.randint(0, S, (idx.numel(),), generator=gen)
+    want = ref.scatter_add_rows_ref(src, idx, dst, out)
+    got = out.clone().to(device)
+    ops.scatter_add_rows(src.to(device), idx.to(device), dst.to(device), got)
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_bad_arguments_raise_value_errors():
+    s = tt.TTShape.create(60, 8, [2, 2], p=(3, 4, 5), q=(2, 2, 2))
+    cores = tt.init_cores(s, "normal", torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match=r"prefix_ids\[1\] = 12 is outside \[0, 12\)"):
+        ops.tt_prefix(cores, s, torch.tensor([0, 12]))
+    prefix = ops.tt_prefix(cores, s, torch.tensor([0, 3]))
+    with pytest.raises(ValueError, match=r"item_last\[0\] = 5 is outside \[0, 5\)"):
+        ops.tt_last(prefix, cores, s, torch.tensor([0]), torch.tensor([5]))
+    with pytest.raises(ValueError, match="non-decreasing"):
+        ops.tt_last_backward(
+            prefix, cores, s, torch.tensor([1, 0]), torch.tensor([0, 0]), torch.zeros(2, 8), torch.zeros_like(cores[2])
+        )
+    with pytest.raises(ValueError, match="core 1 has width"):
+        torch.ops.dlrmbench.tt_prefix([cores[0], cores[1][:, :-1].contiguous(), cores[2]], [2, 2, 2], [1, 2, 2, 1], torch.tensor([0]))
+    with pytest.raises(ValueError, match="segment_offsets must run from 0"):
+        ops.gather_pool(torch.zeros(3, 2), torch.tensor([0, 1]), torch.tensor([0, 1]), torch.zeros(1, 2))
+    with pytest.raises(ValueError, match=r"dst_index\[0\] = 4"):
+        ops.scatter_add_rows(torch.zeros(3, 2), torch.tensor([0]), torch.tensor([4]), torch.zeros(4, 2))
