@@ -46,7 +46,8 @@ def prefix_groups(sorted_ids: Tensor, last_radix: int) -> Groups:
 
 def bag_range(offsets: Tensor, start: int, end: int) -> tuple[int, int, Tensor]:
     """Bags [b0, b1) holding occurrences [start, end), and their offsets clipped and rebased to start."""
-    b0 = int(torch.searchsorted(offsets[1:], torch.tensor(start), right=True))
-    b1 = int(torch.searchsorted(offsets[:-1], torch.tensor(end), right=False))
+    bounds = torch.tensor([start, end], device=offsets.device)
+    b0 = int(torch.searchsorted(offsets[1:], bounds[:1], right=True))
+    b1 = int(torch.searchsorted(offsets[:-1], bounds[1:], right=False))
     seg = offsets[b0 : b1 + 1].clamp(start, end) - start
     return b0, b1, seg

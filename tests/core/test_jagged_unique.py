@@ -4,10 +4,11 @@ from hypothesis import given, settings
 
 from impls.core.ops import jagged_unique
 from impls.core.reference import jagged_unique_ref
+from tests.conftest import devices
 from tests.strategies import jagged_batches
 
 
-@pytest.mark.parametrize("device", ["cpu"])  # the CUDA kernel arrives with the TT core (issue 3)
+@pytest.mark.parametrize("device", devices())
 @settings(max_examples=200, deadline=None)
 @given(batch=jagged_batches(max_rows=8, max_bag=6))
 def test_matches_reference(device, batch):

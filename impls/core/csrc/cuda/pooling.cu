@@ -1,0 +1,90 @@
+// CUDA kernels of gather_pool (one thread per (segment, column), no atomics) and scatter_add_rows
+// (one thread per (entry, column), atomicAdd); schemas in ../ops.cpp.
+#include <ATen/core/Tensor.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include "cuda_util.cuh"
+
+namespace dlrmbench {
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void gather_pool_kernel(const float* __restrict__ src, const int64_t* __restrict__ idx,
+                                   const int64_t* __restrict__ off, int64_t S, int64_t D, float* out) {
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < S * D;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t s = e / D, k = e % D;
+    float acc = 0.f;
+    for (int64_t j = off[s]; j < off[s + 1]; ++j) acc += src[idx[j] * D + k];
+    out[e] += acc;
+  }
+}
+
+__global__ void scatter_add_kernel(const float* __restrict__ src, const int64_t* __restrict__ si,
+                                   const int64_t* __restrict__ di, int64_t n, int64_t D, float* out) {
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n * D;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t j = e / D, k = e % D;
+    atomicAdd(out + di[j] * D + k, src[si[j] * D + k]);
+  }
+}
+
+void gather_pool_cuda(const at::Tensor& src, const at::Tensor& index, const at::Tensor& segment_offsets,
+                      at::Tensor out) {
+  const char* op = "gather_pool";
+  check_rows(op, "src", src, -1, src.size(1), src);
+  check_index(op, "index", index, src);
+  check_index(op, "segment_offsets", segment_offsets, src);
+  const int64_t S = segment_offsets.numel() - 1;
+  TORCH_CHECK_VALUE(S >= 0, op, ": segment_offsets must have at least one entry");
+  check_rows(op, "out", out, S, src.size(1), src);
+  const c10::cuda::CUDAGuard guard(src.device());
+  const auto idx = index.contiguous();
+  const auto off = segment_offsets.contiguous();
+  const int64_t first = off[0].item<int64_t>(), last = off[S].item<int64_t>();
+  TORCH_CHECK_VALUE(first == 0 && last == idx.numel(), op, ": segment_offsets must run from 0 to len(index) = ",
+                    idx.numel(), ", got ", first, " .. ", last);
+  if (S > 0) {
+    const bool sorted = at::all(at::ge(off.slice(0, 1), off.slice(0, 0, S))).item<bool>();
+    TORCH_CHECK_VALUE(sorted, op, ": segment_offsets decrease");
+  }
+  check_range_cuda(op, "index", idx, src.size(0));
+  const int64_t D = src.size(1);
+  if (S * D == 0) return;
+  gather_pool_kernel<<<blocks_for(S * D, kThreads), kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
+      src.data_ptr<float>(), idx.data_ptr<int64_t>(), off.data_ptr<int64_t>(), S, D, out.data_ptr<float>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+void scatter_add_rows_cuda(const at::Tensor& src, const at::Tensor& src_index, const at::Tensor& dst_index,
+                           at::Tensor out) {
+  const char* op = "scatter_add_rows";
+  check_rows(op, "src", src, -1, src.size(1), src);
+  check_index(op, "src_index", src_index, src);
+  check_index(op, "dst_index", dst_index, src);
+  check_rows(op, "out", out, -1, src.size(1), src);
+  const int64_t n = src_index.numel();
+  TORCH_CHECK_VALUE(dst_index.numel() == n, op, ": src_index has ", n, " entries but dst_index has ",
+                    dst_index.numel());
+  const c10::cuda::CUDAGuard guard(src.device());
+  const auto si = src_index.contiguous();
+  const auto di = dst_index.contiguous();
+  check_range_cuda(op, "src_index", si, src.size(0));
+  check_range_cuda(op, "dst_index", di, out.size(0));
+  const int64_t D = src.size(1);
+  if (n * D == 0) return;
+  scatter_add_kernel<<<blocks_for(n * D, kThreads), kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
+      src.data_ptr<float>(), si.data_ptr<int64_t>(), di.data_ptr<int64_t>(), n, D, out.data_ptr<float>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(dlrmbench, CUDA, m) {
+  m.impl("gather_pool", &gather_pool_cuda);
+  m.impl("scatter_add_rows", &scatter_add_rows_cuda);
+}
+
+}  // namespace dlrmbench
