@@ -103,22 +103,41 @@ def _tt_args(shape) -> tuple[list[int], list[int]]:
     return list(shape.q), list(shape.r)
 
 
-def tt_prefix(cores: Sequence[Tensor], shape, prefix_ids: Tensor, work=None, phase: str = "fwd") -> Tensor:
-    """Stage 1: prefix products [G, shape.prefix_width] of the first d-1 cores for each prefix id."""
+def _out(out: Tensor | None, rows: int, cols: int, like: Tensor) -> Tensor:
+    if out is None:
+        return like.new_empty(rows, cols)
+    return out[:rows]
+
+
+def tt_prefix(
+    cores: Sequence[Tensor], shape, prefix_ids: Tensor, work=None, phase: str = "fwd", out: Tensor | None = None
+) -> Tensor:
+    """Stage 1: prefix products [G, shape.prefix_width] of the first d-1 cores for each prefix id
+    (written into ``out[:G]`` when a workspace buffer is given)."""
     require_kernel("tt_prefix", prefix_ids.device)
     q, r = _tt_args(shape)
-    out = torch.ops.dlrmbench.tt_prefix(list(cores), q, r, prefix_ids)
+    out = _out(out, prefix_ids.numel(), shape.prefix_width, cores[0])
+    torch.ops.dlrmbench.tt_prefix(list(cores), q, r, prefix_ids, out)
     if work is not None:
         n = prefix_ids.numel()
         work.add(phase, "stage1", n * (shape.d - 2), n * shape.prefix_flops())
     return out
 
 
-def tt_last(prefix: Tensor, cores: Sequence[Tensor], shape, item_group: Tensor, item_last: Tensor, work=None) -> Tensor:
+def tt_last(
+    prefix: Tensor,
+    cores: Sequence[Tensor],
+    shape,
+    item_group: Tensor,
+    item_last: Tensor,
+    work=None,
+    out: Tensor | None = None,
+) -> Tensor:
     """Stage 2: rows [n, D]; item i = prefix[item_group[i]] times the last core's slice item_last[i]."""
     require_kernel("tt_last", prefix.device)
     q, r = _tt_args(shape)
-    out = torch.ops.dlrmbench.tt_last(prefix, list(cores), q, r, item_group, item_last)
+    out = _out(out, item_group.numel(), shape.dim, prefix)
+    torch.ops.dlrmbench.tt_last(prefix, list(cores), q, r, item_group, item_last, out)
     if work is not None:
         n = item_group.numel()
         work.add("fwd", "stage2", n, n * shape.last_flops())
@@ -134,13 +153,15 @@ def tt_last_backward(
     grad_items: Tensor,
     grad_last_core: Tensor,
     work=None,
+    out: Tensor | None = None,
 ) -> Tensor:
     """Backward of stage 2: adds into grad_last_core, returns the prefix gradient [G, width]
     (summed over each group's items; item_group must be non-decreasing)."""
     require_kernel("tt_last_backward", prefix.device)
     q, r = _tt_args(shape)
-    out = torch.ops.dlrmbench.tt_last_backward(
-        prefix, list(cores), q, r, item_group, item_last, grad_items, grad_last_core
+    out = _out(out, prefix.shape[0], shape.prefix_width, prefix)
+    torch.ops.dlrmbench.tt_last_backward(
+        prefix, list(cores), q, r, item_group, item_last, grad_items, grad_last_core, out
     )
     if work is not None:
         n = item_group.numel()
@@ -174,23 +195,18 @@ def scatter_add_rows(src: Tensor, src_index: Tensor, dst_index: Tensor, out: Ten
 
 
 @torch.library.register_fake(f"{_LIB}::tt_prefix")
-def _tt_prefix_fake(cores, q, r, prefix_ids):
-    import math
-
-    width = math.prod(q[:-1]) * r[-2]
-    return cores[0].new_empty(prefix_ids.shape[0], width)
+def _tt_prefix_fake(cores, q, r, prefix_ids, out):
+    return None
 
 
 @torch.library.register_fake(f"{_LIB}::tt_last")
-def _tt_last_fake(prefix, cores, q, r, item_group, item_last):
-    import math
-
-    return prefix.new_empty(item_group.shape[0], math.prod(q))
+def _tt_last_fake(prefix, cores, q, r, item_group, item_last, out):
+    return None
 
 
 @torch.library.register_fake(f"{_LIB}::tt_last_backward")
-def _tt_last_backward_fake(prefix, cores, q, r, item_group, item_last, grad_items, grad_last_core):
-    return torch.empty_like(prefix)
+def _tt_last_backward_fake(prefix, cores, q, r, item_group, item_last, grad_items, grad_last_core, grad_prefix):
+    return None
 
 
 @torch.library.register_fake(f"{_LIB}::tt_prefix_backward")

@@ -51,3 +51,23 @@ def bag_range(offsets: Tensor, start: int, end: int) -> tuple[int, int, Tensor]:
     b1 = int(torch.searchsorted(offsets[:-1], bounds[1:], right=False))
     seg = offsets[b0 : b1 + 1].clamp(start, end) - start
     return b0, b1, seg
+
+
+class Workspace:
+    """Named float32 buffers a schedule reuses across chunks and steps (grown, never shrunk), as the GPU
+    systems reuse preallocated or cached buffers; on the CPU it also spares re-faulting fresh pages."""
+
+    def __init__(self) -> None:
+        self._bufs: dict[str, Tensor] = {}
+
+    def get(self, name: str, rows: int, cols: int, device: torch.device) -> Tensor:
+        need = rows * cols
+        buf = self._bufs.get(name)
+        if buf is None or buf.numel() < need or buf.device != device:
+            buf = torch.empty(max(need, 1), device=device)
+            self._bufs[name] = buf
+        return buf[:need].view(rows, cols)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(b.numel() * b.element_size() for b in self._bufs.values())

@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from impls.api import EmbeddingCollection, EmbeddingOptim, MemoryReport, SparseFeatures, TableSpec, WorkReport
 from impls.core import tt
 from impls.core.counters import TTWork
+from impls.core.tt_batch import Workspace
 from impls.dense.init import dense_table_init
 
 
@@ -37,6 +38,10 @@ class TTTable(nn.Module):
         self.cores = nn.ParameterList(nn.Parameter(c.to(device)) for c in tt.init_cores(shape, weight_dist, gen))
         self.grads = [torch.zeros_like(c) for c in self.cores]
         self.state: list[Tensor | None] = [None] * shape.d
+        self.workspace = Workspace()
+
+    def buffer(self, name: str, rows: int, cols: int) -> Tensor:
+        return self.workspace.get(name, rows, cols, self.cores[0].device)
 
     def core_tensors(self) -> list[Tensor]:
         return [c.data for c in self.cores]

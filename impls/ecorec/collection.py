@@ -64,8 +64,13 @@ class EcoRec(TTCollection):
             ids = dd.unique[lo:hi]
             groups = prefix_groups(ids, s.last_radix)  # C: unique ids -> prefix groups
             work.e1 += groups.prefix_ids.numel()
-            prefix = ops.tt_prefix(cores, s, groups.prefix_ids, work)  # M stage 1: E1_i GEMMs
-            emb = ops.tt_last(prefix, cores, s, groups.group_of, ids % s.last_radix, work)  # M stage 2: U_i
+            e1 = groups.prefix_ids.numel()
+            prefix = ops.tt_prefix(  # M stage 1: E1_i GEMMs
+                cores, s, groups.prefix_ids, work, out=table.buffer("prefix", e1, s.prefix_width)
+            )
+            emb = ops.tt_last(  # M stage 2: U_i GEMMs
+                prefix, cores, s, groups.group_of, ids % s.last_radix, work, out=table.buffer("emb", hi - lo, s.dim)
+            )
             if len(bounds) == 1:  # expand: every occurrence adds its unique row into its bag
                 ops.gather_pool(emb, dd.inverse, offsets, out)
             else:
@@ -82,11 +87,15 @@ class EcoRec(TTCollection):
             ids = dd.unique[lo:hi]
             c0, c1 = int(dd.count_offsets[lo]), int(dd.count_offsets[hi])
             occ_bags = bags.index_select(0, dd.sorted_positions[c0:c1])
-            d_unique = torch.zeros(hi - lo, s.dim, device=grad.device)  # C: occurrences -> unique ids
+            d_unique = table.buffer("d_unique", hi - lo, s.dim).zero_()  # C: occurrences -> unique ids
             ops.gather_pool(grad, occ_bags, dd.count_offsets[lo : hi + 1] - c0, d_unique)
-            prefix = ops.tt_prefix(cores, s, groups.prefix_ids, work, phase="bwd")
+            e1 = groups.prefix_ids.numel()
+            prefix = ops.tt_prefix(
+                cores, s, groups.prefix_ids, work, phase="bwd", out=table.buffer("prefix", e1, s.prefix_width)
+            )
             d_prefix = ops.tt_last_backward(  # M stage 2, and C: unique ids -> prefix groups
-                prefix, cores, s, groups.group_of, ids % s.last_radix, d_unique, table.grads[-1], work
+                prefix, cores, s, groups.group_of, ids % s.last_radix, d_unique, table.grads[-1], work,
+                out=table.buffer("d_prefix", e1, s.prefix_width),
             )
             ops.tt_prefix_backward(cores, s, groups.prefix_ids, d_prefix, table.grads[:-1], work)  # M stage 1
             work.live(d_unique, prefix, d_prefix, occ_bags)

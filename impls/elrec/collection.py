@@ -30,9 +30,12 @@ class ELRec(TTCollection):
         work.unique += dd.unique.numel()
         work.e1 += groups.prefix_ids.numel()
         work.micro_batches += 1
-        prefix = ops.tt_prefix(cores, s, groups.prefix_ids, work)
+        E1 = groups.prefix_ids.numel()
+        prefix = ops.tt_prefix(cores, s, groups.prefix_ids, work, out=table.buffer("prefix", E1, s.prefix_width))
         item_group = groups.group_of.index_select(0, dd.inverse)
-        emb = ops.tt_last(prefix, cores, s, item_group, values % s.last_radix, work)
+        emb = ops.tt_last(
+            prefix, cores, s, item_group, values % s.last_radix, work, out=table.buffer("emb", nnz, s.dim)
+        )
         out = torch.zeros(batch_size, s.dim, device=values.device)
         ops.gather_pool(emb, torch.arange(nnz, device=values.device), offsets, out)
         work.live(prefix, emb, item_group)
@@ -43,13 +46,15 @@ class ELRec(TTCollection):
         s, cores = table.shape, table.core_tensors()
         U = dd.unique.numel()
         bags = bag_ids(offsets, dd.inverse.numel())
-        d_unique = torch.zeros(U, s.dim, device=grad.device)
+        d_unique = table.buffer("d_unique", U, s.dim).zero_()
         ops.gather_pool(grad, bags.index_select(0, dd.sorted_positions), dd.count_offsets, d_unique)
         prefix_ids = torch.div(dd.unique, s.last_radix, rounding_mode="floor")
-        prefix = ops.tt_prefix(cores, s, prefix_ids, work, phase="bwd")  # per unique id: no reuse
+        prefix = ops.tt_prefix(  # per unique id: no reuse in the backward
+            cores, s, prefix_ids, work, phase="bwd", out=table.buffer("prefix", U, s.prefix_width)
+        )
         d_prefix = ops.tt_last_backward(
             prefix, cores, s, torch.arange(U, device=grad.device), dd.unique % s.last_radix, d_unique,
-            table.grads[-1], work,
+            table.grads[-1], work, out=table.buffer("d_prefix", U, s.prefix_width),
         )
         ops.tt_prefix_backward(cores, s, prefix_ids, d_prefix, table.grads[:-1], work)
         work.live(d_unique, prefix, d_prefix, bags)

@@ -38,8 +38,10 @@ class TTRec(TTCollection):
         for lo in range(0, nnz, self.chunk):
             hi = min(lo + self.chunk, nnz)
             rows = values[lo:hi]
-            prefix = ops.tt_prefix(cores, s, torch.div(rows, s.last_radix, rounding_mode="floor"), work)
-            emb = ops.tt_last(prefix, cores, s, items[: hi - lo], rows % s.last_radix, work)
+            n = hi - lo
+            prefix_ids = torch.div(rows, s.last_radix, rounding_mode="floor")
+            prefix = ops.tt_prefix(cores, s, prefix_ids, work, out=table.buffer("prefix", n, s.prefix_width))
+            emb = ops.tt_last(prefix, cores, s, items[:n], rows % s.last_radix, work, out=table.buffer("emb", n, s.dim))
             b0, b1, seg = bag_range(offsets, lo, hi)
             ops.gather_pool(emb, items[: hi - lo], seg, out[b0:b1])
             work.live(prefix, emb)
@@ -55,10 +57,14 @@ class TTRec(TTCollection):
             hi = min(lo + self.chunk, nnz)
             rows = values[lo:hi]
             prefix_ids = torch.div(rows, s.last_radix, rounding_mode="floor")
-            d_emb = grad.index_select(0, bags[lo:hi])
-            prefix = ops.tt_prefix(cores, s, prefix_ids, work, phase="bwd")  # recomputed, as FBTT does
+            d_emb = torch.index_select(grad, 0, bags[lo:hi], out=table.buffer("d_emb", hi - lo, s.dim))
+            n = hi - lo
+            prefix = ops.tt_prefix(  # recomputed, as FBTT does
+                cores, s, prefix_ids, work, phase="bwd", out=table.buffer("prefix", n, s.prefix_width)
+            )
             d_prefix = ops.tt_last_backward(
-                prefix, cores, s, items[: hi - lo], rows % s.last_radix, d_emb, table.grads[-1], work
+                prefix, cores, s, items[:n], rows % s.last_radix, d_emb, table.grads[-1], work,
+                out=table.buffer("d_prefix", n, s.prefix_width),
             )
             ops.tt_prefix_backward(cores, s, prefix_ids, d_prefix, table.grads[:-1], work)
             work.live(d_emb, prefix, d_prefix)

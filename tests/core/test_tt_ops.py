@@ -143,7 +143,9 @@ def test_bad_arguments_raise_value_errors():
             prefix, cores, s, torch.tensor([1, 0]), torch.tensor([0, 0]), torch.zeros(2, 8), torch.zeros_like(cores[2])
         )
     with pytest.raises(ValueError, match="core 1 has width"):
-        torch.ops.dlrmbench.tt_prefix([cores[0], cores[1][:, :-1].contiguous(), cores[2]], [2, 2, 2], [1, 2, 2, 1], torch.tensor([0]))
+        torch.ops.dlrmbench.tt_prefix(
+            [cores[0], cores[1][:, :-1].contiguous(), cores[2]], [2, 2, 2], [1, 2, 2, 1], torch.tensor([0]), torch.empty(1, 8)
+        )
     with pytest.raises(ValueError, match="segment_offsets must run from 0"):
         ops.gather_pool(torch.zeros(3, 2), torch.tensor([0, 1]), torch.tensor([0, 1]), torch.zeros(1, 2))
     with pytest.raises(ValueError, match=r"dst_index\[0\] = 4"):

@@ -17,15 +17,19 @@ TORCH_LIBRARY(dlrmbench, m) {
 
   // TT stages (see tt_args.h for the core layout). cores: d tensors [p_k, r_k*q_k*r_{k+1}]; q: d ints;
   // r: d+1 ints with r_0 = r_d = 1. A prefix id is row div p_{d-1}; an item's last digit is row mod p_{d-1}.
-  // Stage 1: prefix products of the first d-1 cores, [G, Q_{d-2}*r_{d-1}].
-  m.def("tt_prefix(Tensor[] cores, int[] q, int[] r, Tensor prefix_ids) -> Tensor");
-  // Stage 2: rows [n, D]; item i is prefix[item_group[i]] times the last core's slice item_last[i].
-  m.def("tt_last(Tensor prefix, Tensor[] cores, int[] q, int[] r, Tensor item_group, Tensor item_last) -> Tensor");
-  // Backward of stage 2: adds into grad_last_core and returns the gradient of prefix [G, width];
-  // item_group must be non-decreasing.
+  // Outputs are caller-provided (contiguous), so schedules can reuse workspace buffers.
+  // Stage 1: writes the prefix products of the first d-1 cores into out [G, Q_{d-2}*r_{d-1}].
+  m.def("tt_prefix(Tensor[] cores, int[] q, int[] r, Tensor prefix_ids, Tensor(a!) out) -> ()");
+  // Stage 2: writes rows [n, D] into out; item i is prefix[item_group[i]] times the last core's slice
+  // item_last[i].
+  m.def(
+      "tt_last(Tensor prefix, Tensor[] cores, int[] q, int[] r, Tensor item_group, Tensor item_last, "
+      "Tensor(a!) out) -> ()");
+  // Backward of stage 2: adds into grad_last_core and overwrites grad_prefix [G, width] with the prefix
+  // gradient (summed over each group's items); item_group must be non-decreasing.
   m.def(
       "tt_last_backward(Tensor prefix, Tensor[] cores, int[] q, int[] r, Tensor item_group, Tensor item_last, "
-      "Tensor grad_items, Tensor(a!) grad_last_core) -> Tensor");
+      "Tensor grad_items, Tensor(a!) grad_last_core, Tensor(b!) grad_prefix) -> ()");
   // Backward of stage 1: adds into the gradients of cores 0..d-2 (d-1 tensors shaped like the cores).
   m.def(
       "tt_prefix_backward(Tensor[] cores, int[] q, int[] r, Tensor prefix_ids, Tensor grad_prefix, "

@@ -14,9 +14,20 @@ namespace dlrmbench {
 namespace gemm {
 
 #if defined(__AVX2__) && defined(__FMA__)
+struct V4 {
+  __m128 v;
+  static constexpr int width = 4;
+};
+inline V4 load(const float* p, V4) { return {_mm_loadu_ps(p)}; }
+inline void store(float* p, V4 x) { _mm_storeu_ps(p, x.v); }
+inline V4 bcast(float a, V4) { return {_mm_set1_ps(a)}; }
+inline V4 fma(V4 a, V4 b, V4 c) { return {_mm_fmadd_ps(a.v, b.v, c.v)}; }
 struct V8 {
   __m256 v;
+  static constexpr int width = 8;
 };
+inline V8 load(const float* p, V8) { return {_mm256_loadu_ps(p)}; }
+inline V8 bcast(float a, V8) { return {_mm256_set1_ps(a)}; }
 inline V8 load(const float* p) { return {_mm256_loadu_ps(p)}; }
 inline void store(float* p, V8 x) { _mm256_storeu_ps(p, x.v); }
 inline V8 zero() { return {_mm256_setzero_ps()}; }
@@ -29,74 +40,101 @@ inline float hsum(V8 x) {
   return _mm_cvtss_f32(s);
 }
 #else
-struct V8 {
-  float v[8];
+template <int W>
+struct VN {
+  float v[W];
+  static constexpr int width = W;
 };
-inline V8 load(const float* p) {
-  V8 r;
-  for (int i = 0; i < 8; ++i) r.v[i] = p[i];
+template <int W>
+inline VN<W> load(const float* p, VN<W>) {
+  VN<W> r;
+  for (int i = 0; i < W; ++i) r.v[i] = p[i];
   return r;
 }
-inline void store(float* p, V8 x) {
-  for (int i = 0; i < 8; ++i) p[i] = x.v[i];
+template <int W>
+inline void store(float* p, VN<W> x) {
+  for (int i = 0; i < W; ++i) p[i] = x.v[i];
 }
-inline V8 zero() { return V8{}; }
-inline V8 bcast(float a) {
-  V8 r;
-  for (int i = 0; i < 8; ++i) r.v[i] = a;
+template <int W>
+inline VN<W> bcast(float a, VN<W>) {
+  VN<W> r;
+  for (int i = 0; i < W; ++i) r.v[i] = a;
   return r;
 }
-inline V8 fma(V8 a, V8 b, V8 c) {
-  for (int i = 0; i < 8; ++i) c.v[i] += a.v[i] * b.v[i];
+template <int W>
+inline VN<W> fma(VN<W> a, VN<W> b, VN<W> c) {
+  for (int i = 0; i < W; ++i) c.v[i] += a.v[i] * b.v[i];
   return c;
 }
+using V4 = VN<4>;
+using V8 = VN<8>;
+inline V8 load(const float* p) { return load(p, V8{}); }
+inline V8 zero() { return V8{}; }
+inline V8 bcast(float a) { return bcast(a, V8{}); }
 inline float hsum(V8 x) {
-  float s = 0.f;
-  for (int i = 0; i < 8; ++i) s += x.v[i];
-  return s;
+  float t = 0.f;
+  for (int i = 0; i < 8; ++i) t += x.v[i];
+  return t;
 }
 #endif
 
-// C[MR x 8*NV] (+)= A[MR x K] * B[K x 8*NV]; A(i, k) = A[i*ars + k*acs] (so A may be a transposed view).
-template <int MR, int NV>
+// C[MR x W*NV] (+)= A[MR x K] * B[K x W*NV] in W-float vectors; A(i, k) = A[i*ars + k*acs] (so A may
+// be a transposed view).
+template <typename V, int MR, int NV>
 inline void tile(int64_t K, const float* A, int64_t ars, int64_t acs, const float* B, int64_t ldb, float* C,
                  int64_t ldc, bool accumulate) {
-  V8 c[MR][NV];
+  constexpr int W = V::width;
+  V c[MR][NV];
   for (int m = 0; m < MR; ++m)
-    for (int n = 0; n < NV; ++n) c[m][n] = accumulate ? load(C + m * ldc + 8 * n) : zero();
+    for (int n = 0; n < NV; ++n) c[m][n] = accumulate ? load(C + m * ldc + W * n, V{}) : bcast(0.f, V{});
   for (int64_t k = 0; k < K; ++k) {
     const float* b = B + k * ldb;
-    V8 bv[NV];
-    for (int n = 0; n < NV; ++n) bv[n] = load(b + 8 * n);
+    V bv[NV];
+    for (int n = 0; n < NV; ++n) bv[n] = load(b + W * n, V{});
     for (int m = 0; m < MR; ++m) {
-      const V8 a = bcast(A[m * ars + k * acs]);
+      const V a = bcast(A[m * ars + k * acs], V{});
       for (int n = 0; n < NV; ++n) c[m][n] = fma(a, bv[n], c[m][n]);
     }
   }
   for (int m = 0; m < MR; ++m)
-    for (int n = 0; n < NV; ++n) store(C + m * ldc + 8 * n, c[m][n]);
+    for (int n = 0; n < NV; ++n) store(C + m * ldc + W * n, c[m][n]);
 }
 
-template <int MR>
-inline void row_block(int64_t N8, int64_t K, const float* A, int64_t ars, int64_t acs, const float* B, int64_t ldb,
-                      float* C, int64_t ldc, bool accumulate) {
-  constexpr int NV = MR >= 4 ? 2 : 4;  // 8 accumulators + NV operand registers
-  int64_t n = 0;
-  for (; n + 8 * NV <= N8; n += 8 * NV) tile<MR, NV>(K, A, ars, acs, B + n, ldb, C + n, ldc, accumulate);
-  for (; n < N8; n += 8) tile<MR, 1>(K, A, ars, acs, B + n, ldb, C + n, ldc, accumulate);
+// Columns [n0, n1) of C (n1 - n0 a multiple of V's width), rows in blocks of MR, then smaller.
+template <typename V, int MR, int NV>
+inline void col_block(int64_t M, int64_t n0, int64_t n1, int64_t K, const float* A, int64_t ars, int64_t acs,
+                      const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate) {
+  constexpr int W = V::width;
+  int64_t m = 0;
+  for (; m + MR <= M; m += MR) {
+    int64_t n = n0;
+    for (; n + W * NV <= n1; n += W * NV)
+      tile<V, MR, NV>(K, A + m * ars, ars, acs, B + n, ldb, C + m * ldc + n, ldc, accumulate);
+    for (; n < n1; n += W) tile<V, MR, 1>(K, A + m * ars, ars, acs, B + n, ldb, C + m * ldc + n, ldc, accumulate);
+  }
+  if constexpr (MR > 1) {
+    constexpr int MR2 = MR / 2;
+    constexpr int NV2 = NV * 2 > 4 ? 4 : NV * 2;
+    if (m < M) col_block<V, MR2, NV2>(M - m, n0, n1, K, A + m * ars, ars, acs, B, ldb, C + m * ldc, ldc, accumulate);
+  }
 }
 
-// C[M x N] (+)= A[M x K] * B[K x N] with A(i, k) = A[i*ars + k*acs]; best when N >= 8.
+// C[M x N] (+)= A[M x K] * B[K x N] with A(i, k) = A[i*ars + k*acs]. Register tiles of 8-float vectors
+// (8 rows when C is one vector wide, else 4 x 16 / 2 x 32), a 4-float vector for a remaining 4 columns,
+// scalar loops for the rest.
 inline void nn_strided(int64_t M, int64_t N, int64_t K, const float* A, int64_t ars, int64_t acs, const float* B,
                        int64_t ldb, float* C, int64_t ldc, bool accumulate) {
   const int64_t N8 = N / 8 * 8;
-  int64_t m = 0;
-  for (; m + 4 <= M; m += 4) row_block<4>(N8, K, A + m * ars, ars, acs, B, ldb, C + m * ldc, ldc, accumulate);
-  for (; m + 2 <= M; m += 2) row_block<2>(N8, K, A + m * ars, ars, acs, B, ldb, C + m * ldc, ldc, accumulate);
-  for (; m < M; ++m) row_block<1>(N8, K, A + m * ars, ars, acs, B, ldb, C + m * ldc, ldc, accumulate);
-  if (N8 == N) return;
-  for (m = 0; m < M; ++m) {
-    for (int64_t n = N8; n < N; ++n) {
+  const int64_t N4 = N8 + ((N - N8) >= 4 ? 4 : 0);
+  if (N8 == 8) {
+    col_block<V8, 8, 1>(M, 0, 8, K, A, ars, acs, B, ldb, C, ldc, accumulate);
+  } else if (N8 > 0) {
+    col_block<V8, 4, 2>(M, 0, N8, K, A, ars, acs, B, ldb, C, ldc, accumulate);
+  }
+  if (N4 > N8) col_block<V4, 8, 1>(M, N8, N4, K, A, ars, acs, B, ldb, C, ldc, accumulate);
+  if (N4 == N) return;
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t n = N4; n < N; ++n) {
       float s = accumulate ? C[m * ldc + n] : 0.f;
       for (int64_t k = 0; k < K; ++k) s += A[m * ars + k * acs] * B[k * ldb + n];
       C[m * ldc + n] = s;
@@ -144,10 +182,10 @@ inline void transpose(int64_t rows, int64_t cols, const float* src, float* dst) 
 }
 
 // C[M x N] (+)= A[M x K] * B[K x N], all row-major and contiguous. `scratch` holds K*N floats; it is
-// used when N < 8 (B is transposed once and the product runs as dot products along K).
+// used when N < 4 (B is transposed once and the product runs as dot products along K).
 inline void nn(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C, bool accumulate,
                float* scratch) {
-  if (N >= 8 || K < 8) {
+  if (N >= 4 || K < 8) {
     nn_strided(M, N, K, A, K, 1, B, N, C, N, accumulate);
     return;
   }

@@ -7,9 +7,9 @@
 // use atomicAdd), so the summation order, not the result, varies between runs.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
+#include <cstring>
 #include <vector>
 
 #include "../tt_args.h"
@@ -35,9 +35,9 @@ std::vector<int64_t> group_starts(const char* op, const int64_t* grp, int64_t n,
   return start;
 }
 
-at::Tensor tt_last_backward_cpu(const at::Tensor& prefix, at::TensorList cores, c10::IntArrayRef q,
-                                c10::IntArrayRef r, const at::Tensor& item_group, const at::Tensor& item_last,
-                                const at::Tensor& grad_items, at::Tensor grad_last_core) {
+void tt_last_backward_cpu(const at::Tensor& prefix, at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
+                          const at::Tensor& item_group, const at::Tensor& item_last, const at::Tensor& grad_items,
+                          at::Tensor grad_last_core, at::Tensor grad_prefix) {
   const char* op = "tt_last_backward";
   const TTShape s = parse_tt_shape(op, cores, q, r);
   const int L = s.d - 1;
@@ -57,7 +57,8 @@ at::Tensor tt_last_backward_cpu(const at::Tensor& prefix, at::TensorList cores, 
   const std::vector<int64_t> start = group_starts(op, grp, n, G);
 
   const int64_t M = s.Q(L - 1), qn = s.q[L], rk = s.r[L], width = s.prefix_width(), D = s.dim();
-  auto grad_prefix = at::zeros({G, width}, prefix.options());
+  check_rows(op, "grad_prefix", grad_prefix, G, width, cores[0]);
+  grad_prefix.zero_();
   float* dP = grad_prefix.data_ptr<float>();
   const float* P = prefix.data_ptr<float>();
   const float* dE = grad_items.data_ptr<float>();
@@ -82,7 +83,6 @@ at::Tensor tt_last_backward_cpu(const at::Tensor& prefix, at::TensorList cores, 
       }
     }
   });
-  return grad_prefix;
 }
 
 void tt_prefix_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids,
@@ -107,32 +107,60 @@ void tt_prefix_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntAr
   const float* dPin = grad_prefix.data_ptr<float>();
   const int64_t width = s.prefix_width();
   const CoreView c = core_view(s, cores);
-  int64_t max_step = 0;  // widest dP_t viewed as (Q_{t-1} x q_t r_{t+1})
-  for (int t = 0; t < s.d - 1; ++t) max_step = std::max(max_step, s.Q(t) * s.r[t + 1]);
+  const int64_t w0 = s.core_width(0);
+  auto add_core0 = [&](int64_t row, const float* d) {
+    float* g0 = dG[0] + row * w0;
+    locks[0]->lock(row);
+    for (int64_t k = 0; k < w0; ++k) g0[k] += d[k];
+    locks[0]->unlock(row);
+  };
+  if (s.d == 2) {
+    at::parallel_for(0, G, 256, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) add_core0(gid[i], dPin + i * width);
+    });
+    return;
+  }
+  // Last chain step t = d-2, run by run of equal digit j (see order_by_last_prefix_digit):
+  //   dG_t[j] += P_{t-1}^T dP_t (one stacked GEMM per run), dP_{t-1} = dP_t G_t[j]^T;
+  // then per prefix the remaining steps (d = 4) and the add into core 0.
+  const int t = s.d - 2;
+  const int64_t M = s.Q(t - 1), K = s.r[t], N = s.q[t] * s.r[t + 1];
+  const std::vector<int64_t> order = order_by_last_prefix_digit(s, gid, G);
   at::parallel_for(0, G, kGrain, [&](int64_t lo, int64_t hi) {
     ChainScratch w(s);
-    std::vector<float> cur(max_step), next(max_step);
+    std::vector<float> Pst(kStack * M * K), dT(kStack * M * N), dPprev(kStack * M * K),
+        cur(s.max_chain_width()), next(s.max_chain_width());
     int64_t digits[4];
-    for (int64_t i = lo; i < hi; ++i) {
-      s.prefix_digits(gid[i], digits);
-      if (s.d > 3) prefix_chain(s, c, digits, s.d - 3, w, nullptr);  // P_0..P_{d-3}, needed below
-      else w.P[0] = c.row(0, digits[0]);
-      const float* dPt = dPin + i * width;  // dP_t, t = d-2, as (Q_{t-1} x q_t r_{t+1})
-      for (int t = s.d - 2; t >= 1; --t) {
-        const int64_t M = s.Q(t - 1), N = s.q[t] * s.r[t + 1], K = s.r[t];
-        const int64_t row = digits[t];
-        locks[t]->lock(row);
-        gemm::tn(M, N, K, w.P[t - 1], dPt, dG[t] + row * s.core_width(t), true);  // dG_t += P_{t-1}^T dP_t
-        locks[t]->unlock(row);
-        gemm::nt(M, K, N, dPt, c.row(t, row), next.data(), false, w.tmp);  // dP_{t-1} = dP_t G_t^T
-        std::swap(cur, next);
-        dPt = cur.data();
+    for (int64_t i = lo; i < hi;) {
+      const int64_t j = gid[order[i]] % s.p[t];
+      int64_t e = i + 1;
+      while (e < hi && e - i < kStack && gid[order[e]] % s.p[t] == j) ++e;
+      const int64_t nb = e - i;
+      for (int64_t b = i; b < e; ++b) {
+        s.prefix_digits(gid[order[b]], digits);
+        prefix_chain(s, c, digits, t - 1, w, Pst.data() + (b - i) * M * K);  // P_{t-1}
+        std::memcpy(dT.data() + (b - i) * M * N, dPin + order[b] * width, sizeof(float) * M * N);
       }
-      const int64_t w0 = s.core_width(0);
-      float* g0 = dG[0] + digits[0] * w0;
-      locks[0]->lock(digits[0]);
-      for (int64_t k = 0; k < w0; ++k) g0[k] += dPt[k];
-      locks[0]->unlock(digits[0]);
+      locks[t]->lock(j);
+      gemm::tn(nb * M, N, K, Pst.data(), dT.data(), dG[t] + j * s.core_width(t), true);
+      locks[t]->unlock(j);
+      gemm::nt(nb * M, K, N, dT.data(), c.row(t, j), dPprev.data(), false, w.tmp);
+      for (int64_t b = i; b < e; ++b) {
+        s.prefix_digits(gid[order[b]], digits);
+        const float* dPt = dPprev.data() + (b - i) * M * K;  // dP_{t-1}
+        for (int u = t - 1; u >= 1; --u) {  // d = 4: one more step through core 1 (P_0 is core 0's slice)
+          const int64_t Mu = s.Q(u - 1), Nu = s.q[u] * s.r[u + 1], Ku = s.r[u];
+          const float* P0 = c.row(0, digits[0]);
+          locks[u]->lock(digits[u]);
+          gemm::tn(Mu, Nu, Ku, P0, dPt, dG[u] + digits[u] * s.core_width(u), true);
+          locks[u]->unlock(digits[u]);
+          gemm::nt(Mu, Ku, Nu, dPt, c.row(u, digits[u]), next.data(), false, w.tmp);
+          std::swap(cur, next);
+          dPt = cur.data();
+        }
+        add_core0(digits[0], dPt);
+      }
+      i = e;
     }
   });
 }

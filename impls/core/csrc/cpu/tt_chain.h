@@ -67,4 +67,19 @@ inline void prefix_chain(const TTShape& s, const CoreView& c, const int64_t* dig
 }
 
 
+// Prefix ids ordered by their last digit (the B operand of the last chain step), a stable counting sort.
+// Kernels walk this order in runs that share that core slice, so it stays in cache and a run's products
+// stack into one taller GEMM (each product is still computed exactly once).
+inline std::vector<int64_t> order_by_last_prefix_digit(const TTShape& s, const int64_t* ids, int64_t G) {
+  const int64_t radix = s.p[s.d - 2];
+  std::vector<int64_t> start(radix + 1, 0), order(G);
+  for (int64_t i = 0; i < G; ++i) ++start[ids[i] % radix + 1];
+  for (int64_t k = 0; k < radix; ++k) start[k + 1] += start[k];
+  for (int64_t i = 0; i < G; ++i) order[start[ids[i] % radix]++] = i;
+  return order;
+}
+
+// Most prefixes stacked into one GEMM of a run.
+constexpr int64_t kStack = 32;
+
 }  // namespace dlrmbench

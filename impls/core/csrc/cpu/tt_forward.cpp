@@ -4,8 +4,9 @@
 // Each system decides what a "prefix id" and an "item" is (an occurrence, a unique id, a prefix group).
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
 #include <torch/library.h>
+
+#include <cstring>
 
 #include "../tt_args.h"
 #include "cpu_util.h"
@@ -16,30 +17,50 @@ namespace {
 
 constexpr int64_t kGrain = 32;
 
-at::Tensor tt_prefix_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids) {
+void tt_prefix_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids,
+                   at::Tensor out) {
   const TTShape s = parse_tt_shape("tt_prefix", cores, q, r);
   check_index("tt_prefix", "prefix_ids", prefix_ids, cores[0]);
   const auto ids = prefix_ids.contiguous();
   const int64_t G = ids.numel();
   const int64_t* g = ids.data_ptr<int64_t>();
   check_range("tt_prefix", "prefix_ids", g, G, s.num_prefixes());
-  auto out = at::empty({G, s.prefix_width()}, cores[0].options());
+  check_rows("tt_prefix", "out", out, G, s.prefix_width(), cores[0]);
   float* o = out.data_ptr<float>();
   const CoreView c = core_view(s, cores);
   const int64_t width = s.prefix_width();
+  if (s.d == 2) {  // the prefix is core 0's slice itself
+    at::parallel_for(0, G, 256, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) std::memcpy(o + i * width, c.row(0, g[i]), sizeof(float) * width);
+    });
+    return;
+  }
+  // Last chain step: P_{d-2} = P_{d-3} (Mi x K) * G_{d-2}[j] (K x N), run by run of equal j.
+  const int t = s.d - 2;
+  const int64_t Mi = s.Q(t - 1), K = s.r[t], N = s.q[t] * s.r[t + 1];
+  const std::vector<int64_t> order = order_by_last_prefix_digit(s, g, G);
   at::parallel_for(0, G, kGrain, [&](int64_t lo, int64_t hi) {
     ChainScratch w(s);
+    std::vector<float> A(kStack * Mi * K), C(kStack * Mi * N);
     int64_t digits[4];
-    for (int64_t i = lo; i < hi; ++i) {
-      s.prefix_digits(g[i], digits);
-      prefix_chain(s, c, digits, s.d - 2, w, o + i * width);
+    for (int64_t i = lo; i < hi;) {
+      const int64_t j = g[order[i]] % s.p[t];
+      int64_t e = i + 1;
+      while (e < hi && e - i < kStack && g[order[e]] % s.p[t] == j) ++e;
+      for (int64_t b = i; b < e; ++b) {
+        s.prefix_digits(g[order[b]], digits);
+        prefix_chain(s, c, digits, t - 1, w, A.data() + (b - i) * Mi * K);  // P_{d-3}
+      }
+      gemm::nn((e - i) * Mi, N, K, A.data(), c.row(t, j), C.data(), false, w.tmp);
+      for (int64_t b = i; b < e; ++b)
+        std::memcpy(o + order[b] * width, C.data() + (b - i) * Mi * N, sizeof(float) * Mi * N);
+      i = e;
     }
   });
-  return out;
 }
 
-at::Tensor tt_last_cpu(const at::Tensor& prefix, at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
-                       const at::Tensor& item_group, const at::Tensor& item_last) {
+void tt_last_cpu(const at::Tensor& prefix, at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
+                 const at::Tensor& item_group, const at::Tensor& item_last, at::Tensor out) {
   const TTShape s = parse_tt_shape("tt_last", cores, q, r);
   check_rows("tt_last", "prefix", prefix, -1, s.prefix_width(), cores[0]);
   check_index("tt_last", "item_group", item_group, cores[0]);
@@ -55,7 +76,7 @@ at::Tensor tt_last_cpu(const at::Tensor& prefix, at::TensorList cores, c10::IntA
   check_range("tt_last", "item_group", grp, n, prefix.size(0));
   check_range("tt_last", "item_last", last, n, s.p[L]);
   const int64_t D = s.dim();
-  auto out = at::empty({n, D}, cores[0].options());
+  check_rows("tt_last", "out", out, n, D, cores[0]);
   float* o = out.data_ptr<float>();
   const float* P = prefix.data_ptr<float>();
   const CoreView c = core_view(s, cores);
@@ -66,7 +87,6 @@ at::Tensor tt_last_cpu(const at::Tensor& prefix, at::TensorList cores, c10::IntA
       gemm::nn(M, N, K, P + grp[i] * width, c.row(L, last[i]), o + i * D, false, tmp.data());
     }
   });
-  return out;
 }
 
 }  // namespace

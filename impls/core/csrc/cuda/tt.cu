@@ -3,8 +3,6 @@
 // one thread per output element of the last-core GEMMs, atomicAdd into core and prefix gradients.
 // Correctness first: each output element is a dot product read straight from global memory.
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/zeros.h>
 #include <ATen/ops/all.h>
 #include <ATen/ops/ge.h>
 #include <ATen/ops/slice.h>
@@ -151,26 +149,26 @@ void set_smem(K kernel, size_t bytes) {
   }
 }
 
-at::Tensor tt_prefix_cuda(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids) {
+void tt_prefix_cuda(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids,
+                    at::Tensor out) {
   const TTShape s = parse_tt_shape("tt_prefix", cores, q, r);
   check_index("tt_prefix", "prefix_ids", prefix_ids, cores[0]);
   const c10::cuda::CUDAGuard guard(cores[0].device());
   const auto ids = prefix_ids.contiguous();
   check_range_cuda("tt_prefix", "prefix_ids", ids, s.num_prefixes());
   const int64_t G = ids.numel();
-  auto out = at::empty({G, s.prefix_width()}, cores[0].options());
-  if (G == 0) return out;
+  check_rows("tt_prefix", "out", out, G, s.prefix_width(), cores[0]);
+  if (G == 0) return;
   const int64_t smw = s.max_chain_width();
   const size_t smem = sizeof(float) * 2 * smw;
   set_smem(prefix_kernel, smem);
   prefix_kernel<<<blocks_for(G, 1), kThreads, smem, c10::cuda::getCurrentCUDAStream()>>>(
       dims_of(s), cores_of(s, cores), ids.data_ptr<int64_t>(), G, out.data_ptr<float>(), s.prefix_width(), smw);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return out;
 }
 
-at::Tensor tt_last_cuda(const at::Tensor& prefix, at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
-                        const at::Tensor& item_group, const at::Tensor& item_last) {
+void tt_last_cuda(const at::Tensor& prefix, at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
+                  const at::Tensor& item_group, const at::Tensor& item_last, at::Tensor out) {
   const char* op = "tt_last";
   const TTShape s = parse_tt_shape(op, cores, q, r);
   check_rows(op, "prefix", prefix, -1, s.prefix_width(), cores[0]);
@@ -184,18 +182,17 @@ at::Tensor tt_last_cuda(const at::Tensor& prefix, at::TensorList cores, c10::Int
   check_range_cuda(op, "item_group", grp, prefix.size(0));
   check_range_cuda(op, "item_last", last, s.p[s.d - 1]);
   const int64_t n = grp.numel(), D = s.dim();
-  auto out = at::empty({n, D}, cores[0].options());
-  if (n == 0) return out;
+  check_rows(op, "out", out, n, D, cores[0]);
+  if (n == 0) return;
   last_kernel<<<blocks_for(n * D, kThreads), kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
       dims_of(s), prefix.data_ptr<float>(), s.prefix_width(), cores[s.d - 1].data_ptr<float>(),
       grp.data_ptr<int64_t>(), last.data_ptr<int64_t>(), n, out.data_ptr<float>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return out;
 }
 
-at::Tensor tt_last_backward_cuda(const at::Tensor& prefix, at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
-                                 const at::Tensor& item_group, const at::Tensor& item_last,
-                                 const at::Tensor& grad_items, at::Tensor grad_last_core) {
+void tt_last_backward_cuda(const at::Tensor& prefix, at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
+                           const at::Tensor& item_group, const at::Tensor& item_last, const at::Tensor& grad_items,
+                           at::Tensor grad_last_core, at::Tensor grad_prefix) {
   const char* op = "tt_last_backward";
   const TTShape s = parse_tt_shape(op, cores, q, r);
   const int L = s.d - 1;
@@ -217,8 +214,9 @@ at::Tensor tt_last_backward_cuda(const at::Tensor& prefix, at::TensorList cores,
     TORCH_CHECK_VALUE(sorted, op, ": item_group must be non-decreasing (items of a group contiguous)");
   }
   const int64_t width = s.prefix_width();
-  auto grad_prefix = at::zeros({G, width}, prefix.options());
-  if (n == 0) return grad_prefix;
+  check_rows(op, "grad_prefix", grad_prefix, G, width, cores[0]);
+  grad_prefix.zero_();
+  if (n == 0) return;
   const auto stream = c10::cuda::getCurrentCUDAStream();
   const Dims d = dims_of(s);
   last_bwd_prefix_kernel<<<blocks_for(n * width, kThreads), kThreads, 0, stream>>>(
@@ -229,7 +227,6 @@ at::Tensor tt_last_backward_cuda(const at::Tensor& prefix, at::TensorList cores,
       d, prefix.data_ptr<float>(), width, grp.data_ptr<int64_t>(), last.data_ptr<int64_t>(),
       grad_items.data_ptr<float>(), n, grad_last_core.data_ptr<float>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return grad_prefix;
 }
 
 void tt_prefix_backward_cuda(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids,
