@@ -9,6 +9,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -58,28 +59,31 @@ void tt_last_backward_cpu(const at::Tensor& prefix, at::TensorList cores, c10::I
 
   const int64_t M = s.Q(L - 1), qn = s.q[L], rk = s.r[L], width = s.prefix_width(), D = s.dim();
   check_rows(op, "grad_prefix", grad_prefix, G, width, cores[0]);
-  grad_prefix.zero_();
   float* dP = grad_prefix.data_ptr<float>();
   const float* P = prefix.data_ptr<float>();
   const float* dE = grad_items.data_ptr<float>();
   float* dG = grad_last_core.data_ptr<float>();
-  const CoreView c = core_view(s, cores);
+  // The last core transposed once per call, slice j as (qn x rk), so both products below read their
+  // operands in place: dP_g (M x rk) (+)= dE_i (M x qn) * Gt[j] (qn x rk), and
+  // dG_last[j] (rk x qn) += P_g^T (rk x M) * dE_i (M x qn) (accumulated under the row's lock).
+  std::vector<float> Gt(s.p[L] * rk * qn);
+  const float* Gl = cores[L].data_ptr<float>();
+  at::parallel_for(0, s.p[L], 64, [&](int64_t lo, int64_t hi) {
+    for (int64_t j = lo; j < hi; ++j) gemm::transpose(rk, qn, Gl + j * rk * qn, Gt.data() + j * rk * qn);
+  });
   RowLocks locks(s.p[L]);
   at::parallel_for(0, G, kGrain, [&](int64_t lo, int64_t hi) {
-    std::vector<float> tmp(rk * qn), contrib(rk * qn);
     for (int64_t g = lo; g < hi; ++g) {
       const float* Pg = P + g * width;
+      float* dPg = dP + g * width;
+      if (start[g] == start[g + 1]) std::fill(dPg, dPg + width, 0.f);
       for (int64_t i = start[g]; i < start[g + 1]; ++i) {
         const float* e = dE + i * D;
-        const float* Gl = c.row(L, last[i]);
-        gemm::nt(M, rk, qn, e, Gl, dP + g * width, true, tmp.data());  // dP_g += dE * G_last^T
-        // contrib (qn x rk) = dE^T (qn x M) * P_g (M x rk); added transposed into dG_last[j] (rk x qn)
-        gemm::nn_strided(qn, rk, M, e, 1, qn, Pg, rk, contrib.data(), rk, false);
-        float* row = dG + last[i] * rk * qn;
-        locks.lock(last[i]);
-        for (int64_t a = 0; a < rk; ++a)
-          for (int64_t b = 0; b < qn; ++b) row[a * qn + b] += contrib[b * rk + a];
-        locks.unlock(last[i]);
+        const int64_t j = last[i];
+        gemm::nn_strided(M, rk, qn, e, qn, 1, Gt.data() + j * rk * qn, rk, dPg, rk, i > start[g]);
+        locks.lock(j);
+        gemm::nn_strided(rk, qn, M, Pg, 1, rk, e, qn, dG + j * rk * qn, qn, true);
+        locks.unlock(j);
       }
     }
   });

@@ -79,7 +79,23 @@ inline std::vector<int64_t> order_by_last_prefix_digit(const TTShape& s, const i
   return order;
 }
 
-// Most prefixes stacked into one GEMM of a run.
+// Items ordered by group (identity when already non-decreasing), a stable counting sort.
+inline std::vector<int64_t> order_by_group(const int64_t* grp, int64_t n, int64_t groups) {
+  std::vector<int64_t> order(n);
+  bool sorted = true;
+  for (int64_t i = 1; i < n && sorted; ++i) sorted = grp[i] >= grp[i - 1];
+  if (sorted) {
+    for (int64_t i = 0; i < n; ++i) order[i] = i;
+    return order;
+  }
+  std::vector<int64_t> start(groups + 1, 0);
+  for (int64_t i = 0; i < n; ++i) ++start[grp[i] + 1];
+  for (int64_t k = 0; k < groups; ++k) start[k + 1] += start[k];
+  for (int64_t i = 0; i < n; ++i) order[start[grp[i]]++] = i;
+  return order;
+}
+
+// Most prefixes (or items) stacked into one GEMM of a run.
 constexpr int64_t kStack = 32;
 
 }  // namespace dlrmbench

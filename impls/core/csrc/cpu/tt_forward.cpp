@@ -81,10 +81,15 @@ void tt_last_cpu(const at::Tensor& prefix, at::TensorList cores, c10::IntArrayRe
   const float* P = prefix.data_ptr<float>();
   const CoreView c = core_view(s, cores);
   const int64_t M = s.Q(L - 1), N = s.q[L], K = s.r[L], width = s.prefix_width();
+  // One GEMM per item; items of one prefix run back to back, so P_g stays in L1 across them (stacking
+  // the last-core slices into one wide GEMM was measured slower: copying a slice costs more than its
+  // product when the last core is this thin).
+  const std::vector<int64_t> order = order_by_group(grp, n, prefix.size(0));
   at::parallel_for(0, n, kGrain, [&](int64_t lo, int64_t hi) {
     std::vector<float> tmp(K * N);
     for (int64_t i = lo; i < hi; ++i) {
-      gemm::nn(M, N, K, P + grp[i] * width, c.row(L, last[i]), o + i * D, false, tmp.data());
+      const int64_t item = order[i];
+      gemm::nn(M, N, K, P + grp[item] * width, c.row(L, last[item]), o + item * D, false, tmp.data());
     }
   });
 }
