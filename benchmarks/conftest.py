@@ -1,13 +1,29 @@
-"""Prints the derived throughput of every benchmark (lookups/s, GB/s and the convention used)."""
-RESULTS: list[dict] = []
+"""Prints the derived throughput of every benchmark, one table per section."""
+from collections import defaultdict
+
+RESULTS: dict[str, list[dict]] = defaultdict(list)
+NOTES: dict[str, str] = {}
+
+
+def report(section: str, row: dict, note: str = "") -> None:
+    """Add one row (column -> value) to a section's summary table."""
+    RESULTS[section].append(row)
+    if note:
+        NOTES[section] = note
+
+
+def _fmt(v) -> str:
+    return f"{v:.2f}" if isinstance(v, float) else str(v)
 
 
 def pytest_terminal_summary(terminalreporter):
-    if not RESULTS:
-        return
     w = terminalreporter
-    w.section("embedding throughput (median time)")
-    w.line("GB/s convention: fbgemm's old one, rows read only = B*T*L*D*4 bytes; forward+backward counts them x3")
-    w.line(f"{'impl':<14}{'L':>4}{'op':>10}{'ms':>10}{'Mlookups/s':>12}{'GB/s':>8}")
-    for r in RESULTS:
-        w.line(f"{r['impl']:<14}{r['L']:>4}{r['op']:>10}{r['ms']:>10.2f}{r['lookups_per_s'] / 1e6:>12.2f}{r['gb_per_s']:>8.2f}")
+    for section, rows in RESULTS.items():
+        w.section(section)
+        if section in NOTES:
+            w.line(NOTES[section])
+        cols = list(dict.fromkeys(k for r in rows for k in r))
+        widths = {c: max(len(c), *(len(_fmt(r.get(c, ""))) for r in rows)) + 2 for c in cols}
+        w.line("".join(c.rjust(widths[c]) for c in cols))
+        for r in rows:
+            w.line("".join(_fmt(r.get(c, "")).rjust(widths[c]) for c in cols))

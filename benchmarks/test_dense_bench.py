@@ -3,7 +3,7 @@ B = 4096, bag size 1 and 20, uniform ids (the setting of fbgemm's TBE benchmark)
 import pytest
 import torch
 
-from benchmarks.conftest import RESULTS
+from benchmarks.conftest import report
 from impls.api import EmbeddingOptim, get_impl
 from impls.data.presets import get_preset
 from impls.data.synthetic import SyntheticSource
@@ -55,4 +55,8 @@ def test_dense(benchmark, impl, op, L):
     gbs = lookups * D * 4 * (3 if op == "fwd+bwd" else 1) / t / 1e9
     benchmark.extra_info.update({"lookups_per_s": lookups / t, "gb_per_s": gbs,
                                  "gb_convention": "rows read (B*T*L*D*4); x3 for fwd+bwd (fbgemm old)"})
-    RESULTS.append({"impl": impl, "L": L, "op": op, "ms": t * 1e3, "lookups_per_s": lookups / t, "gb_per_s": gbs})
+    report(
+        "dense embedding throughput (median)",
+        {"impl": impl, "L": L, "op": op, "ms": t * 1e3, "Mlookups/s": lookups / t / 1e6, "GB/s": gbs},
+        "GB/s convention: fbgemm's old one, rows read only = B*T*L*D*4 bytes; forward+backward counts them x3",
+    )

@@ -78,76 +78,124 @@ inline float hsum(V8 x) {
 }
 #endif
 
-// C[MR x W*NV] (+)= A[MR x K] * B[K x W*NV] in W-float vectors; A(i, k) = A[i*ars + k*acs] (so A may
-// be a transposed view).
-template <typename V, int MR, int NV>
-inline void tile(int64_t K, const float* A, int64_t ars, int64_t acs, const float* B, int64_t ldb, float* C,
-                 int64_t ldc, bool accumulate) {
+// Operand views. A: element (i, k); B: row k; C: row i. Strided views cover plain and transposed
+// matrices; row-pointer views let a kernel read and write the rows of many small matrices in place (the
+// slices and buffers of a run of TT lookups) without copying them into one stacked matrix.
+struct StridedA {
+  const float* p;
+  int64_t rs, cs;
+  float at(int64_t i, int64_t k) const { return p[i * rs + k * cs]; }
+  StridedA from(int64_t i) const { return {p + i * rs, rs, cs}; }
+};
+struct RowsA {  // A(i, k) = rows[i][k]
+  const float* const* rows;
+  float at(int64_t i, int64_t k) const { return rows[i][k]; }
+  RowsA from(int64_t i) const { return {rows + i}; }
+};
+struct ColsA {  // A(i, k) = cols[k][off + i]: the transpose of a row-pointer matrix
+  const float* const* cols;
+  int64_t off;
+  float at(int64_t i, int64_t k) const { return cols[k][off + i]; }
+  ColsA from(int64_t i) const { return {cols, off + i}; }
+};
+struct StridedB {
+  const float* p;
+  int64_t ld;
+  const float* row(int64_t k) const { return p + k * ld; }
+};
+struct RowsB {
+  const float* const* rows;
+  const float* row(int64_t k) const { return rows[k]; }
+};
+struct StridedC {
+  float* p;
+  int64_t ld;
+  float* row(int64_t i) const { return p + i * ld; }
+  StridedC from(int64_t i) const { return {p + i * ld, ld}; }
+};
+struct RowsC {
+  float* const* rows;
+  float* row(int64_t i) const { return rows[i]; }
+  RowsC from(int64_t i) const { return {rows + i}; }
+};
+
+// C[MR x W*NV] (+)= A[MR x K] * B[K x W*NV] at column n, in W-float vectors.
+template <typename V, int MR, int NV, typename AT, typename BT, typename CT>
+inline void tile(int64_t K, const AT& A, const BT& B, const CT& C, int64_t n, bool accumulate) {
   constexpr int W = V::width;
   V c[MR][NV];
   for (int m = 0; m < MR; ++m)
-    for (int n = 0; n < NV; ++n) c[m][n] = accumulate ? load(C + m * ldc + W * n, V{}) : bcast(0.f, V{});
+    for (int v = 0; v < NV; ++v) c[m][v] = accumulate ? load(C.row(m) + n + W * v, V{}) : bcast(0.f, V{});
   for (int64_t k = 0; k < K; ++k) {
-    const float* b = B + k * ldb;
+    const float* b = B.row(k) + n;
     V bv[NV];
-    for (int n = 0; n < NV; ++n) bv[n] = load(b + W * n, V{});
+    for (int v = 0; v < NV; ++v) bv[v] = load(b + W * v, V{});
     for (int m = 0; m < MR; ++m) {
-      const V a = bcast(A[m * ars + k * acs], V{});
-      for (int n = 0; n < NV; ++n) c[m][n] = fma(a, bv[n], c[m][n]);
+      const V a = bcast(A.at(m, k), V{});
+      for (int v = 0; v < NV; ++v) c[m][v] = fma(a, bv[v], c[m][v]);
     }
   }
   for (int m = 0; m < MR; ++m)
-    for (int n = 0; n < NV; ++n) store(C + m * ldc + W * n, c[m][n]);
+    for (int v = 0; v < NV; ++v) store(C.row(m) + n + W * v, c[m][v]);
 }
 
 // Columns [n0, n1) of C (n1 - n0 a multiple of V's width), rows in blocks of MR, then smaller.
-template <typename V, int MR, int NV>
-inline void col_block(int64_t M, int64_t n0, int64_t n1, int64_t K, const float* A, int64_t ars, int64_t acs,
-                      const float* B, int64_t ldb, float* C, int64_t ldc, bool accumulate) {
+template <typename V, int MR, int NV, bool Rest, typename AT, typename BT, typename CT>
+inline void col_block(int64_t M, int64_t n0, int64_t n1, int64_t K, const AT& A, const BT& B, const CT& C,
+                      bool accumulate) {
   constexpr int W = V::width;
   int64_t m = 0;
   for (; m + MR <= M; m += MR) {
     int64_t n = n0;
-    for (; n + W * NV <= n1; n += W * NV)
-      tile<V, MR, NV>(K, A + m * ars, ars, acs, B + n, ldb, C + m * ldc + n, ldc, accumulate);
-    for (; n < n1; n += W) tile<V, MR, 1>(K, A + m * ars, ars, acs, B + n, ldb, C + m * ldc + n, ldc, accumulate);
+    for (; n + W * NV <= n1; n += W * NV) tile<V, MR, NV>(K, A.from(m), B, C.from(m), n, accumulate);
+    for (; n < n1; n += W) tile<V, MR, 1>(K, A.from(m), B, C.from(m), n, accumulate);
   }
-  if constexpr (MR > 1) {
+  if constexpr (Rest && MR > 1) {
     constexpr int MR2 = MR / 2;
     constexpr int NV2 = NV * 2 > 4 ? 4 : NV * 2;
-    if (m < M) col_block<V, MR2, NV2>(M - m, n0, n1, K, A + m * ars, ars, acs, B, ldb, C + m * ldc, ldc, accumulate);
+    if (m < M) col_block<V, MR2, NV2, true>(M - m, n0, n1, K, A.from(m), B, C.from(m), accumulate);
   }
 }
 
-// C[M x N] (+)= A[M x K] * B[K x N] with A(i, k) = A[i*ars + k*acs]. Register tiles of 8-float vectors
-// (8 rows when C is one vector wide, else 4 x 16 / 2 x 32), a 4-float vector for a remaining 4 columns,
+// C[M x N] (+)= A[M x K] * B[K x N] over any operand views. Register tiles of 8-float vectors (8 rows
+// when C is one vector wide, else 6 x 16, 4 x 16, 2 x 32), a 4-float vector for 4 remaining columns,
 // scalar loops for the rest.
-inline void nn_strided(int64_t M, int64_t N, int64_t K, const float* A, int64_t ars, int64_t acs, const float* B,
-                       int64_t ldb, float* C, int64_t ldc, bool accumulate) {
+template <typename AT, typename BT, typename CT>
+inline void nn_view(int64_t M, int64_t N, int64_t K, const AT& A, const BT& B, const CT& C, bool accumulate) {
   const int64_t N8 = N / 8 * 8;
   const int64_t N4 = N8 + ((N - N8) >= 4 ? 4 : 0);
   if (N8 == 8) {
-    col_block<V8, 8, 1>(M, 0, 8, K, A, ars, acs, B, ldb, C, ldc, accumulate);
+    col_block<V8, 8, 1, true>(M, 0, 8, K, A, B, C, accumulate);
   } else if (N8 > 0) {
-    col_block<V8, 4, 2>(M, 0, N8, K, A, ars, acs, B, ldb, C, ldc, accumulate);
+    const int64_t M6 = M / 6 * 6;
+    if (M6) col_block<V8, 6, 2, false>(M6, 0, N8, K, A, B, C, accumulate);
+    if (M > M6) col_block<V8, 4, 2, true>(M - M6, 0, N8, K, A.from(M6), B, C.from(M6), accumulate);
   }
-  if (N4 > N8) col_block<V4, 8, 1>(M, N8, N4, K, A, ars, acs, B, ldb, C, ldc, accumulate);
+  if (N4 > N8) col_block<V4, 8, 1, true>(M, N8, N4, K, A, B, C, accumulate);
   if (N4 == N) return;
   for (int64_t m = 0; m < M; ++m) {
     for (int64_t n = N4; n < N; ++n) {
-      float s = accumulate ? C[m * ldc + n] : 0.f;
-      for (int64_t k = 0; k < K; ++k) s += A[m * ars + k * acs] * B[k * ldb + n];
-      C[m * ldc + n] = s;
+      float s = accumulate ? C.row(m)[n] : 0.f;
+      for (int64_t k = 0; k < K; ++k) s += A.at(m, k) * B.row(k)[n];
+      C.row(m)[n] = s;
     }
   }
 }
 
+// C[M x N] (+)= A[M x K] * B[K x N] with A(i, k) = A[i*ars + k*acs]; B and C row-major.
+inline void nn_strided(int64_t M, int64_t N, int64_t K, const float* A, int64_t ars, int64_t acs, const float* B,
+                       int64_t ldb, float* C, int64_t ldc, bool accumulate) {
+  nn_view(M, N, K, StridedA{A, ars, acs}, StridedB{B, ldb}, StridedC{C, ldc}, accumulate);
+}
+
 // C[M x N] (+)= A[M x K] * B[N x K]^T as dot products along K (both operands contiguous in K).
-inline void nt_dot(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
-                   float* C, int64_t ldc, bool accumulate) {
+template <typename AR, typename CT>
+inline void nt_dot_view(int64_t M, int64_t N, int64_t K, const AR& Arow, const float* B, int64_t ldb, const CT& Cv,
+                        bool accumulate) {
   const int64_t K8 = K / 8 * 8;
   for (int64_t m = 0; m < M; ++m) {
-    const float* a = A + m * lda;
+    const float* a = Arow(m);
+    float* crow = Cv.row(m);
     int64_t n = 0;
     for (; n + 4 <= N; n += 4) {
       const float* b0 = B + n * ldb;
@@ -162,7 +210,7 @@ inline void nt_dot(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
       float r[4] = {hsum(s0), hsum(s1), hsum(s2), hsum(s3)};
       for (int64_t k = K8; k < K; ++k)
         for (int j = 0; j < 4; ++j) r[j] += a[k] * b0[j * ldb + k];
-      for (int j = 0; j < 4; ++j) C[m * ldc + n + j] = (accumulate ? C[m * ldc + n + j] : 0.f) + r[j];
+      for (int j = 0; j < 4; ++j) crow[n + j] = (accumulate ? crow[n + j] : 0.f) + r[j];
     }
     for (; n < N; ++n) {
       const float* b = B + n * ldb;
@@ -170,9 +218,14 @@ inline void nt_dot(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
       for (int64_t k = 0; k < K8; k += 8) s = fma(load(a + k), load(b + k), s);
       float r = hsum(s);
       for (int64_t k = K8; k < K; ++k) r += a[k] * b[k];
-      C[m * ldc + n] = (accumulate ? C[m * ldc + n] : 0.f) + r;
+      crow[n] = (accumulate ? crow[n] : 0.f) + r;
     }
   }
+}
+
+inline void nt_dot(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+                   float* C, int64_t ldc, bool accumulate) {
+  nt_dot_view(M, N, K, [&](int64_t m) { return A + m * lda; }, B, ldb, StridedC{C, ldc}, accumulate);
 }
 
 // dst[c x r] = src[r x c]^T.

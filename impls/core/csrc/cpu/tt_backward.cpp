@@ -132,23 +132,34 @@ void tt_prefix_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntAr
   const std::vector<int64_t> order = order_by_last_prefix_digit(s, gid, G);
   at::parallel_for(0, G, kGrain, [&](int64_t lo, int64_t hi) {
     ChainScratch w(s);
-    std::vector<float> Pst(kStack * M * K), dT(kStack * M * N), dPprev(kStack * M * K),
-        cur(s.max_chain_width()), next(s.max_chain_width());
+    std::vector<float> inner(s.d > 3 ? kStack * M * K : 0), dPprev(kStack * M * K);
+    std::vector<float> cur(s.max_chain_width()), next(s.max_chain_width());
+    std::vector<const float*> prows(kStack * M), trows(kStack * M);
     int64_t digits[4];
     for (int64_t i = lo; i < hi;) {
       const int64_t j = gid[order[i]] % s.p[t];
       int64_t e = i + 1;
       while (e < hi && e - i < kStack && gid[order[e]] % s.p[t] == j) ++e;
       const int64_t nb = e - i;
-      for (int64_t b = i; b < e; ++b) {
+      for (int64_t b = i; b < e; ++b) {  // operands read in place through row pointers
         s.prefix_digits(gid[order[b]], digits);
-        prefix_chain(s, c, digits, t - 1, w, Pst.data() + (b - i) * M * K);  // P_{t-1}
-        std::memcpy(dT.data() + (b - i) * M * N, dPin + order[b] * width, sizeof(float) * M * N);
+        const float* p = c.row(0, digits[0]);
+        if (s.d > 3) {
+          float* slot = inner.data() + (b - i) * M * K;
+          prefix_chain(s, c, digits, t - 1, w, slot);
+          p = slot;
+        }
+        for (int64_t m = 0; m < M; ++m) {
+          prows[(b - i) * M + m] = p + m * K;
+          trows[(b - i) * M + m] = dPin + order[b] * width + m * N;
+        }
       }
-      locks[t]->lock(j);
-      gemm::tn(nb * M, N, K, Pst.data(), dT.data(), dG[t] + j * s.core_width(t), true);
+      locks[t]->lock(j);  // dG_t[j] (K x N) += P_{t-1}^T dP_t over the run
+      gemm::nn_view(K, N, nb * M, gemm::ColsA{prows.data(), 0}, gemm::RowsB{trows.data()},
+                    gemm::StridedC{dG[t] + j * s.core_width(t), N}, true);
       locks[t]->unlock(j);
-      gemm::nt(nb * M, K, N, dT.data(), c.row(t, j), dPprev.data(), false, w.tmp);
+      gemm::nt_dot_view(nb * M, K, N, [&](int64_t m) { return trows[m]; }, c.row(t, j), N,
+                        gemm::StridedC{dPprev.data(), K}, false);  // dP_{t-1} = dP_t G_t[j]^T
       for (int64_t b = i; b < e; ++b) {
         s.prefix_digits(gid[order[b]], digits);
         const float* dPt = dPprev.data() + (b - i) * M * K;  // dP_{t-1}

@@ -96,6 +96,6 @@ inline std::vector<int64_t> order_by_group(const int64_t* grp, int64_t n, int64_
 }
 
 // Most prefixes (or items) stacked into one GEMM of a run.
-constexpr int64_t kStack = 32;
+constexpr int64_t kStack = 64;
 
 }  // namespace dlrmbench

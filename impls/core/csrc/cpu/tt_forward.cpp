@@ -17,6 +17,7 @@ namespace {
 
 constexpr int64_t kGrain = 32;
 
+
 void tt_prefix_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids,
                    at::Tensor out) {
   const TTShape s = parse_tt_shape("tt_prefix", cores, q, r);
@@ -41,7 +42,9 @@ void tt_prefix_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
   const std::vector<int64_t> order = order_by_last_prefix_digit(s, g, G);
   at::parallel_for(0, G, kGrain, [&](int64_t lo, int64_t hi) {
     ChainScratch w(s);
-    std::vector<float> A(kStack * Mi * K), C(kStack * Mi * N);
+    std::vector<float> inner(s.d > 3 ? kStack * Mi * K : 0);  // P_{d-3} per prefix when it is a product
+    std::vector<const float*> arows(kStack * Mi);
+    std::vector<float*> crows(kStack * Mi);
     int64_t digits[4];
     for (int64_t i = lo; i < hi;) {
       const int64_t j = g[order[i]] % s.p[t];
@@ -49,11 +52,19 @@ void tt_prefix_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
       while (e < hi && e - i < kStack && g[order[e]] % s.p[t] == j) ++e;
       for (int64_t b = i; b < e; ++b) {
         s.prefix_digits(g[order[b]], digits);
-        prefix_chain(s, c, digits, t - 1, w, A.data() + (b - i) * Mi * K);  // P_{d-3}
+        const float* a = c.row(0, digits[0]);  // d = 3: P_0 is core 0's slice, read in place
+        if (s.d > 3) {
+          float* slot = inner.data() + (b - i) * Mi * K;
+          prefix_chain(s, c, digits, t - 1, w, slot);
+          a = slot;
+        }
+        for (int64_t m = 0; m < Mi; ++m) {
+          arows[(b - i) * Mi + m] = a + m * K;
+          crows[(b - i) * Mi + m] = o + order[b] * width + m * N;
+        }
       }
-      gemm::nn((e - i) * Mi, N, K, A.data(), c.row(t, j), C.data(), false, w.tmp);
-      for (int64_t b = i; b < e; ++b)
-        std::memcpy(o + order[b] * width, C.data() + (b - i) * Mi * N, sizeof(float) * Mi * N);
+      gemm::nn_view((e - i) * Mi, N, K, gemm::RowsA{arows.data()}, gemm::StridedB{c.row(t, j), N},
+                    gemm::RowsC{crows.data()}, false);
       i = e;
     }
   });

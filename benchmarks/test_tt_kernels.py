@@ -1,0 +1,89 @@
+"""Roofline of the shared TT micro-kernels: each stage op in GFLOP/s beside an SGEMM and a torch.bmm
+implementation of the same stage-1 work, all measured in this run on the same threads.
+
+Shapes are the SC24 Table-1 table: N = 1e8, D = 32, ranks 32 (p = (400, 500, 500), q = (2, 4, 4)), so
+a = 2*q1*r1*q2*r2 = 16384 and b = 2*q1*q2*r2*q3 = 2048 FLOPs. Stage 1 gets G sorted distinct prefix
+ids (EcoRec's E1 of a large batch); stage 2 gets 4 items per prefix. Outputs go to preallocated buffers,
+as in the schedules, so the allocator is not timed."""
+import pytest
+import torch
+
+from benchmarks.conftest import report
+from impls.core import ops, tt
+
+G, ITEMS_PER_PREFIX = 65536, 4
+SECTION = "TT kernel roofline (median; GFLOP/s and share of the SGEMM measured in this run)"
+_STATE: dict = {}
+
+
+def setup():
+    if _STATE:
+        return _STATE
+    s = tt.TTShape.create(10**8, 32, 32)
+    gen = torch.Generator().manual_seed(0)
+    cores = tt.init_cores(s, "uniform", gen)
+    ids = torch.randperm(s.p[0] * s.p[1], generator=gen)[:G].sort().values
+    n = G * ITEMS_PER_PREFIX
+    grp = torch.arange(n) // ITEMS_PER_PREFIX
+    last = torch.randint(0, s.p[2], (n,), generator=gen)
+    digits = tt.decode(ids, s.p[:2])
+    _STATE.update(
+        s=s, cores=cores, ids=ids, grp=grp, last=last, n=n,
+        prefix=ops.tt_prefix(cores, s, ids), emb=torch.empty(n, s.dim), d_prefix=torch.empty(G, s.prefix_width),
+        d_emb=torch.randn(n, s.dim, generator=gen), grads=[torch.zeros_like(c) for c in cores],
+        a1=cores[0][digits[0]].view(G, s.q[0], s.r[1]), b1=cores[1][digits[1]].view(G, s.r[1], -1),
+        digits=digits, mm=(torch.randn(2048, 2048, generator=gen), torch.randn(2048, 2048, generator=gen)),
+    )
+    return _STATE
+
+
+def flops_of(kernel, st):
+    s = st["s"]
+    return {
+        "sgemm": 2 * 2048**3,
+        "stage1": G * s.prefix_flops(),
+        "stage1-bmm": G * s.prefix_flops(),
+        "stage1-bmm+gather": G * s.prefix_flops(),
+        "stage2": st["n"] * s.last_flops(),
+        "stage2-bwd": 2 * st["n"] * s.last_flops(),
+        "stage1-bwd": G * s.prefix_backward_cost()[1],
+    }[kernel]
+
+
+def runner(kernel, st):
+    s, c = st["s"], st["cores"]
+    if kernel == "sgemm":
+        return lambda: torch.mm(*st["mm"])
+    if kernel == "stage1":
+        return lambda: ops.tt_prefix(c, s, st["ids"], out=st["prefix"])
+    if kernel == "stage1-bmm":
+        return lambda: torch.bmm(st["a1"], st["b1"])
+    if kernel == "stage1-bmm+gather":
+        d = st["digits"]
+        return lambda: torch.bmm(c[0][d[0]].view(G, s.q[0], s.r[1]), c[1][d[1]].view(G, s.r[1], -1))
+    if kernel == "stage2":
+        return lambda: ops.tt_last(st["prefix"], c, s, st["grp"], st["last"], out=st["emb"])
+    if kernel == "stage2-bwd":
+        return lambda: ops.tt_last_backward(
+            st["prefix"], c, s, st["grp"], st["last"], st["d_emb"], st["grads"][2], out=st["d_prefix"]
+        )
+    if kernel == "stage1-bwd":
+        return lambda: ops.tt_prefix_backward(c, s, st["ids"], st["d_prefix"], st["grads"][:2])
+    raise ValueError(kernel)
+
+
+@pytest.mark.parametrize(
+    "kernel", ["sgemm", "stage1", "stage1-bmm", "stage1-bmm+gather", "stage2", "stage2-bwd", "stage1-bwd"]
+)
+def test_tt_kernel(benchmark, kernel):
+    st = setup()
+    benchmark.pedantic(runner(kernel, st), rounds=7, warmup_rounds=1, iterations=1)
+    t = benchmark.stats.stats.median
+    gflops = flops_of(kernel, st) / t / 1e9
+    st.setdefault("rates", {})[kernel] = gflops
+    sgemm = st["rates"].get("sgemm")
+    row = {"kernel": kernel, "ms": t * 1e3, "GFLOP/s": gflops, "of SGEMM": gflops / sgemm if sgemm else float("nan")}
+    if kernel.startswith("stage1-bmm") and "stage1" in st["rates"]:
+        row["stage1 speedup"] = st["rates"]["stage1"] / gflops
+    benchmark.extra_info.update({k: v for k, v in row.items() if k != "kernel"}, threads=torch.get_num_threads())
+    report(SECTION, row, f"threads: {torch.get_num_threads()}; shapes p=(400,500,500) q=(2,4,4) r=32, G={G}")
