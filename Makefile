@@ -14,12 +14,13 @@ DEPS_STAMP := $(VENV)/.dlrmbench-deps
 EXT_STAMP := $(VENV)/.dlrmbench-ext
 CSRC := $(wildcard impls/core/csrc/*.cpp impls/core/csrc/cpu/*.cpp impls/core/csrc/cuda/*.cu impls/core/csrc/*.h impls/core/csrc/*/*.h)
 
-.PHONY: help venv deps install ext test test-fast bench reproduce-sc24 figures cuda-check device-check clean
+.PHONY: help venv deps install ext test test-fast bench redundancy reproduce-sc24 reproduce-sc24-table1 figures cuda-check device-check clean
 
 help:
 	@echo "make test            set up .venv, build the native ops, run pytest"
 	@echo "make reproduce-sc24  set up, run reproduce/experiments/sc24.toml, write results/sc24 and figures/sc24"
-	@echo "make bench           pytest-benchmark of the dense baselines"
+	@echo "make bench           pytest-benchmark: dense baselines and the TT kernel roofline; lookup redundancy"
+	@echo "make reproduce-sc24-table1  the 1e8-row Table 1 / Fig 11 analogue (about 25 minutes here)"
 	@echo "make figures         redraw every figure from the committed records (no compute)"
 	@echo "make install         set up .venv and build the native ops only"
 	@echo "make ext             rebuild the native ops after a C++ edit"
@@ -60,16 +61,24 @@ install: $(EXT_STAMP)
 test: install
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
-bench: install
+bench: install redundancy
 	mkdir -p results/bench
 	$(PY) -m pytest -q -p no:cacheprovider benchmarks --benchmark-only --benchmark-columns=median,iqr,rounds \
-		--benchmark-json=results/bench/dense.json
+		--benchmark-json=results/bench/benchmarks.json
+
+redundancy: install
+	$(VENV)/bin/dlrmbench redundancy --data criteo-kaggle --data criteo-terabyte-40m --data dcnv2-multihot \
+		--data sc24-f4 -b 2048 -b 8192 -b 32768
 
 reproduce-sc24: install
 	$(VENV)/bin/dlrmbench sweep reproduce/experiments/sc24.toml
 
+reproduce-sc24-table1: install
+	$(VENV)/bin/dlrmbench sweep reproduce/experiments/sc24_table1.toml
+
 figures: install
 	$(VENV)/bin/dlrmbench plot reproduce/experiments/sc24.toml
+	$(VENV)/bin/dlrmbench plot reproduce/experiments/sc24_table1.toml
 
 # Compile-check the CUDA kernels on a machine with nvcc but no GPU (a separate 5.5 GB venv).
 CUDA_VENV ?= .venv-cuda
@@ -84,7 +93,10 @@ cuda-check:
 device-check:
 	DLRMBENCH_CUDA=1 TORCH_CUDA_ARCH_LIST="9.0" MAX_JOBS=16 $(PYTHON) setup.py -q build_ext --inplace
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests -m gpu
-	$(PYTHON) -m pytest -q -p no:cacheprovider tests/impls
+	$(PYTHON) -m pytest -q -p no:cacheprovider tests/core tests/impls -k "not fbgemm"
+	$(PYTHON) -m reproduce run --impl ttrec --impl elrec --impl ecorec --impl dense-torch --data sc24-f4 \
+		--rows 10000000 --mode embedding-only --lr 0.001 -b 16384 --iters 5 --warmup 2 --device cuda \
+		-o ranks=32 --out $${OUT:-results/device}
 
 clean:
 	rm -rf build impls/core/_C*.so $(EXT_STAMP)

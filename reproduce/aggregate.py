@@ -33,7 +33,12 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
         row["analytic_bytes"] = mem["analytic"]["total"]
         row["param_bytes"] = record["param_bytes"]
         row["dense_bytes"] = record["tables"]["dense_bytes"]
-        row["nnz"] = record["work"]["nnz"]
+        work = record["work"]
+        row["nnz"] = work["nnz"]
+        for key in ("unique", "e1", "gemms", "flops", "intermediate_bytes"):
+            row[key] = work.get(key)
+        for key in ("flops_fwd", "flops_bwd", "micro_batches"):
+            row[key] = work.get("extra", {}).get(key)
         row["device"] = record["env"].get("cuda_device") or record["env"].get("cpu")
         row["threads"] = record["env"].get("torch_threads")
         if "eval" in record:

@@ -8,7 +8,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from reproduce.options import collect_data_options, data_options, model_options, timing_options
+from reproduce.options import collect_data_options, data_options, model_options, parse_impl_options, timing_options
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 
@@ -46,11 +46,14 @@ def comparison_table(df) -> Table:
 @timing_options
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/runs"), show_default=True)
 @click.option("--timeout", type=float, default=None, help="seconds per implementation")
-def run(impls, out, timeout, no_check_bounds, **kw) -> None:
+@click.option("-o", "--option", "options", multiple=True, metavar="[IMPL.]KEY=VALUE",
+              help="implementation option, e.g. ranks=16 (every impl) or ecorec.micro_batches=4 (one impl); "
+                   "VALUE is read as JSON when it parses (numbers, lists, true), else as a string")
+def run(impls, out, timeout, no_check_bounds, options, **kw) -> None:
     """Run each implementation on the same data, each in its own fresh process, and compare them."""
     from impls.api import registered_names
     from reproduce.aggregate import summarize
-    from reproduce.config import RunPoint
+    from reproduce.config import RunPoint, options_for
     from reproduce.launch import launch_point
 
     unknown = [i for i in impls if i not in registered_names()]
@@ -61,7 +64,12 @@ def run(impls, out, timeout, no_check_bounds, **kw) -> None:
         raise click.BadParameter(f"an implementation is named twice: {list(impls)}", param_hint="--impl")
     data_opts = collect_data_options(kw)
     try:
-        points = [RunPoint(impl=i, check_bounds=not no_check_bounds, data_options=data_opts, **kw) for i in impls]
+        impl_opts = parse_impl_options(options)
+        points = [
+            RunPoint(impl=i, check_bounds=not no_check_bounds, data_options=data_opts,
+                     impl_options=options_for(i, impl_opts), **kw)
+            for i in impls
+        ]
         from impls.data.presets import get_preset
 
         get_preset(kw["data"], **data_opts)  # fail on bad data options before launching anything
@@ -131,6 +139,40 @@ def plot(experiment) -> None:
     if not summary.exists():
         raise click.UsageError(f"{summary} does not exist: run `dlrmbench sweep {experiment}` first")
     for path in draw(list(exp.plots), summary, exp.figures_dir):
+        console.print(f"figure: {path}")
+
+
+@cli.command()
+@click.option("--data", "presets", multiple=True, required=True, help="synthetic preset (repeat)")
+@click.option("-b", "--batch-size", "batch_sizes", type=int, multiple=True, required=True, help="repeat")
+@click.option("--batches", type=click.IntRange(min=1), default=2, show_default=True, help="batches averaged")
+@click.option("--max-rows", type=int, default=None, help="cap every table (--max-ind-range)")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("results/redundancy/redundancy.csv"), show_default=True)
+@click.option("--figures", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("figures/redundancy"), show_default=True)
+def redundancy(presets, batch_sizes, batches, max_rows, out, figures) -> None:
+    """nnz, distinct ids (U) and distinct TT prefix groups (E1) per preset and batch size."""
+    from reproduce import redundancy as red
+    from reproduce.plots.redundancy import redundancy as draw_redundancy
+
+    if any(b <= 0 for b in batch_sizes):
+        raise click.BadParameter("batch sizes must be > 0", param_hint="--batch-size")
+    try:
+        df = red.measure(presets, batch_sizes, batches, max_rows=max_rows)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    red.write(df, out)
+    tot = df[df["table"] == "*"]
+    t = Table(title="lookup redundancy (sum over tables, mean over batches)")
+    for col in ("data", "batch", "nnz", "U", "E1", "U/nnz", "E1/nnz"):
+        t.add_column(col, justify="left" if col == "data" else "right")
+    for _, r in tot.iterrows():
+        t.add_row(r["data"], str(r["batch_size"]), f"{r['nnz']:,.0f}", f"{r['unique']:,.0f}", f"{r['e1']:,.0f}",
+                  f"{r['unique_per_nnz']:.3f}", f"{r['e1_per_nnz']:.4f}")
+    console.print(t)
+    console.print(f"csv: {out}")
+    for path in draw_redundancy(df, figures):
         console.print(f"figure: {path}")
 
 

@@ -83,8 +83,22 @@ class Experiment:
 GRID_KEYS = ("impl", "data", "batch_size", "mode", "optimizer")
 
 
+def options_for(impl: str, impl_options: dict[str, Any]) -> dict[str, Any]:
+    """The options one implementation gets: plain keys go to every implementation, a table named after
+    an implementation (``[impl_options.ecorec]``, or ``ecorec.micro_batches`` on the CLI) only to it."""
+    from impls.api import registered_names
+
+    names = set(registered_names())
+    shared = {k: v for k, v in impl_options.items() if k not in names}
+    own = impl_options.get(impl, {})
+    if not isinstance(own, dict):
+        raise ValueError(f"impl_options.{impl} must be a table of options, got {own!r}")
+    return {**shared, **own}
+
+
 def load_experiment(path: str | Path, root: str | Path = ".") -> Experiment:
-    """Expand ``[grid]`` (lists) over ``[defaults]``; ``[data_options]``/``[impl_options]`` apply to all."""
+    """Expand ``[grid]`` (lists) over ``[defaults]``; ``[data_options]`` apply to all points and
+    ``[impl_options]`` as resolved by ``options_for``."""
     path = Path(path)
     try:
         doc = tomllib.loads(path.read_text())
@@ -107,7 +121,9 @@ def load_experiment(path: str | Path, root: str | Path = ".") -> Experiment:
     points = []
     for combo in itertools.product(*(grid[k] for k in keys)):
         try:
-            points.append(RunPoint.from_dict({**base, **dict(zip(keys, combo))}))
+            fields = {**base, **dict(zip(keys, combo))}
+            fields["impl_options"] = options_for(fields["impl"], base["impl_options"])
+            points.append(RunPoint.from_dict(fields))
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{path}: bad point {dict(zip(keys, combo))}: {exc}") from None
     root = Path(root)

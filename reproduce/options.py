@@ -50,7 +50,7 @@ data_options = _stack(
     click.option("--locality", type=click.Choice(["scattered", "ranked"]), default=None),
     click.option("--bag-sizes", type=click.Choice(["fixed", "random"]), default=None),
     click.option("--num-tables", type=int, default=None, callback=positive, help="uniform preset only"),
-    click.option("--rows", type=int, default=None, callback=positive, help="uniform preset only: rows per table"),
+    click.option("--rows", type=int, default=None, callback=positive, help="uniform and sc24-f4 presets: rows per table"),
 )
 
 
@@ -59,3 +59,27 @@ def collect_data_options(kw: dict) -> dict:
     keys = ("dim", "hotness", "max_rows", "alpha", "locality", "bag_sizes", "num_tables", "rows")
     popped = {k: kw.pop(k, None) for k in keys}
     return {k: v for k, v in popped.items() if v is not None}
+
+
+def parse_impl_options(items) -> dict:
+    """``[IMPL.]KEY=VALUE`` strings -> impl_options (``{key: v}`` or ``{impl: {key: v}}``); ValueError on
+    a malformed item."""
+    import json
+
+    from impls.api import registered_names
+
+    out: dict = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"option {item!r} is not KEY=VALUE")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        impl, dot, name = key.partition(".")
+        if dot and impl in registered_names():
+            out.setdefault(impl, {})[name] = value
+        else:
+            out[key] = value
+    return out

@@ -149,7 +149,9 @@ def main(argv: list[str] | None = None) -> int:
         record = run_point(RunPoint.from_dict(point_dict))
     except Exception as exc:  # noqa: BLE001 - every failure becomes a `failed` record
         traceback.print_exc()
-        status = "oom" if isinstance(exc, MemoryError) or "out of memory" in str(exc).lower() else "failed"
+        msg = str(exc).lower()
+        oom = isinstance(exc, MemoryError) or "out of memory" in msg or "can't allocate memory" in msg
+        status = "oom" if oom else "failed"
         write_record(args.out, base_record(point_dict, status, f"{type(exc).__name__}: {exc}"))
         return 1
     write_record(args.out, record)

@@ -71,3 +71,11 @@ class Workspace:
     @property
     def nbytes(self) -> int:
         return sum(b.numel() * b.element_size() for b in self._bufs.values())
+
+
+def redundancy(values: Tensor, offsets: Tensor, batch_size: int, last_radix: int) -> tuple[int, int, int]:
+    """(nnz, U, E1) of one table's batch: lookups, distinct ids, distinct prefix groups (id div p_last)."""
+    if values.numel() == 0:
+        return 0, 0, 0
+    dd = dedup(values, offsets, batch_size)
+    return values.numel(), dd.unique.numel(), prefix_groups(dd.unique, last_radix).prefix_ids.numel()

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from impls.api import EmbeddingCollection, EmbeddingOptim, MemoryReport, SparseFeatures, TableSpec, WorkReport
-from impls.core import tt
+from impls.core import ops, tt
 from impls.core.counters import TTWork
 from impls.core.tt_batch import Workspace
 from impls.dense.init import dense_table_init
@@ -42,6 +42,29 @@ class TTTable(nn.Module):
 
     def buffer(self, name: str, rows: int, cols: int) -> Tensor:
         return self.workspace.get(name, rows, cols, self.cores[0].device)
+
+    # The two halves every schedule is built from; schedules differ in what they pass as prefixes and
+    # items (occurrences, unique ids, prefix groups) and in how they pool and aggregate around them.
+    def stages_forward(self, prefix_ids: Tensor, item_group: Tensor, item_last: Tensor, work: TTWork):
+        """Stage 1 for ``prefix_ids``, stage 2 for the items: (prefix, rows [n, D]), in workspace buffers."""
+        s, cores = self.shape, self.core_tensors()
+        prefix = ops.tt_prefix(cores, s, prefix_ids, work, out=self.buffer("prefix", prefix_ids.numel(), s.prefix_width))
+        emb = ops.tt_last(prefix, cores, s, item_group, item_last, work, out=self.buffer("emb", item_group.numel(), s.dim))
+        work.live(prefix, emb)
+        return prefix, emb
+
+    def stages_backward(self, prefix_ids: Tensor, item_group: Tensor, item_last: Tensor, d_items: Tensor,
+                        work: TTWork, *extra_live: Tensor) -> None:
+        """Recompute the prefixes, then both stages backward into ``grads`` (item_group non-decreasing)."""
+        s, cores = self.shape, self.core_tensors()
+        G = prefix_ids.numel()
+        prefix = ops.tt_prefix(cores, s, prefix_ids, work, phase="bwd", out=self.buffer("prefix", G, s.prefix_width))
+        d_prefix = ops.tt_last_backward(
+            prefix, cores, s, item_group, item_last, d_items, self.grads[-1], work,
+            out=self.buffer("d_prefix", G, s.prefix_width),
+        )
+        ops.tt_prefix_backward(cores, s, prefix_ids, d_prefix, self.grads[:-1], work)
+        work.live(d_items, prefix, d_prefix, *extra_live)
 
     def core_tensors(self) -> list[Tensor]:
         return [c.data for c in self.cores]

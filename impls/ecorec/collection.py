@@ -52,7 +52,7 @@ class EcoRec(TTCollection):
         self.min_chunk = int(min_chunk)
 
     def lookup_forward(self, table: TTTable, values: Tensor, offsets: Tensor, batch_size: int, work: TTWork):
-        s, cores = table.shape, table.core_tensors()
+        s = table.shape
         dd = dedup(values, offsets, batch_size)
         bags = bag_ids(offsets, values.numel())
         bounds = micro_batch_bounds(dd.unique.numel(), self.micro_batches, self.min_chunk)
@@ -64,38 +64,23 @@ class EcoRec(TTCollection):
             ids = dd.unique[lo:hi]
             groups = prefix_groups(ids, s.last_radix)  # C: unique ids -> prefix groups
             work.e1 += groups.prefix_ids.numel()
-            e1 = groups.prefix_ids.numel()
-            prefix = ops.tt_prefix(  # M stage 1: E1_i GEMMs
-                cores, s, groups.prefix_ids, work, out=table.buffer("prefix", e1, s.prefix_width)
-            )
-            emb = ops.tt_last(  # M stage 2: U_i GEMMs
-                prefix, cores, s, groups.group_of, ids % s.last_radix, work, out=table.buffer("emb", hi - lo, s.dim)
-            )
+            _, emb = table.stages_forward(groups.prefix_ids, groups.group_of, ids % s.last_radix, work)  # M
             if len(bounds) == 1:  # expand: every occurrence adds its unique row into its bag
                 ops.gather_pool(emb, dd.inverse, offsets, out)
             else:
                 occ = dd.sorted_positions[dd.count_offsets[lo] : dd.count_offsets[hi]]
                 ops.scatter_add_rows(emb, dd.inverse.index_select(0, occ) - lo, bags.index_select(0, occ), out)
-            work.live(prefix, emb)
             chunks.append((lo, hi, groups))
         return out, (dd, bags, chunks)
 
     def lookup_backward(self, table: TTTable, saved: Any, grad: Tensor, work: TTWork) -> None:
         dd, bags, chunks = saved
-        s, cores = table.shape, table.core_tensors()
+        s = table.shape
         for lo, hi, groups in chunks:
             ids = dd.unique[lo:hi]
-            c0, c1 = int(dd.count_offsets[lo]), int(dd.count_offsets[hi])
-            occ_bags = bags.index_select(0, dd.sorted_positions[c0:c1])
+            c0 = int(dd.count_offsets[lo])
+            occ_bags = bags.index_select(0, dd.sorted_positions[c0 : int(dd.count_offsets[hi])])
             d_unique = table.buffer("d_unique", hi - lo, s.dim).zero_()  # C: occurrences -> unique ids
             ops.gather_pool(grad, occ_bags, dd.count_offsets[lo : hi + 1] - c0, d_unique)
-            e1 = groups.prefix_ids.numel()
-            prefix = ops.tt_prefix(
-                cores, s, groups.prefix_ids, work, phase="bwd", out=table.buffer("prefix", e1, s.prefix_width)
-            )
-            d_prefix = ops.tt_last_backward(  # M stage 2, and C: unique ids -> prefix groups
-                prefix, cores, s, groups.group_of, ids % s.last_radix, d_unique, table.grads[-1], work,
-                out=table.buffer("d_prefix", e1, s.prefix_width),
-            )
-            ops.tt_prefix_backward(cores, s, groups.prefix_ids, d_prefix, table.grads[:-1], work)  # M stage 1
-            work.live(d_unique, prefix, d_prefix, occ_bags)
+            # M stage 2 with C: unique ids -> prefix groups (the prefix gradient is summed per group), M stage 1
+            table.stages_backward(groups.prefix_ids, groups.group_of, ids % s.last_radix, d_unique, work, occ_bags)

@@ -23,38 +23,26 @@ class ELRec(TTCollection):
     default_weight_dist = "uniform"
 
     def lookup_forward(self, table: TTTable, values: Tensor, offsets: Tensor, batch_size: int, work: TTWork):
-        s, cores = table.shape, table.core_tensors()
-        nnz = values.numel()
+        s = table.shape
         dd = dedup(values, offsets, batch_size)  # EL-Rec's local index reordering (sorted unique)
         groups = prefix_groups(dd.unique, s.last_radix)
         work.unique += dd.unique.numel()
         work.e1 += groups.prefix_ids.numel()
         work.micro_batches += 1
-        E1 = groups.prefix_ids.numel()
-        prefix = ops.tt_prefix(cores, s, groups.prefix_ids, work, out=table.buffer("prefix", E1, s.prefix_width))
-        item_group = groups.group_of.index_select(0, dd.inverse)
-        emb = ops.tt_last(
-            prefix, cores, s, item_group, values % s.last_radix, work, out=table.buffer("emb", nnz, s.dim)
-        )
+        item_group = groups.group_of.index_select(0, dd.inverse)  # every occurrence is an item
+        _, emb = table.stages_forward(groups.prefix_ids, item_group, values % s.last_radix, work)
         out = torch.zeros(batch_size, s.dim, device=values.device)
-        ops.gather_pool(emb, torch.arange(nnz, device=values.device), offsets, out)
-        work.live(prefix, emb, item_group)
+        ops.gather_pool(emb, torch.arange(values.numel(), device=values.device), offsets, out)
         return out, (dd, offsets)
 
     def lookup_backward(self, table: TTTable, saved: Any, grad: Tensor, work: TTWork) -> None:
         dd, offsets = saved
-        s, cores = table.shape, table.core_tensors()
+        s = table.shape
         U = dd.unique.numel()
         bags = bag_ids(offsets, dd.inverse.numel())
-        d_unique = table.buffer("d_unique", U, s.dim).zero_()
+        d_unique = table.buffer("d_unique", U, s.dim).zero_()  # gradient aggregation per unique id
         ops.gather_pool(grad, bags.index_select(0, dd.sorted_positions), dd.count_offsets, d_unique)
-        prefix_ids = torch.div(dd.unique, s.last_radix, rounding_mode="floor")
-        prefix = ops.tt_prefix(  # per unique id: no reuse in the backward
-            cores, s, prefix_ids, work, phase="bwd", out=table.buffer("prefix", U, s.prefix_width)
+        prefix_ids = torch.div(dd.unique, s.last_radix, rounding_mode="floor")  # per unique: no reuse
+        table.stages_backward(
+            prefix_ids, torch.arange(U, device=grad.device), dd.unique % s.last_radix, d_unique, work, bags
         )
-        d_prefix = ops.tt_last_backward(
-            prefix, cores, s, torch.arange(U, device=grad.device), dd.unique % s.last_radix, d_unique,
-            table.grads[-1], work, out=table.buffer("d_prefix", U, s.prefix_width),
-        )
-        ops.tt_prefix_backward(cores, s, prefix_ids, d_prefix, table.grads[:-1], work)
-        work.live(d_unique, prefix, d_prefix, bags)

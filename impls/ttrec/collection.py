@@ -30,41 +30,29 @@ class TTRec(TTCollection):
             raise ValueError(f"ttrec chunk must be >= 1, got {chunk}")
         self.chunk = int(chunk)
 
-    def lookup_forward(self, table: TTTable, values: Tensor, offsets: Tensor, batch_size: int, work: TTWork):
-        s, cores = table.shape, table.core_tensors()
-        out = torch.zeros(batch_size, s.dim, device=values.device)
+    def _chunks(self, values: Tensor):
+        """(lo, hi, rows, item ids) per chunk of occurrences; every occurrence is its own item."""
         nnz = values.numel()
         items = torch.arange(min(self.chunk, max(nnz, 1)), device=values.device)
         for lo in range(0, nnz, self.chunk):
             hi = min(lo + self.chunk, nnz)
-            rows = values[lo:hi]
-            n = hi - lo
+            yield lo, hi, values[lo:hi], items[: hi - lo]
+
+    def lookup_forward(self, table: TTTable, values: Tensor, offsets: Tensor, batch_size: int, work: TTWork):
+        s = table.shape
+        out = torch.zeros(batch_size, s.dim, device=values.device)
+        for lo, hi, rows, items in self._chunks(values):
             prefix_ids = torch.div(rows, s.last_radix, rounding_mode="floor")
-            prefix = ops.tt_prefix(cores, s, prefix_ids, work, out=table.buffer("prefix", n, s.prefix_width))
-            emb = ops.tt_last(prefix, cores, s, items[:n], rows % s.last_radix, work, out=table.buffer("emb", n, s.dim))
+            _, emb = table.stages_forward(prefix_ids, items, rows % s.last_radix, work)
             b0, b1, seg = bag_range(offsets, lo, hi)
-            ops.gather_pool(emb, items[: hi - lo], seg, out[b0:b1])
-            work.live(prefix, emb)
+            ops.gather_pool(emb, items, seg, out[b0:b1])
         return out, (values, offsets)
 
     def lookup_backward(self, table: TTTable, saved: Any, grad: Tensor, work: TTWork) -> None:
         values, offsets = saved
-        s, cores = table.shape, table.core_tensors()
-        nnz = values.numel()
-        bags = bag_ids(offsets, nnz)
-        items = torch.arange(min(self.chunk, max(nnz, 1)), device=values.device)
-        for lo in range(0, nnz, self.chunk):
-            hi = min(lo + self.chunk, nnz)
-            rows = values[lo:hi]
-            prefix_ids = torch.div(rows, s.last_radix, rounding_mode="floor")
+        s = table.shape
+        bags = bag_ids(offsets, values.numel())
+        for lo, hi, rows, items in self._chunks(values):
             d_emb = torch.index_select(grad, 0, bags[lo:hi], out=table.buffer("d_emb", hi - lo, s.dim))
-            n = hi - lo
-            prefix = ops.tt_prefix(  # recomputed, as FBTT does
-                cores, s, prefix_ids, work, phase="bwd", out=table.buffer("prefix", n, s.prefix_width)
-            )
-            d_prefix = ops.tt_last_backward(
-                prefix, cores, s, items[:n], rows % s.last_radix, d_emb, table.grads[-1], work,
-                out=table.buffer("d_prefix", n, s.prefix_width),
-            )
-            ops.tt_prefix_backward(cores, s, prefix_ids, d_prefix, table.grads[:-1], work)
-            work.live(d_emb, prefix, d_prefix)
+            prefix_ids = torch.div(rows, s.last_radix, rounding_mode="floor")
+            table.stages_backward(prefix_ids, items, rows % s.last_radix, d_emb, work)  # recomputes, as FBTT

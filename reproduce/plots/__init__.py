@@ -8,9 +8,9 @@ import pandas as pd
 
 
 def _registry() -> dict[str, Callable[[pd.DataFrame, Path], list[Path]]]:
-    from reproduce.plots import sc24
+    from reproduce.plots import sc24, scaling
 
-    return {"sc24-speedup": sc24.speedup, "sc24-memory": sc24.memory}
+    return {"sc24-speedup": sc24.speedup, "sc24-memory": sc24.memory, "batch-scaling": scaling.batch_scaling}
 
 
 def plot_names() -> list[str]:

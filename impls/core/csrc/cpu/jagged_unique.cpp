@@ -5,6 +5,8 @@
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
+#include "../op_args.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <tuple>
@@ -16,11 +18,7 @@ namespace {
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> jagged_unique_cpu(
     const at::Tensor& values, const at::Tensor& offsets, int64_t num_tables, int64_t batch_size) {
-  TORCH_CHECK_VALUE(values.scalar_type() == at::kLong && offsets.scalar_type() == at::kLong,
-                    "jagged_unique: values and offsets must be int64");
-  TORCH_CHECK_VALUE(num_tables >= 0 && batch_size > 0, "jagged_unique: bad num_tables/batch_size");
-  TORCH_CHECK_VALUE(offsets.numel() == num_tables * batch_size + 1, "jagged_unique: offsets has ",
-                    offsets.numel(), " entries, expected T*B+1 = ", num_tables * batch_size + 1);
+  check_jagged_unique_args(values, offsets, num_tables, batch_size);
   const auto v_c = values.contiguous();
   const auto o_c = offsets.contiguous();
   const int64_t* v = v_c.data_ptr<int64_t>();

@@ -7,7 +7,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
 
-#include "../tt_args.h"
+#include "../op_args.h"
 #include "cpu_util.h"
 
 namespace dlrmbench {
@@ -20,12 +20,7 @@ inline void add_row(float* __restrict__ dst, const float* __restrict__ src, int6
 void gather_pool_cpu(const at::Tensor& src, const at::Tensor& index, const at::Tensor& segment_offsets,
                      at::Tensor out) {
   const char* op = "gather_pool";
-  check_rows(op, "src", src, -1, src.size(1), src);
-  check_index(op, "index", index, src);
-  check_index(op, "segment_offsets", segment_offsets, src);
-  const int64_t S = segment_offsets.numel() - 1;
-  TORCH_CHECK_VALUE(S >= 0, op, ": segment_offsets must have at least one entry");
-  check_rows(op, "out", out, S, src.size(1), src);
+  const int64_t S = check_gather_pool_args(src, index, segment_offsets, out);
   const auto idx_c = index.contiguous();
   const auto off_c = segment_offsets.contiguous();
   const int64_t* idx = idx_c.data_ptr<int64_t>();
@@ -48,13 +43,8 @@ void gather_pool_cpu(const at::Tensor& src, const at::Tensor& index, const at::T
 void scatter_add_rows_cpu(const at::Tensor& src, const at::Tensor& src_index, const at::Tensor& dst_index,
                           at::Tensor out) {
   const char* op = "scatter_add_rows";
-  check_rows(op, "src", src, -1, src.size(1), src);
-  check_index(op, "src_index", src_index, src);
-  check_index(op, "dst_index", dst_index, src);
-  check_rows(op, "out", out, -1, src.size(1), src);
+  check_scatter_add_rows_args(src, src_index, dst_index, out);
   const int64_t n = src_index.numel();
-  TORCH_CHECK_VALUE(dst_index.numel() == n, op, ": src_index has ", n, " entries but dst_index has ",
-                    dst_index.numel());
   const auto si_c = src_index.contiguous();
   const auto di_c = dst_index.contiguous();
   const int64_t* si = si_c.data_ptr<int64_t>();

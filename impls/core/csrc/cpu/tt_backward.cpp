@@ -13,7 +13,7 @@
 #include <cstring>
 #include <vector>
 
-#include "../tt_args.h"
+#include "../op_args.h"
 #include "cpu_util.h"
 #include "tt_chain.h"
 
@@ -40,15 +40,10 @@ void tt_last_backward_cpu(const at::Tensor& prefix, at::TensorList cores, c10::I
                           const at::Tensor& item_group, const at::Tensor& item_last, const at::Tensor& grad_items,
                           at::Tensor grad_last_core, at::Tensor grad_prefix) {
   const char* op = "tt_last_backward";
-  const TTShape s = parse_tt_shape(op, cores, q, r);
+  const TTShape s = check_tt_last_backward_args(prefix, cores, q, r, item_group, item_last, grad_items,
+                                                grad_last_core, grad_prefix);
   const int L = s.d - 1;
-  check_rows(op, "prefix", prefix, -1, s.prefix_width(), cores[0]);
-  check_index(op, "item_group", item_group, cores[0]);
-  check_index(op, "item_last", item_last, cores[0]);
   const int64_t n = item_group.numel();
-  TORCH_CHECK_VALUE(item_last.numel() == n, op, ": item_group and item_last differ in length");
-  check_rows(op, "grad_items", grad_items, n, s.dim(), cores[0]);
-  check_rows(op, "grad_last_core", grad_last_core, s.p[L], s.core_width(L), cores[0]);
   const auto grp_c = item_group.contiguous();
   const auto last_c = item_last.contiguous();
   const int64_t* grp = grp_c.data_ptr<int64_t>();
@@ -58,7 +53,6 @@ void tt_last_backward_cpu(const at::Tensor& prefix, at::TensorList cores, c10::I
   const std::vector<int64_t> start = group_starts(op, grp, n, G);
 
   const int64_t M = s.Q(L - 1), qn = s.q[L], rk = s.r[L], width = s.prefix_width(), D = s.dim();
-  check_rows(op, "grad_prefix", grad_prefix, G, width, cores[0]);
   float* dP = grad_prefix.data_ptr<float>();
   const float* P = prefix.data_ptr<float>();
   const float* dE = grad_items.data_ptr<float>();
@@ -92,19 +86,14 @@ void tt_last_backward_cpu(const at::Tensor& prefix, at::TensorList cores, c10::I
 void tt_prefix_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids,
                             const at::Tensor& grad_prefix, at::TensorList grad_cores) {
   const char* op = "tt_prefix_backward";
-  const TTShape s = parse_tt_shape(op, cores, q, r);
-  check_index(op, "prefix_ids", prefix_ids, cores[0]);
+  const TTShape s = check_tt_prefix_backward_args(cores, q, r, prefix_ids, grad_prefix, grad_cores);
   const auto ids = prefix_ids.contiguous();
   const int64_t G = ids.numel();
   const int64_t* gid = ids.data_ptr<int64_t>();
   check_range(op, "prefix_ids", gid, G, s.num_prefixes());
-  check_rows(op, "grad_prefix", grad_prefix, G, s.prefix_width(), cores[0]);
-  TORCH_CHECK_VALUE(static_cast<int>(grad_cores.size()) == s.d - 1, op, ": expected ", s.d - 1,
-                    " core gradients (all cores but the last), got ", grad_cores.size());
   float* dG[3] = {nullptr, nullptr, nullptr};
   std::vector<std::unique_ptr<RowLocks>> locks;
   for (int k = 0; k < s.d - 1; ++k) {
-    check_rows(op, "grad_cores", grad_cores[k], s.p[k], s.core_width(k), cores[0]);
     dG[k] = grad_cores[k].data_ptr<float>();
     locks.emplace_back(new RowLocks(s.p[k]));
   }
@@ -138,8 +127,7 @@ void tt_prefix_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntAr
     int64_t digits[4];
     for (int64_t i = lo; i < hi;) {
       const int64_t j = gid[order[i]] % s.p[t];
-      int64_t e = i + 1;
-      while (e < hi && e - i < kStack && gid[order[e]] % s.p[t] == j) ++e;
+      const int64_t e = run_end(order, i, hi, [&](int64_t x) { return gid[x] % s.p[t]; });
       const int64_t nb = e - i;
       for (int64_t b = i; b < e; ++b) {  // operands read in place through row pointers
         s.prefix_digits(gid[order[b]], digits);

@@ -8,7 +8,7 @@
 
 #include <cstring>
 
-#include "../tt_args.h"
+#include "../op_args.h"
 #include "cpu_util.h"
 #include "tt_chain.h"
 
@@ -20,13 +20,11 @@ constexpr int64_t kGrain = 32;
 
 void tt_prefix_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids,
                    at::Tensor out) {
-  const TTShape s = parse_tt_shape("tt_prefix", cores, q, r);
-  check_index("tt_prefix", "prefix_ids", prefix_ids, cores[0]);
+  const TTShape s = check_tt_prefix_args(cores, q, r, prefix_ids, out);
   const auto ids = prefix_ids.contiguous();
   const int64_t G = ids.numel();
   const int64_t* g = ids.data_ptr<int64_t>();
   check_range("tt_prefix", "prefix_ids", g, G, s.num_prefixes());
-  check_rows("tt_prefix", "out", out, G, s.prefix_width(), cores[0]);
   float* o = out.data_ptr<float>();
   const CoreView c = core_view(s, cores);
   const int64_t width = s.prefix_width();
@@ -48,8 +46,7 @@ void tt_prefix_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
     int64_t digits[4];
     for (int64_t i = lo; i < hi;) {
       const int64_t j = g[order[i]] % s.p[t];
-      int64_t e = i + 1;
-      while (e < hi && e - i < kStack && g[order[e]] % s.p[t] == j) ++e;
+      const int64_t e = run_end(order, i, hi, [&](int64_t x) { return g[x] % s.p[t]; });
       for (int64_t b = i; b < e; ++b) {
         s.prefix_digits(g[order[b]], digits);
         const float* a = c.row(0, digits[0]);  // d = 3: P_0 is core 0's slice, read in place
@@ -72,12 +69,7 @@ void tt_prefix_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
 
 void tt_last_cpu(const at::Tensor& prefix, at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
                  const at::Tensor& item_group, const at::Tensor& item_last, at::Tensor out) {
-  const TTShape s = parse_tt_shape("tt_last", cores, q, r);
-  check_rows("tt_last", "prefix", prefix, -1, s.prefix_width(), cores[0]);
-  check_index("tt_last", "item_group", item_group, cores[0]);
-  check_index("tt_last", "item_last", item_last, cores[0]);
-  TORCH_CHECK_VALUE(item_group.numel() == item_last.numel(), "tt_last: item_group has ", item_group.numel(),
-                    " entries but item_last has ", item_last.numel());
+  const TTShape s = check_tt_items_args("tt_last", prefix, cores, q, r, item_group, item_last, out, "out");
   const auto grp_c = item_group.contiguous();
   const auto last_c = item_last.contiguous();
   const int64_t n = grp_c.numel();
@@ -87,7 +79,6 @@ void tt_last_cpu(const at::Tensor& prefix, at::TensorList cores, c10::IntArrayRe
   check_range("tt_last", "item_group", grp, n, prefix.size(0));
   check_range("tt_last", "item_last", last, n, s.p[L]);
   const int64_t D = s.dim();
-  check_rows("tt_last", "out", out, n, D, cores[0]);
   float* o = out.data_ptr<float>();
   const float* P = prefix.data_ptr<float>();
   const CoreView c = core_view(s, cores);

@@ -20,16 +20,14 @@
 
 #include <tuple>
 
+#include "../op_args.h"
+
 namespace dlrmbench {
 namespace {
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> jagged_unique_cuda(
     const at::Tensor& values, const at::Tensor& offsets, int64_t num_tables, int64_t batch_size) {
-  TORCH_CHECK_VALUE(values.scalar_type() == at::kLong && offsets.scalar_type() == at::kLong,
-                    "jagged_unique: values and offsets must be int64");
-  TORCH_CHECK_VALUE(num_tables >= 0 && batch_size > 0, "jagged_unique: bad num_tables/batch_size");
-  TORCH_CHECK_VALUE(offsets.numel() == num_tables * batch_size + 1, "jagged_unique: offsets has ", offsets.numel(),
-                    " entries, expected T*B+1 = ", num_tables * batch_size + 1);
+  check_jagged_unique_args(values, offsets, num_tables, batch_size);
   const c10::cuda::CUDAGuard guard(values.device());
   const auto v = values.contiguous();
   const int64_t nnz = v.numel();

@@ -4,6 +4,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include "../op_args.h"
 #include "cuda_util.cuh"
 
 namespace dlrmbench {
@@ -34,12 +35,7 @@ __global__ void scatter_add_kernel(const float* __restrict__ src, const int64_t*
 void gather_pool_cuda(const at::Tensor& src, const at::Tensor& index, const at::Tensor& segment_offsets,
                       at::Tensor out) {
   const char* op = "gather_pool";
-  check_rows(op, "src", src, -1, src.size(1), src);
-  check_index(op, "index", index, src);
-  check_index(op, "segment_offsets", segment_offsets, src);
-  const int64_t S = segment_offsets.numel() - 1;
-  TORCH_CHECK_VALUE(S >= 0, op, ": segment_offsets must have at least one entry");
-  check_rows(op, "out", out, S, src.size(1), src);
+  const int64_t S = check_gather_pool_args(src, index, segment_offsets, out);
   const c10::cuda::CUDAGuard guard(src.device());
   const auto idx = index.contiguous();
   const auto off = segment_offsets.contiguous();
@@ -61,13 +57,8 @@ void gather_pool_cuda(const at::Tensor& src, const at::Tensor& index, const at::
 void scatter_add_rows_cuda(const at::Tensor& src, const at::Tensor& src_index, const at::Tensor& dst_index,
                            at::Tensor out) {
   const char* op = "scatter_add_rows";
-  check_rows(op, "src", src, -1, src.size(1), src);
-  check_index(op, "src_index", src_index, src);
-  check_index(op, "dst_index", dst_index, src);
-  check_rows(op, "out", out, -1, src.size(1), src);
+  check_scatter_add_rows_args(src, src_index, dst_index, out);
   const int64_t n = src_index.numel();
-  TORCH_CHECK_VALUE(dst_index.numel() == n, op, ": src_index has ", n, " entries but dst_index has ",
-                    dst_index.numel());
   const c10::cuda::CUDAGuard guard(src.device());
   const auto si = src_index.contiguous();
   const auto di = dst_index.contiguous();

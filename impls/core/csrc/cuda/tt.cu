@@ -9,6 +9,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include "../op_args.h"
 #include "cuda_util.cuh"
 
 namespace dlrmbench {
@@ -151,13 +152,11 @@ void set_smem(K kernel, size_t bytes) {
 
 void tt_prefix_cuda(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids,
                     at::Tensor out) {
-  const TTShape s = parse_tt_shape("tt_prefix", cores, q, r);
-  check_index("tt_prefix", "prefix_ids", prefix_ids, cores[0]);
+  const TTShape s = check_tt_prefix_args(cores, q, r, prefix_ids, out);
   const c10::cuda::CUDAGuard guard(cores[0].device());
   const auto ids = prefix_ids.contiguous();
   check_range_cuda("tt_prefix", "prefix_ids", ids, s.num_prefixes());
   const int64_t G = ids.numel();
-  check_rows("tt_prefix", "out", out, G, s.prefix_width(), cores[0]);
   if (G == 0) return;
   const int64_t smw = s.max_chain_width();
   const size_t smem = sizeof(float) * 2 * smw;
@@ -170,19 +169,13 @@ void tt_prefix_cuda(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r
 void tt_last_cuda(const at::Tensor& prefix, at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
                   const at::Tensor& item_group, const at::Tensor& item_last, at::Tensor out) {
   const char* op = "tt_last";
-  const TTShape s = parse_tt_shape(op, cores, q, r);
-  check_rows(op, "prefix", prefix, -1, s.prefix_width(), cores[0]);
-  check_index(op, "item_group", item_group, cores[0]);
-  check_index(op, "item_last", item_last, cores[0]);
-  TORCH_CHECK_VALUE(item_group.numel() == item_last.numel(), op, ": item_group has ", item_group.numel(),
-                    " entries but item_last has ", item_last.numel());
+  const TTShape s = check_tt_items_args(op, prefix, cores, q, r, item_group, item_last, out, "out");
   const c10::cuda::CUDAGuard guard(cores[0].device());
   const auto grp = item_group.contiguous();
   const auto last = item_last.contiguous();
   check_range_cuda(op, "item_group", grp, prefix.size(0));
   check_range_cuda(op, "item_last", last, s.p[s.d - 1]);
   const int64_t n = grp.numel(), D = s.dim();
-  check_rows(op, "out", out, n, D, cores[0]);
   if (n == 0) return;
   last_kernel<<<blocks_for(n * D, kThreads), kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
       dims_of(s), prefix.data_ptr<float>(), s.prefix_width(), cores[s.d - 1].data_ptr<float>(),
@@ -194,15 +187,10 @@ void tt_last_backward_cuda(const at::Tensor& prefix, at::TensorList cores, c10::
                            const at::Tensor& item_group, const at::Tensor& item_last, const at::Tensor& grad_items,
                            at::Tensor grad_last_core, at::Tensor grad_prefix) {
   const char* op = "tt_last_backward";
-  const TTShape s = parse_tt_shape(op, cores, q, r);
+  const TTShape s = check_tt_last_backward_args(prefix, cores, q, r, item_group, item_last, grad_items,
+                                                grad_last_core, grad_prefix);
   const int L = s.d - 1;
-  check_rows(op, "prefix", prefix, -1, s.prefix_width(), cores[0]);
-  check_index(op, "item_group", item_group, cores[0]);
-  check_index(op, "item_last", item_last, cores[0]);
   const int64_t n = item_group.numel();
-  TORCH_CHECK_VALUE(item_last.numel() == n, op, ": item_group and item_last differ in length");
-  check_rows(op, "grad_items", grad_items, n, s.dim(), cores[0]);
-  check_rows(op, "grad_last_core", grad_last_core, s.p[L], s.core_width(L), cores[0]);
   const c10::cuda::CUDAGuard guard(cores[0].device());
   const auto grp = item_group.contiguous();
   const auto last = item_last.contiguous();
@@ -214,7 +202,6 @@ void tt_last_backward_cuda(const at::Tensor& prefix, at::TensorList cores, c10::
     TORCH_CHECK_VALUE(sorted, op, ": item_group must be non-decreasing (items of a group contiguous)");
   }
   const int64_t width = s.prefix_width();
-  check_rows(op, "grad_prefix", grad_prefix, G, width, cores[0]);
   grad_prefix.zero_();
   if (n == 0) return;
   const auto stream = c10::cuda::getCurrentCUDAStream();
@@ -232,20 +219,13 @@ void tt_last_backward_cuda(const at::Tensor& prefix, at::TensorList cores, c10::
 void tt_prefix_backward_cuda(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids,
                              const at::Tensor& grad_prefix, at::TensorList grad_cores) {
   const char* op = "tt_prefix_backward";
-  const TTShape s = parse_tt_shape(op, cores, q, r);
-  check_index(op, "prefix_ids", prefix_ids, cores[0]);
+  const TTShape s = check_tt_prefix_backward_args(cores, q, r, prefix_ids, grad_prefix, grad_cores);
   const c10::cuda::CUDAGuard guard(cores[0].device());
   const auto ids = prefix_ids.contiguous();
   const int64_t G = ids.numel();
   check_range_cuda(op, "prefix_ids", ids, s.num_prefixes());
-  check_rows(op, "grad_prefix", grad_prefix, G, s.prefix_width(), cores[0]);
-  TORCH_CHECK_VALUE(static_cast<int>(grad_cores.size()) == s.d - 1, op, ": expected ", s.d - 1,
-                    " core gradients (all cores but the last), got ", grad_cores.size());
   MutCores dG{};
-  for (int k = 0; k < s.d - 1; ++k) {
-    check_rows(op, "grad_cores", grad_cores[k], s.p[k], s.core_width(k), cores[0]);
-    dG.c[k] = grad_cores[k].data_ptr<float>();
-  }
+  for (int k = 0; k < s.d - 1; ++k) dG.c[k] = grad_cores[k].data_ptr<float>();
   if (G == 0) return;
   const int64_t smw = s.max_chain_width();
   const size_t smem = sizeof(float) * 3 * smw;

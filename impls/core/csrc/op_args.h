@@ -1,0 +1,91 @@
+// Argument checks every backend of an op shares (dtypes, shapes, devices, lengths). Index range checks
+// read the data and live with each backend (cpu_util.h, cuda/cuda_util.cuh).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include "tt_args.h"
+
+namespace dlrmbench {
+
+inline TTShape check_tt_prefix_args(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
+                                    const at::Tensor& prefix_ids, const at::Tensor& out) {
+  const char* op = "tt_prefix";
+  const TTShape s = parse_tt_shape(op, cores, q, r);
+  check_index(op, "prefix_ids", prefix_ids, cores[0]);
+  check_rows(op, "out", out, prefix_ids.numel(), s.prefix_width(), cores[0]);
+  return s;
+}
+
+inline TTShape check_tt_items_args(const char* op, const at::Tensor& prefix, at::TensorList cores, c10::IntArrayRef q,
+                                   c10::IntArrayRef r, const at::Tensor& item_group, const at::Tensor& item_last,
+                                   const at::Tensor& per_item, const char* per_item_name) {
+  const TTShape s = parse_tt_shape(op, cores, q, r);
+  check_rows(op, "prefix", prefix, -1, s.prefix_width(), cores[0]);
+  check_index(op, "item_group", item_group, cores[0]);
+  check_index(op, "item_last", item_last, cores[0]);
+  TORCH_CHECK_VALUE(item_group.numel() == item_last.numel(), op, ": item_group has ", item_group.numel(),
+                    " entries but item_last has ", item_last.numel());
+  check_rows(op, per_item_name, per_item, item_group.numel(), s.dim(), cores[0]);
+  return s;
+}
+
+inline TTShape check_tt_last_backward_args(const at::Tensor& prefix, at::TensorList cores, c10::IntArrayRef q,
+                                           c10::IntArrayRef r, const at::Tensor& item_group,
+                                           const at::Tensor& item_last, const at::Tensor& grad_items,
+                                           const at::Tensor& grad_last_core, const at::Tensor& grad_prefix) {
+  const char* op = "tt_last_backward";
+  const TTShape s = check_tt_items_args(op, prefix, cores, q, r, item_group, item_last, grad_items, "grad_items");
+  const int L = s.d - 1;
+  check_rows(op, "grad_last_core", grad_last_core, s.p[L], s.core_width(L), cores[0]);
+  check_rows(op, "grad_prefix", grad_prefix, prefix.size(0), s.prefix_width(), cores[0]);
+  return s;
+}
+
+inline TTShape check_tt_prefix_backward_args(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
+                                             const at::Tensor& prefix_ids, const at::Tensor& grad_prefix,
+                                             at::TensorList grad_cores) {
+  const char* op = "tt_prefix_backward";
+  const TTShape s = parse_tt_shape(op, cores, q, r);
+  check_index(op, "prefix_ids", prefix_ids, cores[0]);
+  check_rows(op, "grad_prefix", grad_prefix, prefix_ids.numel(), s.prefix_width(), cores[0]);
+  TORCH_CHECK_VALUE(static_cast<int>(grad_cores.size()) == s.d - 1, op, ": expected ", s.d - 1,
+                    " core gradients (all cores but the last), got ", grad_cores.size());
+  for (int k = 0; k < s.d - 1; ++k) check_rows(op, "grad_cores", grad_cores[k], s.p[k], s.core_width(k), cores[0]);
+  return s;
+}
+
+// Returns the number of segments.
+inline int64_t check_gather_pool_args(const at::Tensor& src, const at::Tensor& index,
+                                      const at::Tensor& segment_offsets, const at::Tensor& out) {
+  const char* op = "gather_pool";
+  check_rows(op, "src", src, -1, src.dim() == 2 ? src.size(1) : 0, src);
+  check_index(op, "index", index, src);
+  check_index(op, "segment_offsets", segment_offsets, src);
+  const int64_t S = segment_offsets.numel() - 1;
+  TORCH_CHECK_VALUE(S >= 0, op, ": segment_offsets must have at least one entry");
+  check_rows(op, "out", out, S, src.size(1), src);
+  return S;
+}
+
+inline void check_scatter_add_rows_args(const at::Tensor& src, const at::Tensor& src_index,
+                                        const at::Tensor& dst_index, const at::Tensor& out) {
+  const char* op = "scatter_add_rows";
+  check_rows(op, "src", src, -1, src.dim() == 2 ? src.size(1) : 0, src);
+  check_index(op, "src_index", src_index, src);
+  check_index(op, "dst_index", dst_index, src);
+  check_rows(op, "out", out, -1, src.size(1), src);
+  TORCH_CHECK_VALUE(dst_index.numel() == src_index.numel(), op, ": src_index has ", src_index.numel(),
+                    " entries but dst_index has ", dst_index.numel());
+}
+
+inline void check_jagged_unique_args(const at::Tensor& values, const at::Tensor& offsets, int64_t num_tables,
+                                     int64_t batch_size) {
+  TORCH_CHECK_VALUE(values.scalar_type() == at::kLong && offsets.scalar_type() == at::kLong,
+                    "jagged_unique: values and offsets must be int64");
+  TORCH_CHECK_VALUE(num_tables >= 0 && batch_size > 0, "jagged_unique: bad num_tables/batch_size");
+  TORCH_CHECK_VALUE(offsets.numel() == num_tables * batch_size + 1, "jagged_unique: offsets has ", offsets.numel(),
+                    " entries, expected T*B+1 = ", num_tables * batch_size + 1);
+}
+
+}  // namespace dlrmbench
