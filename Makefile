@@ -68,7 +68,7 @@ bench: install redundancy
 
 redundancy: install
 	$(VENV)/bin/dlrmbench redundancy --data criteo-kaggle --data criteo-terabyte-40m --data dcnv2-multihot \
-		--data sc24-f4 -b 2048 -b 8192 -b 32768
+		--data sc24-f4 --data sc24-f4-ranked -b 2048 -b 8192 -b 32768
 
 reproduce-sc24: install
 	$(VENV)/bin/dlrmbench sweep reproduce/experiments/sc24.toml
