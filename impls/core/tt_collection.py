@@ -48,8 +48,10 @@ class TTTable(nn.Module):
     def stages_forward(self, prefix_ids: Tensor, item_group: Tensor, item_last: Tensor, work: TTWork):
         """Stage 1 for ``prefix_ids``, stage 2 for the items: (prefix, rows [n, D]), in workspace buffers."""
         s, cores = self.shape, self.core_tensors()
-        prefix = ops.tt_prefix(cores, s, prefix_ids, work, out=self.buffer("prefix", prefix_ids.numel(), s.prefix_width))
-        emb = ops.tt_last(prefix, cores, s, item_group, item_last, work, out=self.buffer("emb", item_group.numel(), s.dim))
+        prefix_buf = self.buffer("prefix", prefix_ids.numel(), s.prefix_width)
+        prefix = ops.tt_prefix(cores, s, prefix_ids, work, out=prefix_buf)
+        emb_buf = self.buffer("emb", item_group.numel(), s.dim)
+        emb = ops.tt_last(prefix, cores, s, item_group, item_last, work, out=emb_buf)
         work.live(prefix, emb)
         return prefix, emb
 

@@ -16,7 +16,8 @@ def batch_scaling(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     ok = df[df["status"] == "ok"].copy()
     ok["step ms"] = ok["total_ms"]
     ok["forward ms"] = ok["forward_ms"]
-    ok["peak memory GiB"] = ok["peak_rss_delta_bytes"].where(ok["cuda_peak_bytes"].isna(), ok["cuda_peak_bytes"]) / 2**30
+    peak = ok["peak_rss_delta_bytes"].where(ok["cuda_peak_bytes"].isna(), ok["cuda_peak_bytes"])
+    ok["peak memory GiB"] = peak / 2**30
     order = [i for i in dict.fromkeys(df["impl"]) if i in set(ok["impl"])]
     datas = list(dict.fromkeys(df["data"]))
     fig, axes = plt.subplots(len(datas), 3, figsize=(13, 3.4 * len(datas)), squeeze=False)

@@ -144,7 +144,8 @@ def test_bad_arguments_raise_value_errors():
         )
     with pytest.raises(ValueError, match="core 1 has width"):
         torch.ops.dlrmbench.tt_prefix(
-            [cores[0], cores[1][:, :-1].contiguous(), cores[2]], [2, 2, 2], [1, 2, 2, 1], torch.tensor([0]), torch.empty(1, 8)
+            [cores[0], cores[1][:, :-1].contiguous(), cores[2]], [2, 2, 2], [1, 2, 2, 1], torch.tensor([0]),
+            torch.empty(1, 8),
         )
     with pytest.raises(ValueError, match="segment_offsets must run from 0"):
         ops.gather_pool(torch.zeros(3, 2), torch.tensor([0, 1]), torch.tensor([0, 1]), torch.zeros(1, 2))

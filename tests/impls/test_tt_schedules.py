@@ -155,3 +155,22 @@ def test_dim_multiple_and_unknown_option():
     get_impl("elrec")([TableSpec("t", 200, 6)], EmbeddingOptim(), ranks=2)  # EL-Rec has no such limit
     with pytest.raises(TypeError, match="unknown option"):
         get_impl("elrec")([TableSpec("t", 200, 16)], EmbeddingOptim(), micro_batches=2)
+
+
+@pytest.mark.parametrize("kind", ["sgd", "adagrad"])
+@pytest.mark.parametrize("d,p,q,ranks", [(2, (15, 14), (4, 4), [6]), (4, (3, 4, 4, 5), (2, 2, 2, 2), [3, 4, 2])])
+def test_ttrec_two_and_four_cores(d, p, q, ranks, kind):
+    from tests.impls.test_contract import reference_forward, reference_step
+
+    tables = [TableSpec("t", 200, 16, pooling="mean")]
+    optim = EmbeddingOptim(kind, lr=0.2)
+    emb = get_impl("ttrec")(tables, optim, cores=d, p=p, q=q, ranks=ranks, chunk=17)
+    assert emb.tt_shape("t").d == d
+    sf = batch(5)
+    upstream = torch.randn(sf.batch_size, 16, generator=torch.Generator().manual_seed(1))
+    expected = reference_step(emb, tables, sf, upstream, optim)
+    out = emb(sf)
+    torch.testing.assert_close(out, reference_forward(emb, tables, sf), rtol=1e-5, atol=1e-6)
+    (out * upstream).sum().backward()
+    emb.optimizer_step()
+    torch.testing.assert_close(emb.materialize("t"), expected[0], rtol=1e-4, atol=1e-6)

@@ -114,7 +114,8 @@ __global__ void prefix_bwd_kernel(Dims s, Cores c, MutCores dG, const int64_t* _
   for (int64_t g = blockIdx.x; g < G; g += gridDim.x) {
     int64_t dg[4];
     prefix_digits(s, ids[g], dg);
-    if (s.d == 4) block_nn(s.Q(0), s.q[1] * s.r[2], s.r[1], c.c[0] + dg[0] * s.width[0], c.c[1] + dg[1] * s.width[1], chain);
+    if (s.d == 4)
+      block_nn(s.Q(0), s.q[1] * s.r[2], s.r[1], c.c[0] + dg[0] * s.width[0], c.c[1] + dg[1] * s.width[1], chain);
     const float* cur = dPin + g * width;
     for (int t = s.d - 2; t >= 1; --t) {
       const int64_t M = s.Q(t - 1), N = s.q[t] * s.r[t + 1], K = s.r[t];
