@@ -176,6 +176,52 @@ def redundancy(presets, batch_sizes, batches, max_rows, out, figures) -> None:
         console.print(f"figure: {path}")
 
 
+@cli.group()
+def data() -> None:
+    """Prepare real datasets from their raw files."""
+
+
+@data.command("prepare")
+@click.argument("name")
+@click.option("--raw", type=click.Path(exists=True, path_type=Path), required=True,
+              help="the raw file, or the folder holding the manifest's raw files")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="default: datasets/NAME/prepared")
+@click.option("--strict", is_flag=True, help="fail on the first malformed line (naming file and line)")
+@click.option("--max-ind-range", type=int, default=None, help="hash categoricals % N before categorify")
+@click.option("--freq-threshold", type=int, default=0, show_default=True,
+              help="values seen fewer times share id 0 (0 or 1: keep all)")
+def data_prepare(name, raw, out, strict, max_ind_range, freq_threshold) -> None:
+    """Stream NAME's raw files into memory-mapped arrays (two passes; resumable; atomic)."""
+    import time
+
+    from tqdm import tqdm
+
+    from impls.data.criteo import MalformedInput
+    from reproduce import datasets
+
+    if max_ind_range is not None and max_ind_range <= 0:
+        raise click.BadParameter("must be > 0", param_hint="--max-ind-range")
+    t0 = time.perf_counter()
+    bar = tqdm(unit="B", unit_scale=True, desc=f"{name} (2 passes)")
+    try:
+        meta = datasets.prepare(name, raw, out, strict, max_ind_range, freq_threshold, progress=bar.update)
+    except (ValueError, FileNotFoundError, NotImplementedError, MalformedInput) as exc:
+        bar.close()
+        raise click.UsageError(str(exc)) from None
+    bar.close()
+    secs = time.perf_counter() - t0
+    console.print(f"prepared {meta.out}: rows {meta.rows}, {sum(meta.cardinalities):,} categories in 26 tables")
+    if bar.n:
+        console.print(f"read {bar.n / 2**20:,.1f} MiB in {secs:.1f} s ({bar.n / 2**20 / secs:,.1f} MiB/s over both passes)")
+    else:
+        console.print("already complete: reused")
+    if meta.bad_lines:
+        console.print(f"[yellow]{meta.bad_lines} malformed line(s) skipped[/], e.g.:")
+        for e in meta.bad_examples:
+            console.print(f"  {e}")
+
+
 @cli.command()
 def env() -> None:
     """Versions and hardware."""
