@@ -62,7 +62,11 @@ def test_forward_equals_embedding_bag_over_materialize(name, batch):
 @given(batch=jagged_batches())
 def test_one_step_moves_tables_like_dense_optimizer(name, kind, batch):
     tables, sf = batch
-    optim = EmbeddingOptim(kind, lr=0.5)
+    # Adagrad moves every touched entry by about lr whatever the gradient's size, and turns a gradient that is
+    # zero up to rounding (TT cores: sums that cancel) into a step of lr * g / (|g| + eps). On TT cores an
+    # lr of 0.5 then rebuilds rows from sums of large terms that cancel, and eps 1e-8 lets two correct
+    # summation orders differ by lr * 1e-4; lr 0.05 and eps 1e-4 keep the check well conditioned.
+    optim = EmbeddingOptim(kind, lr=0.5) if kind == "sgd" else EmbeddingOptim(kind, lr=0.05, eps=1e-4)
     emb = impl_or_skip(name)(tables, optim, seed=1)
     upstream = torch.randn(sf.batch_size, sum(t.dim for t in tables), generator=torch.Generator().manual_seed(0))
     expected = reference_step(emb, tables, sf, upstream, optim)
@@ -132,7 +136,7 @@ def test_cuda_forward_and_step_match_cpu(name):
     upstream = torch.randn(2, 32)
     outs = {}
     for device in ("cpu", "cuda"):
-        emb = impl_or_skip(name)(tables, EmbeddingOptim("adagrad", lr=0.1), device=device, seed=2)
+        emb = impl_or_skip(name)(tables, EmbeddingOptim("adagrad", lr=0.05, eps=1e-4), device=device, seed=2)
         out = emb(sf.to(device))
         (out * upstream.to(device)).sum().backward()
         emb.optimizer_step()
