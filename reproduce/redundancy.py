@@ -1,12 +1,15 @@
-"""Lookup redundancy per synthetic preset and batch size: nnz, distinct ids U and distinct TT prefix
+"""Lookup redundancy per source (synthetic preset or prepared dataset) and batch size: nnz, distinct ids U and distinct TT prefix
 groups E1 (3 cores, FBTT's suggested p), the quantities that set the three TT schedules' work
-(tt-systems.md §5). Writes one CSV row per (preset, batch, table) plus a total row per (preset, batch)."""
+(tt-systems.md §5), and the share of lookups on the hottest 1% of rows. One row per (source, batch,
+table) plus a total row per (source, batch)."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Sequence
 
 import pandas as pd
+import torch
 
 from impls.core.tt import suggest_tt_shapes
 from impls.core.tt_batch import redundancy
@@ -14,23 +17,43 @@ from impls.data.presets import get_preset
 from impls.data.synthetic import SyntheticSource
 
 
-def measure(presets: Sequence[str], batch_sizes: Sequence[int], batches: int = 2, **data_options) -> pd.DataFrame:
+def open_source(name: str, **data_options):
+    """A prepared dataset folder (its train split) or a synthetic preset name."""
+    if Path(name).is_dir():
+        from impls.data.prepared import PreparedSource
+
+        return PreparedSource(name, "train")
+    return SyntheticSource(get_preset(name, **data_options))
+
+
+def top_share(values: torch.Tensor, rows: int, fraction: float = 0.01) -> float:
+    """Share of the lookups that go to the hottest ``fraction`` of the table's rows (as seen here)."""
+    if values.numel() == 0:
+        return 0.0
+    counts = torch.unique(values, return_counts=True)[1]
+    k = max(1, math.ceil(fraction * rows))
+    return float(torch.topk(counts, min(k, counts.numel())).values.sum()) / values.numel()
+
+
+def measure(sources: Sequence[str], batch_sizes: Sequence[int], batches: int = 2, **data_options) -> pd.DataFrame:
     rows = []
-    for name in presets:
-        spec = get_preset(name, **data_options)
-        source = SyntheticSource(spec)
-        radix = [suggest_tt_shapes(t.num_embeddings, 3)[-1] for t in spec.tables]
+    for name in sources:
+        source = open_source(name, **data_options)
+        tables = source.tables
+        radix = [suggest_tt_shapes(t.num_embeddings, 3)[-1] for t in tables]
         for B in batch_sizes:
             for k in range(batches):
                 sf = source.batch(k, B).sparse
-                for i, t in enumerate(spec.tables):
+                for i, t in enumerate(tables):
                     v, o = sf.table(i)
                     nnz, u, e1 = redundancy(v, o, B, radix[i])
                     rows.append({"data": name, "batch_size": B, "batch": k, "table": t.name,
-                                 "rows": t.num_embeddings, "nnz": nnz, "unique": u, "e1": e1})
+                                 "rows": t.num_embeddings, "nnz": nnz, "unique": u, "e1": e1,
+                                 "top1pct_share": top_share(v, t.num_embeddings)})
     df = pd.DataFrame(rows)
     per_table = df.groupby(["data", "batch_size", "table", "rows"], as_index=False, sort=False)[
-        ["nnz", "unique", "e1"]].mean()
+        ["nnz", "unique", "e1", "top1pct_share"]].mean()
+    per_table["hotness"] = per_table["nnz"] / per_table["batch_size"]
     total = per_table.groupby(["data", "batch_size"], as_index=False, sort=False)[["nnz", "unique", "e1"]].sum()
     total["table"], total["rows"] = "*", per_table.groupby(["data", "batch_size"], sort=False)["rows"].sum().values
     out = pd.concat([per_table, total], ignore_index=True)

@@ -177,3 +177,44 @@ def test_cli_data_prepare(tmp_path):
     assert res.exit_code != 0 and "train.txt:4: expected 40" in res.output
     res = CliRunner().invoke(cli, ["data", "prepare", "imagenet", "--raw", str(raw)])
     assert res.exit_code != 0 and "no dataset manifest" in res.output
+
+
+def test_prepared_source_batches(tmp_path):
+    from impls.data.prepared import PreparedSource
+
+    raw = tmp_path / "train.txt"
+    lines = write_kaggle(raw, 90, seed=4)
+    ref = reference_parse(lines)
+    prepare_criteo("k", [raw], tmp_path / "p", "kaggle")
+    src = PreparedSource(tmp_path / "p", "train", dim=8)
+    n = src.num_rows
+    assert n == kaggle_splits(90)[0].stop and len(src.tables) == 26
+    b = src.batch(0, 16)
+    b.sparse.validate(src.tables)
+    assert b.dense.shape == (16, 13) and b.labels.tolist() == [float(r[0]) for r in ref[:16]]
+    sparse = np.load(tmp_path / "p" / "train" / "sparse.npy")
+    assert b.sparse.table(2)[0].tolist() == sparse[:16, 2].tolist()  # table-major, one id per bag
+    last = src.batch(n // 16, 16)  # wraps around the end of the split
+    assert last.labels.tolist() == [float(ref[i % n][0]) for i in range((n // 16) * 16, (n // 16) * 16 + 16)]
+    with pytest.raises(ValueError, match="no split 'dev'"):
+        PreparedSource(tmp_path / "p", "dev")
+    with pytest.raises(ValueError, match="not a complete prepared dataset"):
+        PreparedSource(tmp_path / "nothing")
+
+
+def test_cli_data_stats_on_preset_and_prepared(tmp_path):
+    from click.testing import CliRunner
+
+    from reproduce.cli import cli
+
+    res = CliRunner().invoke(cli, ["data", "stats", "criteo-kaggle", "--batch-size", "256", "--batches", "1"])
+    assert res.exit_code == 0, res.output
+    assert "top-1% share" in res.output and "10,131,227" in res.output
+    raw = tmp_path / "train.txt"
+    write_kaggle(raw, 300, seed=2)
+    prepare_criteo("k", [raw], tmp_path / "p", "kaggle")
+    res = CliRunner().invoke(cli, ["data", "stats", str(tmp_path / "p"), "-b", "64", "--batches", "1"])
+    assert res.exit_code == 0, res.output
+    assert "C26" in res.output and "1.00" in res.output  # one id per table per sample
+    res = CliRunner().invoke(cli, ["data", "stats", "nope", "-b", "64"])
+    assert res.exit_code != 0 and "unknown data preset" in res.output
