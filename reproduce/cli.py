@@ -24,18 +24,21 @@ def _fmt(x, spec=".2f", scale=1.0) -> str:
 
 def comparison_table(df) -> Table:
     t = Table(title="dlrmbench run (medians over timed iterations)")
-    for col in ("impl", "status", "fwd ms", "bwd ms", "update ms", "total ms", "samples/s", "peak RSS Δ MiB",
-                "analytic MiB", "param MiB", "speedup"):
+    has_auc = "auc" in df.columns
+    cols = ["impl", "status", "fwd ms", "bwd ms", "update ms", "total ms", "samples/s", "peak RSS Δ MiB",
+            "analytic MiB", "param MiB", "speedup"] + (["AUC"] if has_auc else [])
+    for col in cols:
         t.add_column(col, justify="left" if col in ("impl", "status") else "right")
     for _, r in df.iterrows():
         if r["status"] != "ok":
-            t.add_row(r["impl"], f"{r['status']}: {r['reason']}", *["–"] * 9)
+            t.add_row(r["impl"], f"{r['status']}: {r['reason']}", *["–"] * (len(cols) - 2))
             continue
-        t.add_row(
+        row = [
             r["impl"], "ok", _fmt(r["forward_ms"]), _fmt(r["backward_ms"]), _fmt(r["update_ms"]),
             _fmt(r["total_ms"]), _fmt(r["samples_per_s"], ",.0f"), _fmt(r["peak_rss_delta_bytes"], ",.0f", 2**20),
             _fmt(r["analytic_bytes"], ",.0f", 2**20), _fmt(r["param_bytes"], ",.0f", 2**20), _fmt(r["speedup"], ".2f") + "×",
-        )
+        ]
+        t.add_row(*row, *([_fmt(r["auc"], ".4f")] if has_auc else []))
     return t
 
 
@@ -63,6 +66,8 @@ def run(impls, out, timeout, no_check_bounds, options, **kw) -> None:
     if len(set(impls)) != len(impls):
         raise click.BadParameter(f"an implementation is named twice: {list(impls)}", param_hint="--impl")
     data_opts = collect_data_options(kw)
+    if kw.pop("eval_flag") and not kw["eval_batches"]:
+        kw["eval_batches"] = 8
     try:
         impl_opts = parse_impl_options(options)
         points = [

@@ -31,6 +31,7 @@ timing_options = _stack(
                  help="distinct batches generated before timing and cycled"),
     click.option("--eval-batches", type=click.IntRange(min=0), default=0, show_default=True,
                  help="held-out batches for AUC / log loss (dlrm mode)"),
+    click.option("--eval", "eval_flag", is_flag=True, help="AUC / log loss on 8 held-out batches (= --eval-batches 8)"),
     click.option("--no-check-bounds", is_flag=True, help="skip index validation (benchmarks only)"),
 )
 

@@ -75,3 +75,16 @@ def test_redundancy_counts_and_command(tmp_path):
     assert len(pd.read_csv(out)) == 27  # 26 tables + total
     res = CliRunner().invoke(cli, ["redundancy", "--data", "nope", "-b", "8"])
     assert res.exit_code != 0 and "unknown data preset" in res.output
+
+
+def test_cli_run_eval_reports_auc(tmp_path):
+    import json
+    import math
+
+    args = ["run", "--impl", "dense-torch", "--data", "uniform", "--num-tables", "2", "--rows", "500", "--dim", "8",
+            "-b", "64", "--iters", "3", "--warmup", "0", "--eval", "--out", str(tmp_path)]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    assert "AUC" in res.output
+    (rec,) = [json.loads(p.read_text()) for p in tmp_path.glob("*.json")]
+    assert rec["point"]["eval_batches"] == 8 and math.isfinite(rec["eval"]["auc"])
