@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 MANIFEST_DIR = Path("datasets")
-READERS_PENDING = {"avazu", "meta"}  # formats whose readers are not built yet
 
 
 def manifest(name: str, root: Path = MANIFEST_DIR) -> dict[str, Any]:
@@ -37,8 +36,8 @@ def raw_files(man: dict[str, Any], raw: Path) -> list[Path]:
 def prepare(name: str, raw: Path, out: Path | None, strict: bool, max_ind_range: int | None, freq_threshold: int,
             progress: Callable[[int], None] | None = None, root: Path = MANIFEST_DIR):
     man = manifest(name, root)
-    if man["reader"] in READERS_PENDING:
-        raise NotImplementedError(f"the {man['reader']} reader is not built yet (issue 4 in progress)")
+    if man["reader"] != "criteo":
+        raise NotImplementedError(f"{name}: `data prepare` handles Criteo TSV only so far, not {man['reader']!r}")
     from impls.data.prepare import prepare_criteo
 
     files = raw_files(man, raw)

@@ -32,18 +32,6 @@ class TTWork:
         total = sum(b.numel() * b.element_size() for b in buffers if b is not None)
         self.peak_intermediate_bytes = max(self.peak_intermediate_bytes, total)
 
-    def merge(self, other: "TTWork") -> None:
-        self.nnz += other.nnz
-        self.unique += other.unique
-        self.e1 += other.e1
-        self.micro_batches += other.micro_batches
-        for ph in ("fwd", "bwd"):
-            self.gemms[ph] += other.gemms[ph]
-            self.flops[ph] += other.flops[ph]
-        for k, v in other.stage_gemms.items():
-            self.stage_gemms[k] = self.stage_gemms.get(k, 0) + v
-        self.peak_intermediate_bytes = max(self.peak_intermediate_bytes, other.peak_intermediate_bytes)
-
     def report(self) -> WorkReport:
         return WorkReport(
             nnz=self.nnz,

@@ -68,10 +68,6 @@ class Workspace:
             self._bufs[name] = buf
         return buf[:need].view(rows, cols)
 
-    @property
-    def nbytes(self) -> int:
-        return sum(b.numel() * b.element_size() for b in self._bufs.values())
-
 
 def redundancy(values: Tensor, offsets: Tensor, batch_size: int, last_radix: int) -> tuple[int, int, int]:
     """(nnz, U, E1) of one table's batch: lookups, distinct ids, distinct prefix groups (id div p_last)."""

@@ -46,14 +46,14 @@ class TTTable(nn.Module):
     # The two halves every schedule is built from; schedules differ in what they pass as prefixes and
     # items (occurrences, unique ids, prefix groups) and in how they pool and aggregate around them.
     def stages_forward(self, prefix_ids: Tensor, item_group: Tensor, item_last: Tensor, work: TTWork):
-        """Stage 1 for ``prefix_ids``, stage 2 for the items: (prefix, rows [n, D]), in workspace buffers."""
+        """Stage 1 for ``prefix_ids``, stage 2 for the items: rows [n, D] in a workspace buffer."""
         s, cores = self.shape, self.core_tensors()
         prefix_buf = self.buffer("prefix", prefix_ids.numel(), s.prefix_width)
         prefix = ops.tt_prefix(cores, s, prefix_ids, work, out=prefix_buf)
         emb_buf = self.buffer("emb", item_group.numel(), s.dim)
         emb = ops.tt_last(prefix, cores, s, item_group, item_last, work, out=emb_buf)
         work.live(prefix, emb)
-        return prefix, emb
+        return emb
 
     def stages_backward(self, prefix_ids: Tensor, item_group: Tensor, item_last: Tensor, d_items: Tensor,
                         work: TTWork, *extra_live: Tensor) -> None:

@@ -73,6 +73,10 @@ class Rows:
         return len(self.labels)
 
 
+def _no_rows() -> Rows:
+    return Rows(np.zeros(0, np.int8), np.zeros((0, NUM_DENSE), np.int64), np.zeros((0, NUM_CAT), np.int64))
+
+
 def dense_transform(dense: np.ndarray) -> np.ndarray:
     """dlrm's transform: negatives -> 0, then log(x + 1), float32."""
     return np.log1p(np.maximum(dense, 0)).astype(np.float32)
@@ -98,7 +102,7 @@ def parse_lines(buf: bytes, where: Callable[[int], str], problems: Problems, str
     if buf.endswith(b"\n"):
         buf = buf[:-1]
     if not buf:
-        return Rows(np.zeros(0, np.int8), np.zeros((0, NUM_DENSE), np.int64), np.zeros((0, NUM_CAT), np.int64))
+        return _no_rows()
     lines = buf.split(b"\n")
     arr = np.frombuffer(buf, dtype=np.uint8)
     ends = np.append(np.flatnonzero(arr == 10), len(arr))  # one past each line
@@ -111,7 +115,7 @@ def parse_lines(buf: bytes, where: Callable[[int], str], problems: Problems, str
     good_idx = np.flatnonzero(ok)
     good = b"\n".join(lines[i] for i in good_idx)
     if not good_idx.size:
-        return parse_lines(b"", where, problems, strict)
+        return _no_rows()
     df = _read_frame(good)
     bad = np.zeros(len(df), dtype=bool)
     reasons: dict[int, str] = {}

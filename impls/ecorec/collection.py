@@ -64,7 +64,7 @@ class EcoRec(TTCollection):
             ids = dd.unique[lo:hi]
             groups = prefix_groups(ids, s.last_radix)  # C: unique ids -> prefix groups
             work.e1 += groups.prefix_ids.numel()
-            _, emb = table.stages_forward(groups.prefix_ids, groups.group_of, ids % s.last_radix, work)  # M
+            emb = table.stages_forward(groups.prefix_ids, groups.group_of, ids % s.last_radix, work)  # M
             if len(bounds) == 1:  # expand: every occurrence adds its unique row into its bag
                 ops.gather_pool(emb, dd.inverse, offsets, out)
             else:

@@ -30,7 +30,7 @@ class ELRec(TTCollection):
         work.e1 += groups.prefix_ids.numel()
         work.micro_batches += 1
         item_group = groups.group_of.index_select(0, dd.inverse)  # every occurrence is an item
-        _, emb = table.stages_forward(groups.prefix_ids, item_group, values % s.last_radix, work)
+        emb = table.stages_forward(groups.prefix_ids, item_group, values % s.last_radix, work)
         out = torch.zeros(batch_size, s.dim, device=values.device)
         ops.gather_pool(emb, torch.arange(values.numel(), device=values.device), offsets, out)
         return out, (dd, offsets)

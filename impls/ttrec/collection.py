@@ -43,7 +43,7 @@ class TTRec(TTCollection):
         out = torch.zeros(batch_size, s.dim, device=values.device)
         for lo, hi, rows, items in self._chunks(values):
             prefix_ids = torch.div(rows, s.last_radix, rounding_mode="floor")
-            _, emb = table.stages_forward(prefix_ids, items, rows % s.last_radix, work)
+            emb = table.stages_forward(prefix_ids, items, rows % s.last_radix, work)
             b0, b1, seg = bag_range(offsets, lo, hi)
             ops.gather_pool(emb, items, seg, out[b0:b1])
         return out, (values, offsets)

@@ -28,10 +28,7 @@ struct V8 {
 };
 inline V8 load(const float* p, V8) { return {_mm256_loadu_ps(p)}; }
 inline V8 bcast(float a, V8) { return {_mm256_set1_ps(a)}; }
-inline V8 load(const float* p) { return {_mm256_loadu_ps(p)}; }
 inline void store(float* p, V8 x) { _mm256_storeu_ps(p, x.v); }
-inline V8 zero() { return {_mm256_setzero_ps()}; }
-inline V8 bcast(float a) { return {_mm256_set1_ps(a)}; }
 inline V8 fma(V8 a, V8 b, V8 c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }
 inline float hsum(V8 x) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(x.v), _mm256_extractf128_ps(x.v, 1));
@@ -68,9 +65,6 @@ inline VN<W> fma(VN<W> a, VN<W> b, VN<W> c) {
 }
 using V4 = VN<4>;
 using V8 = VN<8>;
-inline V8 load(const float* p) { return load(p, V8{}); }
-inline V8 zero() { return V8{}; }
-inline V8 bcast(float a) { return bcast(a, V8{}); }
 inline float hsum(V8 x) {
   float t = 0.f;
   for (int i = 0; i < 8; ++i) t += x.v[i];
@@ -199,13 +193,13 @@ inline void nt_dot_view(int64_t M, int64_t N, int64_t K, const AR& Arow, const f
     int64_t n = 0;
     for (; n + 4 <= N; n += 4) {
       const float* b0 = B + n * ldb;
-      V8 s0 = zero(), s1 = zero(), s2 = zero(), s3 = zero();
+      V8 s0 = bcast(0.f, V8{}), s1 = s0, s2 = s0, s3 = s0;
       for (int64_t k = 0; k < K8; k += 8) {
-        const V8 av = load(a + k);
-        s0 = fma(av, load(b0 + k), s0);
-        s1 = fma(av, load(b0 + ldb + k), s1);
-        s2 = fma(av, load(b0 + 2 * ldb + k), s2);
-        s3 = fma(av, load(b0 + 3 * ldb + k), s3);
+        const V8 av = load(a + k, V8{});
+        s0 = fma(av, load(b0 + k, V8{}), s0);
+        s1 = fma(av, load(b0 + ldb + k, V8{}), s1);
+        s2 = fma(av, load(b0 + 2 * ldb + k, V8{}), s2);
+        s3 = fma(av, load(b0 + 3 * ldb + k, V8{}), s3);
       }
       float r[4] = {hsum(s0), hsum(s1), hsum(s2), hsum(s3)};
       for (int64_t k = K8; k < K; ++k)
@@ -214,8 +208,8 @@ inline void nt_dot_view(int64_t M, int64_t N, int64_t K, const AR& Arow, const f
     }
     for (; n < N; ++n) {
       const float* b = B + n * ldb;
-      V8 s = zero();
-      for (int64_t k = 0; k < K8; k += 8) s = fma(load(a + k), load(b + k), s);
+      V8 s = bcast(0.f, V8{});
+      for (int64_t k = 0; k < K8; k += 8) s = fma(load(a + k, V8{}), load(b + k, V8{}), s);
       float r = hsum(s);
       for (int64_t k = K8; k < K; ++k) r += a[k] * b[k];
       crow[n] = (accumulate ? crow[n] : 0.f) + r;

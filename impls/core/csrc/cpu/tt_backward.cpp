@@ -125,9 +125,7 @@ void tt_prefix_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntAr
     std::vector<float> cur(s.max_chain_width()), next(s.max_chain_width());
     std::vector<const float*> prows(kStack * M), trows(kStack * M);
     int64_t digits[4];
-    for (int64_t i = lo; i < hi;) {
-      const int64_t j = gid[order[i]] % s.p[t];
-      const int64_t e = run_end(order, i, hi, [&](int64_t x) { return gid[x] % s.p[t]; });
+    for_each_run(order, lo, hi, [&](int64_t x) { return gid[x] % s.p[t]; }, [&](int64_t i, int64_t e, int64_t j) {
       const int64_t nb = e - i;
       for (int64_t b = i; b < e; ++b) {  // operands read in place through row pointers
         s.prefix_digits(gid[order[b]], digits);
@@ -163,8 +161,7 @@ void tt_prefix_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntAr
         }
         add_core0(digits[0], dPt);
       }
-      i = e;
-    }
+    });
   });
 }
 

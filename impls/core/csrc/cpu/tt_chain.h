@@ -98,13 +98,16 @@ inline std::vector<int64_t> order_by_group(const int64_t* grp, int64_t n, int64_
 // Most prefixes (or items) stacked into one GEMM of a run.
 constexpr int64_t kStack = 64;
 
-// End of the run that starts at order[i]: entries before hi, at most kStack, with the same key.
-template <typename Key>
-inline int64_t run_end(const std::vector<int64_t>& order, int64_t i, int64_t hi, Key key) {
-  const auto k = key(order[i]);
-  int64_t e = i + 1;
-  while (e < hi && e - i < kStack && key(order[e]) == k) ++e;
-  return e;
+// Walk order[lo:hi) in runs of at most kStack entries sharing key(); fn(i, e, key) per run [i, e).
+template <typename Key, typename Fn>
+inline void for_each_run(const std::vector<int64_t>& order, int64_t lo, int64_t hi, Key key, Fn fn) {
+  for (int64_t i = lo; i < hi;) {
+    const auto k = key(order[i]);
+    int64_t e = i + 1;
+    while (e < hi && e - i < kStack && key(order[e]) == k) ++e;
+    fn(i, e, k);
+    i = e;
+  }
 }
 
 }  // namespace dlrmbench

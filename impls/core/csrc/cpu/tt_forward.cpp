@@ -44,9 +44,7 @@ void tt_prefix_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
     std::vector<const float*> arows(kStack * Mi);
     std::vector<float*> crows(kStack * Mi);
     int64_t digits[4];
-    for (int64_t i = lo; i < hi;) {
-      const int64_t j = g[order[i]] % s.p[t];
-      const int64_t e = run_end(order, i, hi, [&](int64_t x) { return g[x] % s.p[t]; });
+    for_each_run(order, lo, hi, [&](int64_t x) { return g[x] % s.p[t]; }, [&](int64_t i, int64_t e, int64_t j) {
       for (int64_t b = i; b < e; ++b) {
         s.prefix_digits(g[order[b]], digits);
         const float* a = c.row(0, digits[0]);  // d = 3: P_0 is core 0's slice, read in place
@@ -62,8 +60,7 @@ void tt_prefix_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
       }
       gemm::nn_view((e - i) * Mi, N, K, gemm::RowsA{arows.data()}, gemm::StridedB{c.row(t, j), N},
                     gemm::RowsC{crows.data()}, false);
-      i = e;
-    }
+    });
   });
 }
 
