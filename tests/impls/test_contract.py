@@ -73,7 +73,10 @@ def test_one_step_moves_tables_like_dense_optimizer(name, kind, batch):
     (emb(sf) * upstream).sum().backward()
     emb.optimizer_step()
     for t, w in zip(tables, expected):
-        torch.testing.assert_close(emb.materialize(t.name), w, rtol=1e-4, atol=1e-6)
+        # TT rows are sums of rank-r products that cancel: an entry near zero carries the rounding of the
+        # table's largest terms, so the absolute tolerance follows the table's scale (~100 float32 ulps of it)
+        atol = max(1e-6, 1e-5 * float(w.abs().max()))
+        torch.testing.assert_close(emb.materialize(t.name), w, rtol=1e-4, atol=atol)
 
 
 @pytest.mark.parametrize("name", IMPLS)
