@@ -202,7 +202,7 @@ def data_prepare(name, raw, out, strict, max_ind_range, freq_threshold) -> None:
 
     from tqdm import tqdm
 
-    from impls.data.criteo import MalformedInput
+    from impls.data.textio import MalformedInput
     from reproduce import datasets
 
     if max_ind_range is not None and max_ind_range <= 0:
@@ -216,7 +216,8 @@ def data_prepare(name, raw, out, strict, max_ind_range, freq_threshold) -> None:
         raise click.UsageError(str(exc)) from None
     bar.close()
     secs = time.perf_counter() - t0
-    console.print(f"prepared {meta.out}: rows {meta.rows}, {sum(meta.cardinalities):,} categories in 26 tables")
+    console.print(f"prepared {meta.out}: rows {meta.rows}, {sum(meta.cardinalities):,} categories in "
+                  f"{len(meta.cardinalities)} tables")
     if bar.n:
         console.print(f"read {bar.n / 2**20:,.1f} MiB in {secs:.1f} s ({bar.n / 2**20 / secs:,.1f} MiB/s over both passes)")
     else:

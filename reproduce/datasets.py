@@ -36,11 +36,12 @@ def raw_files(man: dict[str, Any], raw: Path) -> list[Path]:
 def prepare(name: str, raw: Path, out: Path | None, strict: bool, max_ind_range: int | None, freq_threshold: int,
             progress: Callable[[int], None] | None = None, root: Path = MANIFEST_DIR):
     man = manifest(name, root)
-    if man["reader"] != "criteo":
-        raise NotImplementedError(f"{name}: `data prepare` handles Criteo TSV only so far, not {man['reader']!r}")
-    from impls.data.prepare import prepare_criteo
+    from impls.data.prepare import FORMATS, prepare_text
 
+    if man["reader"] not in FORMATS:
+        raise NotImplementedError(f"{name}: {man.get('prepare_note', 'no `data prepare` step for this dataset')}")
     files = raw_files(man, raw)
     out = out or root / name / "prepared"
-    return prepare_criteo(name, files, out, man["layout"], max_ind_range=max_ind_range,
-                          freq_threshold=freq_threshold, strict=strict, progress=progress)
+    return prepare_text(name, files, out, man["reader"], man["layout"], max_ind_range=max_ind_range,
+                        freq_threshold=freq_threshold, strict=strict, progress=progress,
+                        seed=int(man.get("split_seed", 2018)))

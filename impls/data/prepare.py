@@ -1,24 +1,42 @@
-"""Two-pass preparation of a Criteo-format dataset into memory-mapped arrays under one directory.
+"""Two-pass preparation of a text dataset (Criteo TSV, Avazu CSV) into memory-mapped arrays under one directory.
 
 Pass 1 counts good rows per file and each categorical column's raw values (per-chunk unique counts merged,
 so memory is bounded by the distinct values, not the file); pass 2 re-reads, categorifies with the
-vocabularies and writes ``<split>/{dense,sparse,labels}.npy`` (float32 [n,13], int32 [n,26], int8 [n]).
-Everything is written into ``<out>.partial`` and renamed to ``<out>`` with a ``COMPLETE`` marker last, so
-an interrupted run never leaves a dataset that looks complete; a rerun finds COMPLETE and reuses it, or
-removes the partial directory and starts again."""
+vocabularies and writes ``<split>/{dense,sparse,labels}.npy`` (float32 [n, num_dense], int32 [n, num_cat],
+int8 [n]). Everything is written into ``<out>.partial`` and renamed to ``<out>`` with a ``COMPLETE`` marker
+last, so an interrupted run never leaves a dataset that looks complete; a rerun finds COMPLETE and reuses it,
+or removes the partial directory and starts again."""
 from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 
-from impls.data.criteo import CAT_NAMES, NUM_CAT, NUM_DENSE, Problems, dense_transform, iter_rows
+from impls.data import avazu, criteo
+from impls.data.textio import Problems, iter_rows
 
 MARKER = "COMPLETE"
+
+
+@dataclass(frozen=True)
+class TextFormat:
+    """What the generic two passes need to know about one raw format."""
+
+    num_dense: int
+    cat_names: tuple[str, ...]
+    parser: Callable  # (problems, strict, max_ind_range) -> textio.Parser
+    header: bytes | None = None
+
+
+FORMATS = {
+    "criteo": TextFormat(criteo.NUM_DENSE, criteo.CAT_NAMES, criteo.parser),
+    "avazu": TextFormat(avazu.NUM_DENSE, avazu.CAT_NAMES, avazu.parser, avazu.HEADER),
+}
+LAYOUTS = ("kaggle", "terabyte", "random-8-1-1")
 
 
 @dataclass(frozen=True)
@@ -46,6 +64,48 @@ def terabyte_splits(rows_per_file: Sequence[int]) -> list[Split]:
     last = rows_per_file[-1]
     half = train + (last + 1) // 2
     return [Split("train", 0, train), Split("test", train, half), Split("val", half, train + last)]
+
+
+SPLIT_NAMES = ("train", "val", "test")
+
+
+def random_split_ids(rows: int, seed: int, fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)) -> np.ndarray:
+    """The split (index into SPLIT_NAMES) of every row: a seeded random partition with exactly
+    round(0.8 n) train rows and the rest halved (val gets the odd row), as in the Avazu_x4 protocol's 8:1:1
+    (its seed is 2018). One byte per row; rows keep their file order within a split."""
+    train = int(round(fractions[0] * rows))
+    val = (rows - train + 1) // 2
+    ids = np.repeat(np.arange(3, dtype=np.int8), [train, val, rows - train - val])
+    np.random.default_rng(seed).shuffle(ids)
+    return ids
+
+
+class SplitPlan:
+    """Which split each good row goes to: contiguous ranges (file order) or a per-row assignment."""
+
+    def __init__(self, sizes: dict[str, int], ranges: list[Split] | None = None, ids: np.ndarray | None = None):
+        self.sizes, self.ranges, self.ids = sizes, ranges, ids
+
+    @staticmethod
+    def for_layout(layout: str, per_file: Sequence[int], seed: int) -> "SplitPlan":
+        total = sum(per_file)
+        if layout == "random-8-1-1":
+            ids = random_split_ids(total, seed)
+            return SplitPlan({n: int((ids == k).sum()) for k, n in enumerate(SPLIT_NAMES)}, ids=ids)
+        ranges = kaggle_splits(total) if layout == "kaggle" else terabyte_splits(per_file)
+        return SplitPlan({sp.name: sp.stop - sp.start for sp in ranges}, ranges=ranges)
+
+    def assign(self, pos: int, n: int) -> list[tuple[str, np.ndarray]]:
+        """(split, row indices within the chunk) for the chunk of good rows [pos, pos + n)."""
+        if self.ids is not None:
+            chunk = self.ids[pos : pos + n]
+            return [(name, np.flatnonzero(chunk == k)) for k, name in enumerate(SPLIT_NAMES)]
+        out = []
+        for sp in self.ranges:
+            lo, hi = max(pos, sp.start), min(pos + n, sp.stop)
+            if lo < hi:
+                out.append((sp.name, np.arange(lo - pos, hi - pos)))
+        return out
 
 
 class Vocab:
@@ -87,6 +147,11 @@ class Prepared:
     bad_examples: list[str]
     max_ind_range: int | None
     freq_threshold: int
+    tables: list[str] = field(default_factory=lambda: list(criteo.CAT_NAMES))  # (datasets prepared before Avazu)
+    num_dense: int = criteo.NUM_DENSE
+    layout: str = "one-hot"  # "one-hot": sparse.npy [n, T]; "multi-hot": lengths, row_offsets, values.bin
+    dims: list[int] | None = None  # embedding dims the data was made for (synthetic exports)
+    synthetic: str | None = None  # the SyntheticSpec of a `data synth` export
 
     def to_json(self) -> str:
         d = asdict(self)
@@ -103,20 +168,26 @@ def load_prepared(out: Path) -> Prepared | None:
     return Prepared(**d)
 
 
-def prepare_criteo(
+def prepare_text(
     name: str,
     files: Sequence[Path],
     out: Path,
+    reader: str,
     layout: str,
     max_ind_range: int | None = None,
     freq_threshold: int = 0,
     strict: bool = False,
     progress: Callable[[int], None] | None = None,
     chunk_bytes: int | None = None,
+    seed: int = 2018,
 ) -> Prepared:
-    """Prepare Criteo TSV ``files`` (``layout`` "kaggle": one train.txt; "terabyte": day files in order)."""
-    if layout not in ("kaggle", "terabyte"):
-        raise ValueError(f"unknown Criteo layout {layout!r}; use 'kaggle' or 'terabyte'")
+    """Prepare raw ``files`` of format ``reader`` ("criteo", "avazu"). ``layout``: "kaggle" (one train.txt, 7
+    pseudo-days), "terabyte" (day files in order), "random-8-1-1" (seeded per-row 8:1:1, ``seed``)."""
+    if reader not in FORMATS:
+        raise ValueError(f"unknown raw format {reader!r}; known: {', '.join(FORMATS)}")
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown split layout {layout!r}; known: {', '.join(LAYOUTS)}")
+    fmt = FORMATS[reader]
     files = [Path(f) for f in files]
     missing = [str(f) for f in files if not f.is_file()]
     if missing or not files:
@@ -130,45 +201,51 @@ def prepare_criteo(
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     kw = {"chunk_bytes": chunk_bytes} if chunk_bytes else {}
+    num_cat = len(fmt.cat_names)
+
+    def passes(problems: Problems, strict_: bool):
+        return iter_rows(files, fmt.parser(problems, strict_, max_ind_range), problems, strict_, fmt.header,
+                         progress=progress, **kw)
 
     problems = Problems()
-    vocabs = [Vocab() for _ in range(NUM_CAT)]
+    vocabs = [Vocab() for _ in range(num_cat)]
     per_file = [0] * len(files)
-    for k, rows in iter_rows(files, problems, strict, max_ind_range, progress=progress, **kw):
+    for k, rows in passes(problems, strict):
         per_file[k] += len(rows)
-        for j in range(NUM_CAT):
+        for j in range(num_cat):
             vocabs[j].update(rows.cats[:, j])
     total = sum(per_file)
-    splits = kaggle_splits(total) if layout == "kaggle" else terabyte_splits(per_file)
+    if total == 0:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise ValueError(f"{name}: no valid rows in {[f.name for f in files]}; e.g. {problems.examples[:3]}")
+    plan = SplitPlan.for_layout(layout, per_file, seed)
     kept = [v.kept(freq_threshold) for v in vocabs]
     cards = [len(k) + (1 if freq_threshold > 1 else 0) for k in kept]
 
-    arrays = {}
-    for sp in splits:
-        d = partial / sp.name
+    arrays, cursor = {}, {}
+    for split, n in plan.sizes.items():
+        d = partial / split
         d.mkdir()
-        n = sp.stop - sp.start
-        arrays[sp.name] = (
-            np.lib.format.open_memmap(d / "dense.npy", "w+", np.float32, (n, NUM_DENSE)),
-            np.lib.format.open_memmap(d / "sparse.npy", "w+", np.int32, (n, NUM_CAT)),
+        arrays[split] = (
+            np.lib.format.open_memmap(d / "dense.npy", "w+", np.float32, (n, fmt.num_dense)),
+            np.lib.format.open_memmap(d / "sparse.npy", "w+", np.int32, (n, num_cat)),
             np.lib.format.open_memmap(d / "labels.npy", "w+", np.int8, (n,)),
         )
+        cursor[split] = 0
     pos = 0
-    for _, rows in iter_rows(files, Problems(), False, max_ind_range, progress=progress, **kw):
+    for _, rows in passes(Problems(), False):
         n = len(rows)
-        dense = dense_transform(rows.dense)
-        sparse = np.stack([categorify(rows.cats[:, j], kept[j], freq_threshold) for j in range(NUM_CAT)], axis=1)
-        for sp in splits:  # a chunk may straddle a split boundary
-            lo, hi = max(pos, sp.start), min(pos + n, sp.stop)
-            if lo >= hi:
-                continue
-            a, b = lo - pos, hi - pos
-            dst_d, dst_s, dst_l = arrays[sp.name]
-            dst_d[lo - sp.start : hi - sp.start] = dense[a:b]
-            dst_s[lo - sp.start : hi - sp.start] = sparse[a:b]
-            dst_l[lo - sp.start : hi - sp.start] = rows.labels[a:b]
+        dense = criteo.dense_transform(rows.dense)
+        sparse = np.stack([categorify(rows.cats[:, j], kept[j], freq_threshold) for j in range(num_cat)], axis=1)
+        for split, idx in plan.assign(pos, n):  # a chunk may straddle split boundaries
+            c, m = cursor[split], len(idx)
+            dst_d, dst_s, dst_l = arrays[split]
+            dst_d[c : c + m] = dense[idx]
+            dst_s[c : c + m] = sparse[idx]
+            dst_l[c : c + m] = rows.labels[idx]
+            cursor[split] = c + m
         pos += n
-    if pos != total:
+    if pos != total or cursor != plan.sizes:
         raise RuntimeError(f"{name}: the second pass read {pos} rows, the first {total}; did a file change?")
     for triple in arrays.values():
         for m in triple:
@@ -176,11 +253,18 @@ def prepare_criteo(
     vocab_dir = partial / "vocab"
     vocab_dir.mkdir()
     for j, k in enumerate(kept):
-        np.save(vocab_dir / f"{CAT_NAMES[j]}.npy", k)
-    meta = Prepared(name, out, {sp.name: sp.stop - sp.start for sp in splits}, cards, problems.count,
-                    problems.examples, max_ind_range, freq_threshold)
+        np.save(vocab_dir / f"{fmt.cat_names[j]}.npy", k)
+    meta = Prepared(name, out, dict(plan.sizes), cards, problems.count, problems.examples, max_ind_range,
+                    freq_threshold, list(fmt.cat_names), fmt.num_dense)
     (partial / "meta.json").write_text(meta.to_json())
     shutil.rmtree(out, ignore_errors=True)
     partial.rename(out)
     (out / MARKER).write_text("ok\n")
     return meta
+
+
+def prepare_criteo(name: str, files: Sequence[Path], out: Path, layout: str, **kw) -> Prepared:
+    """Criteo TSV: ``layout`` "kaggle" (one train.txt) or "terabyte" (day files in order)."""
+    if layout not in ("kaggle", "terabyte"):
+        raise ValueError(f"unknown Criteo layout {layout!r}; use 'kaggle' or 'terabyte'")
+    return prepare_text(name, files, out, "criteo", layout, **kw)

@@ -1,9 +1,10 @@
-"""Batches from a prepared (memory-mapped) dataset: one categorical id per table per sample, the same
-Batch type the synthetic source yields. Batch i of size B holds rows [i*B, (i+1)*B) of the split, wrapping
-around at its end, so a run can cycle through a split deterministically."""
+"""Batches from a prepared (memory-mapped) dataset, the same Batch type the synthetic source yields: the
+one-hot layout of `data prepare` (``sparse.npy``, one id per table per sample) or the multi-hot layout of
+`data synth` (``lengths.npy``, ``row_offsets.npy``, ``values.bin``; impls/data/export.py). Batch i of size B
+holds rows [i*B, (i+1)*B) of the split, wrapping around at its end, so a run can cycle through a split
+deterministically."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -11,50 +12,80 @@ import torch
 
 from impls.api import SparseFeatures, TableSpec
 from impls.data.batch import Batch
-from impls.data.criteo import CAT_NAMES
-from impls.data.prepare import MARKER
+from impls.data.prepare import MARKER, load_prepared
 
 
 class PreparedSource:
-    def __init__(self, path: str | Path, split: str = "train", dim: int = 16) -> None:
+    def __init__(self, path: str | Path, split: str = "train", dim: int | None = None) -> None:
         path = Path(path)
-        if not (path / MARKER).exists():
+        meta = load_prepared(path)
+        if meta is None:
             raise ValueError(f"{path} is not a complete prepared dataset (no {MARKER} marker): run `dlrmbench data "
-                             "prepare` first")
-        meta = json.loads((path / "meta.json").read_text())
-        if split not in meta["rows"]:
-            raise ValueError(f"{path} has no split {split!r}; splits: {sorted(meta['rows'])}")
-        self.meta = meta
-        self.split = split
+                             "prepare` (or `data synth`) first")
+        if split not in meta.rows:
+            raise ValueError(f"{path} has no split {split!r}; splits: {sorted(meta.rows)}")
+        self.meta, self.split, self.num_dense = meta, split, meta.num_dense
         d = path / split
         self.dense = np.load(d / "dense.npy", mmap_mode="r")
-        self.sparse = np.load(d / "sparse.npy", mmap_mode="r")
         self.labels = np.load(d / "labels.npy", mmap_mode="r")
         if len(self.labels) == 0:
             raise ValueError(f"{path}: split {split!r} is empty")
-        self.tables = tuple(
-            TableSpec(name, max(int(n), 1), dim) for name, n in zip(CAT_NAMES, meta["cardinalities"])
-        )
+        self.multi_hot = meta.layout == "multi-hot"
+        if self.multi_hot:
+            self.lengths = np.load(d / "lengths.npy", mmap_mode="r")
+            self.row_offsets = np.load(d / "row_offsets.npy", mmap_mode="r")
+            nnz = int(self.row_offsets[-1])
+            self.values = np.memmap(d / "values.bin", dtype="<i8", mode="r", shape=(nnz,)) if nnz else np.zeros(0, "<i8")
+            hot = self.lengths.mean(axis=0) if len(self.lengths) <= 1 << 20 else self.lengths[: 1 << 20].mean(axis=0)
+        else:
+            self.sparse = np.load(d / "sparse.npy", mmap_mode="r")
+            hot = np.ones(len(meta.tables))
+        dims = [dim] * len(meta.tables) if dim is not None else (meta.dims or [16] * len(meta.tables))
+        self.tables = tuple(TableSpec(name, max(int(n), 1), int(dd), hotness=float(h))
+                            for name, n, dd, h in zip(meta.tables, meta.cardinalities, dims, hot))
 
     @property
     def num_rows(self) -> int:
         return len(self.labels)
 
+    def _rows(self, index: int, batch_size: int) -> slice | np.ndarray:
+        rows = (np.arange(batch_size) + index * batch_size) % self.num_rows
+        lo = int(rows[0])
+        return slice(lo, lo + batch_size) if lo + batch_size <= self.num_rows else rows
+
+    def _multi_hot(self, rows: slice | np.ndarray, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Table-major (values, offsets) of the samples ``rows``."""
+        L = np.asarray(self.lengths[rows], dtype=np.int64)  # [B, T]
+        if isinstance(rows, slice):
+            base = int(self.row_offsets[rows.start])
+            vals = np.asarray(self.values[base : int(self.row_offsets[rows.stop])])
+            starts = np.asarray(self.row_offsets[rows], dtype=np.int64) - base
+        else:  # wrapped: gather the samples' runs into one buffer first
+            s, e = self.row_offsets[rows], self.row_offsets[rows + 1]
+            n = e - s
+            vals = np.asarray(self.values[np.repeat(s - np.cumsum(n) + n, n) + np.arange(int(n.sum()))])
+            starts = np.cumsum(n) - n
+        bag_start = starts[:, None] + np.cumsum(L, axis=1) - L  # [B, T] start of bag (b, t) in vals
+        lens, st = L.T.reshape(-1), bag_start.T.reshape(-1)  # table-major
+        pos = np.repeat(st - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
+        offsets = np.zeros(len(lens) + 1, dtype=np.int64)
+        np.cumsum(lens, out=offsets[1:])
+        return torch.from_numpy(vals[pos].astype(np.int64)), torch.from_numpy(offsets)
+
     def batch(self, index: int, batch_size: int) -> Batch:
         if batch_size <= 0:
             raise ValueError(f"batch size must be > 0, got {batch_size}")
-        rows = (np.arange(batch_size) + index * batch_size) % self.num_rows
-        lo = int(rows[0])
-        if lo + batch_size <= self.num_rows:  # contiguous: one slice of each memory map
-            sl = slice(lo, lo + batch_size)
-            dense, sparse, labels = self.dense[sl], self.sparse[sl], self.labels[sl]
+        rows = self._rows(index, batch_size)
+        if self.multi_hot:
+            values, offsets = self._multi_hot(rows, batch_size)
         else:
-            dense, sparse, labels = self.dense[rows], self.sparse[rows], self.labels[rows]
-        T = sparse.shape[1]
-        values = torch.from_numpy(np.ascontiguousarray(sparse.T).reshape(-1).astype(np.int64))
-        offsets = torch.arange(T * batch_size + 1, dtype=torch.int64)
-        return Batch(torch.from_numpy(np.array(dense, dtype=np.float32)), SparseFeatures(values, offsets, batch_size),
-                     torch.from_numpy(np.array(labels, dtype=np.float32)))
+            sparse = self.sparse[rows]
+            T = sparse.shape[1]
+            values = torch.from_numpy(np.ascontiguousarray(sparse.T).reshape(-1).astype(np.int64))
+            offsets = torch.arange(T * batch_size + 1, dtype=torch.int64)
+        return Batch(torch.from_numpy(np.array(self.dense[rows], dtype=np.float32)),
+                     SparseFeatures(values, offsets, batch_size),
+                     torch.from_numpy(np.array(self.labels[rows], dtype=np.float32)))
 
     def batches(self, count: int, batch_size: int, start: int = 0) -> list[Batch]:
         return [self.batch(start + k, batch_size) for k in range(count)]

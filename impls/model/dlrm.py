@@ -20,15 +20,18 @@ def mlp(sizes: Sequence[int], last_activation: bool) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
-def dot_interaction(dense: Tensor, pooled: Tensor) -> Tensor:
-    """dense [B, D], pooled [B, T*D] -> [B, D + (T+1)*T/2]: dense concatenated with the strictly lower
-    triangle of the pairwise dot products of the T+1 vectors (dlrm's default, no self-interaction)."""
-    B, D = dense.shape
-    x = torch.cat([dense.unsqueeze(1), pooled.view(B, -1, D)], dim=1)  # [B, T+1, D]
+def dot_interaction(dense: Tensor | None, pooled: Tensor, dim: int) -> Tensor:
+    """dense [B, D] (or None: a dataset without dense features, e.g. Avazu), pooled [B, T*D] ->
+    [B, D + (T+1)*T/2]: dense concatenated with the strictly lower triangle of the pairwise dot products of
+    the T+1 vectors (dlrm's default, no self-interaction); without dense, the T*(T-1)/2 products alone."""
+    B = pooled.shape[0]
+    x = pooled.view(B, -1, dim)
+    if dense is not None:
+        x = torch.cat([dense.unsqueeze(1), x], dim=1)  # [B, T+1, D]
     z = torch.bmm(x, x.transpose(1, 2))
     n = x.shape[1]
     li, lj = torch.tril_indices(n, n, offset=-1, device=x.device)
-    return torch.cat([dense, z[:, li, lj]], dim=1)
+    return z[:, li, lj] if dense is None else torch.cat([dense, z[:, li, lj]], dim=1)
 
 
 class DLRM(nn.Module):
@@ -44,15 +47,16 @@ class DLRM(nn.Module):
         if len(dims) != 1:
             raise ValueError(f"dot interaction needs one embedding dim for all tables, got {sorted(dims)}")
         (d,) = dims
-        if num_dense <= 0:
-            raise ValueError(f"DLRM needs dense features (num_dense > 0), got {num_dense}")
-        self.embeddings = embeddings
-        self.bottom = mlp([num_dense, *bottom, d], last_activation=True)
-        n = len(embeddings.tables) + 1
-        self.top = mlp([d + n * (n - 1) // 2, *top, 1], last_activation=False)
+        if num_dense < 0:
+            raise ValueError(f"num_dense must be >= 0, got {num_dense}")
+        self.embeddings, self.dim = embeddings, d
+        # no dense features: no bottom MLP, the interaction sees the pooled embeddings alone
+        self.bottom = mlp([num_dense, *bottom, d], last_activation=True) if num_dense else None
+        n = len(embeddings.tables) + (1 if num_dense else 0)
+        self.top = mlp([(d if num_dense else 0) + n * (n - 1) // 2, *top, 1], last_activation=False)
 
     def forward(self, batch: Batch) -> Tensor:
         """Logits [B]."""
-        dense = self.bottom(batch.dense)
+        dense = self.bottom(batch.dense) if self.bottom is not None else None
         pooled = self.embeddings(batch.sparse)
-        return self.top(dot_interaction(dense, pooled)).squeeze(1)
+        return self.top(dot_interaction(dense, pooled, self.dim)).squeeze(1)

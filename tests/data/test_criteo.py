@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from impls.data.criteo import MalformedInput, Problems, dense_transform, parse_lines
+from impls.data.criteo import dense_transform, parse_lines
+from impls.data.textio import MalformedInput, Problems
 from impls.data.prepare import kaggle_splits, load_prepared, prepare_criteo, terabyte_splits
 
 

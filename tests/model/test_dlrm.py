@@ -11,10 +11,13 @@ from impls.model.train import TrainStep
 def test_dot_interaction_matches_naive():
     B, T, D = 3, 4, 5
     dense, pooled = torch.randn(B, D), torch.randn(B, T * D)
-    out = dot_interaction(dense, pooled)
+    out = dot_interaction(dense, pooled, D)
     vecs = [dense] + list(pooled.view(B, T, D).unbind(1))
     pairs = [(vecs[i] * vecs[j]).sum(1) for i in range(T + 1) for j in range(i)]
     torch.testing.assert_close(out, torch.cat([dense, torch.stack(pairs, 1)], 1))
+    # no dense features (Avazu): the embeddings' pairwise products alone
+    pairs = [(vecs[i] * vecs[j]).sum(1) for i in range(1, T + 1) for j in range(1, i)]
+    torch.testing.assert_close(dot_interaction(None, pooled, D), torch.stack(pairs, 1))
 
 
 def small_source():
@@ -38,6 +41,19 @@ def test_dlrm_training_lowers_loss(impl):
     last = sum(float(step.forward(b)) for b in batches) / len(batches)
     assert last < first - 0.02
     assert step.predict(batches[0]).shape == (256,)
+
+
+def test_dlrm_without_dense_features_trains():
+    src = SyntheticSource(get_preset("uniform", num_tables=3, rows=200, dim=8, alpha=1.1, hotness=2, num_dense=0))
+    emb = get_impl("dense-torch")(src.tables, EmbeddingOptim("adagrad", lr=0.05))
+    step = TrainStep(emb, mode="dlrm", num_dense=0, bottom=(16,), top=(16,))
+    assert step.model.bottom is None
+    b = src.batch(0, 64)
+    assert b.dense.shape == (64, 0)
+    first = float(step.forward(b))
+    for _ in range(20):
+        step(b)
+    assert float(step.forward(b)) < first
 
 
 def test_embedding_only_mode_moves_only_embeddings():

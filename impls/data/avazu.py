@@ -1,0 +1,55 @@
+"""Avazu CTR (Kaggle 2014) ``train[.gz]``: a CSV with a header, ``id,click,hour,C1,banner_pos,...,C21``
+(24 columns; datasets-and-benchmarks.md §4). The label is ``click``; the 22 categorical fields are ``hour``
+(YYMMDDHH, 240 values over the 10 days) and the 21 that follow; ``id`` is dropped; there are no dense
+features. Every categorical is a hex hash of at most 8 digits (site_id, device_ip, ...) or a small decimal
+(C1, banner_pos, C14..C21, hour), so each is read as one hex number: injective per column, which is all
+categorify needs. Optionally ``% max_ind_range``."""
+from __future__ import annotations
+
+import csv
+import io
+from functools import partial
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from impls.data.textio import BadRows, Problems, Rows, hex_values, well_formed_lines
+
+CAT_NAMES = ("hour", "C1", "banner_pos", "site_id", "site_domain", "site_category", "app_id", "app_domain",
+             "app_category", "device_id", "device_ip", "device_model", "device_type", "device_conn_type",
+             "C14", "C15", "C16", "C17", "C18", "C19", "C20", "C21")
+HEADER = ",".join(("id", "click") + CAT_NAMES).encode()
+NUM_DENSE, NUM_CAT = 0, len(CAT_NAMES)
+NUM_COLS = 2 + NUM_CAT
+
+
+def parse_lines(buf: bytes, where: Callable[[int], str], problems: Problems, strict: bool,
+                max_ind_range: int | None = None) -> Rows:
+    """Parse a buffer of whole data lines (no header). ``where(i)`` names line i (file:line) for messages."""
+    if buf.endswith(b"\n"):
+        buf = buf[:-1]
+    if not buf:
+        return Rows.empty(NUM_DENSE, NUM_CAT)
+    good, good_idx = well_formed_lines(buf, b",", NUM_COLS, where, problems, strict)
+    if not good_idx.size:
+        return Rows.empty(NUM_DENSE, NUM_CAT)
+    df = pd.read_csv(io.BytesIO(good), sep=",", header=None, quoting=csv.QUOTE_NONE, engine="c", dtype=str,
+                     na_filter=False)
+    bad = BadRows(len(df))
+    label = df[1]
+    bad.flag(~label.isin(["0", "1"]).to_numpy(), lambda i: f"click {label.iloc[i]!r} is not 0 or 1")
+    cats = np.zeros((len(df), NUM_CAT), dtype=np.int64)
+    for j in range(NUM_CAT):
+        col = df[2 + j]
+        vals, badhex = hex_values(col)
+        badhex |= (col == "").to_numpy()  # Avazu has no missing values: an empty field is a broken line
+        bad.flag(badhex, lambda i, j=j, col=col: f"{CAT_NAMES[j]} {col.iloc[i]!r} is not a hex id of <= 8 digits")
+        cats[:, j] = vals % max_ind_range if max_ind_range else vals
+    bad.report(problems, where, good_idx, strict)
+    return Rows(label.to_numpy().astype(np.int8), np.zeros((len(df), 0), np.int64), cats).keep(~bad.mask)
+
+
+def parser(problems: Problems, strict: bool, max_ind_range: int | None = None):
+    """The line parser ``textio.iter_rows`` takes."""
+    return partial(parse_lines, problems=problems, strict=strict, max_ind_range=max_ind_range)

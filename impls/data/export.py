@@ -1,0 +1,80 @@
+"""``dlrmbench data synth``: a synthetic stream written to disk in the prepared layout, so a run can read the
+same samples back from memory-mapped files (and other tools can read them without this package).
+
+Each split folder holds ``dense.npy`` (float32 [n, num_dense]), ``labels.npy`` (int8 [n]),
+``lengths.npy`` (int32 [n, T], bag sizes), ``row_offsets.npy`` (int64 [n + 1]) and ``values.bin`` (raw
+little-endian int64 ids, sample-major: sample i's bags in table order at values[row_offsets[i] :
+row_offsets[i+1]]). ``train`` holds batches 0, 1, ... of the source; ``val`` the held-out batches a run
+evaluates on (the source's batches from index 10**6). Written into ``<out>.partial``, renamed, COMPLETE last."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from impls.data.prepare import MARKER, Prepared
+from impls.data.synthetic import SyntheticSource, SyntheticSpec
+
+HELD_OUT_START = 10**6  # batch index where held-out batches start (shared with the run worker)
+CHUNK = 65536
+
+
+def _write_split(source: SyntheticSource, d: Path, samples: int, start: int, chunk: int,
+                 progress: Callable[[int], None] | None) -> None:
+    T, nd = len(source.tables), source.spec.num_dense
+    d.mkdir()
+    dense = np.lib.format.open_memmap(d / "dense.npy", "w+", np.float32, (samples, nd))
+    labels = np.lib.format.open_memmap(d / "labels.npy", "w+", np.int8, (samples,))
+    lengths = np.lib.format.open_memmap(d / "lengths.npy", "w+", np.int32, (samples, T))
+    row_off = np.lib.format.open_memmap(d / "row_offsets.npy", "w+", np.int64, (samples + 1,))
+    row_off[0] = 0
+    with open(d / "values.bin", "wb") as values:
+        done, k = 0, 0
+        while done < samples:
+            B = min(chunk, samples - done)
+            b = source.batch(start + k, B)
+            offs = b.sparse.offsets.numpy()
+            L = np.diff(offs).reshape(T, B)  # table-major bag sizes
+            vals = b.sparse.values.numpy()
+            # table-major -> sample-major: bag (t, i) moves to sample i's run, tables in order
+            order = np.arange(T * B).reshape(T, B).T.reshape(-1)
+            starts, lens = offs[:-1][order], L.T.reshape(-1)
+            pos = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
+            vals[pos].astype("<i8").tofile(values)
+            dense[done : done + B] = b.dense.numpy()
+            labels[done : done + B] = b.labels.numpy().astype(np.int8)
+            lengths[done : done + B] = L.T
+            row_off[done + 1 : done + B + 1] = row_off[done] + np.cumsum(L.sum(axis=0))
+            done, k = done + B, k + 1
+            if progress:
+                progress(B)
+    for m in (dense, labels, lengths, row_off):
+        m.flush()
+
+
+def write_synthetic(name: str, spec: SyntheticSpec, out: Path, samples: int, val_samples: int | None = None,
+                    chunk: int = CHUNK, progress: Callable[[int], None] | None = None) -> Prepared:
+    """Write ``samples`` training samples (and ``val_samples``, default samples // 8, held out) of ``spec``."""
+    if samples <= 0:
+        raise ValueError(f"samples must be > 0, got {samples}")
+    val_samples = max(1, samples // 8) if val_samples is None else val_samples
+    if val_samples < 0 or chunk <= 0:
+        raise ValueError(f"need val_samples >= 0 and chunk > 0, got {val_samples}, {chunk}")
+    out = Path(out)
+    partial = out.with_name(out.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    source = SyntheticSource(spec)
+    rows = {"train": samples, **({"val": val_samples} if val_samples else {})}
+    for split, n in rows.items():
+        _write_split(source, partial / split, n, 0 if split == "train" else HELD_OUT_START, chunk, progress)
+    meta = Prepared(name, out, rows, [t.num_embeddings for t in spec.tables], 0, [], None, 0,
+                    [t.name for t in spec.tables], spec.num_dense, layout="multi-hot",
+                    dims=[t.dim for t in spec.tables], synthetic=repr(spec))
+    (partial / "meta.json").write_text(meta.to_json())
+    shutil.rmtree(out, ignore_errors=True)
+    partial.rename(out)
+    (out / MARKER).write_text("ok\n")
+    return meta

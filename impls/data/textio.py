@@ -1,0 +1,181 @@
+"""Streaming text input shared by the Criteo (TSV) and Avazu (CSV) readers: chunked reading of plain or gzip
+files in whole lines, the per-line column-count check, vectorized hex parsing, and the record of malformed
+lines (counted, with file:line examples; ``strict`` raises on the first)."""
+from __future__ import annotations
+
+import gzip
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+import numpy as np
+import pandas as pd
+
+CHUNK_BYTES = 64 << 20
+MAX_EXAMPLES = 10
+
+_HEX = np.full(256, 255, dtype=np.uint8)
+for _c in b"0123456789":
+    _HEX[_c] = _c - ord("0")
+for _c in b"abcdef":
+    _HEX[_c] = _c - ord("a") + 10
+    _HEX[_c - 32] = _c - ord("a") + 10
+
+
+class MalformedInput(ValueError):
+    """A bad line in strict mode (names file and line)."""
+
+
+@dataclass
+class Problems:
+    """Bad lines and file errors seen while reading, with the first examples."""
+
+    count: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    def add(self, where: str, reason: str, strict: bool) -> None:
+        msg = f"{where}: {reason}"
+        if strict:
+            raise MalformedInput(msg)
+        self.count += 1
+        if len(self.examples) < MAX_EXAMPLES:
+            self.examples.append(msg)
+
+    def add_many(self, found: Sequence[tuple[str, str]], total: int, strict: bool) -> None:
+        """``total`` problems of which ``found`` (the first few, in order) are described."""
+        for where, reason in found:
+            self.add(where, reason, strict)
+        self.count += total - len(found)
+
+
+@dataclass
+class Rows:
+    """Parsed good rows of one chunk: labels int8 [n], dense int64 [n, num_dense] (raw counts), cats int64
+    [n, num_cat] (raw categorical values)."""
+
+    labels: np.ndarray
+    dense: np.ndarray
+    cats: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    @staticmethod
+    def empty(num_dense: int, num_cat: int) -> "Rows":
+        return Rows(np.zeros(0, np.int8), np.zeros((0, num_dense), np.int64), np.zeros((0, num_cat), np.int64))
+
+    def keep(self, mask: np.ndarray) -> "Rows":
+        return Rows(self.labels[mask], self.dense[mask], self.cats[mask])
+
+
+class BadRows:
+    """Per-row reasons of one chunk's well-formed lines: the first reason per row is kept for the report."""
+
+    def __init__(self, n: int) -> None:
+        self.mask = np.zeros(n, dtype=bool)
+        self.reasons: dict[int, str] = {}
+
+    def flag(self, mask: np.ndarray, what: Callable[[int], str]) -> None:
+        for i in np.flatnonzero(mask & ~self.mask)[:MAX_EXAMPLES]:
+            self.reasons.setdefault(int(i), what(int(i)))
+        self.mask |= mask
+
+    def report(self, problems: Problems, where: Callable[[int], str], line_of: np.ndarray, strict: bool) -> None:
+        shown = sorted(self.reasons)[:MAX_EXAMPLES]
+        problems.add_many([(where(int(line_of[i])), self.reasons[i]) for i in shown], int(self.mask.sum()), strict)
+
+
+def well_formed_lines(buf: bytes, sep: bytes, num_cols: int, where: Callable[[int], str], problems: Problems,
+                      strict: bool) -> tuple[bytes, np.ndarray]:
+    """The lines of ``buf`` (whole lines, no trailing newline) with exactly ``num_cols`` fields, joined, and
+    their line indices in ``buf``; the others are reported with their field count."""
+    lines = buf.split(b"\n")
+    arr = np.frombuffer(buf, dtype=np.uint8)
+    ends = np.append(np.flatnonzero(arr == 10), len(arr))  # one past each line
+    seps_before = np.searchsorted(np.flatnonzero(arr == ord(sep)), ends)
+    per_line = np.diff(seps_before, prepend=0)
+    ok = per_line == num_cols - 1
+    wrong = np.flatnonzero(~ok)
+    name = "tab" if sep == b"\t" else "comma"
+    problems.add_many([(where(int(i)), f"expected {num_cols} {name}-separated columns, got {int(per_line[i]) + 1}")
+                       for i in wrong[:MAX_EXAMPLES]], len(wrong), strict)
+    good_idx = np.flatnonzero(ok)
+    return b"\n".join(lines[i] for i in good_idx), good_idx
+
+
+def hex_values(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(values, bad mask) of a column of hex strings (empty -> 0, more than 8 digits or a non-hex -> bad)."""
+    too_long = col.str.len().to_numpy() > 8
+    raw = col.to_numpy().astype("S8")
+    u8 = raw.view(np.uint8).reshape(len(raw), 8)
+    digits = _HEX[u8]
+    present = u8 != 0
+    bad = too_long | ((digits == 255) & present).any(axis=1)
+    val = np.zeros(len(raw), dtype=np.int64)
+    for i in range(8):
+        val = np.where(present[:, i], val * 16 + digits[:, i].astype(np.int64), val)
+    return val, bad
+
+
+def read_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, bytes, int]]:
+    """(first line number, whole lines, bytes read so far) of a plain or gzip file, chunk by chunk.
+    A truncated gzip raises EOFError after the last complete chunk."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    line, done, rest = 1, 0, b""
+    with opener(path, "rb") as f:
+        while True:
+            data = f.read(chunk_bytes)
+            if not data:
+                break
+            done += len(data)
+            data = rest + data
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                rest = data
+                continue
+            body, rest = data[: cut + 1], data[cut + 1 :]
+            yield line, body, done
+            line += body.count(b"\n")
+    if rest:
+        yield line, rest + b"\n", done
+
+
+# parse(buffer of whole lines without the last newline, where(i) -> "file:line" of line i) -> Rows
+Parser = Callable[[bytes, Callable[[int], str]], Rows]
+
+
+def iter_rows(files: Sequence[Path], parse: Parser, problems: Problems, strict: bool, header: bytes | None = None,
+              chunk_bytes: int = CHUNK_BYTES, progress: Callable[[int], None] | None = None) -> Iterator[tuple[int, Rows]]:
+    """(file index, parsed rows) chunk by chunk over all files. With ``header``, each file's first line must be
+    exactly that header (a file with another first line is reported and skipped: its column order is unknown).
+    File-level problems (empty, truncated gzip) are reported like bad lines."""
+    for k, path in enumerate(files):
+        seen, last, broken = 0, 0, False
+        try:
+            for first, body, done in read_chunks(path, chunk_bytes):
+                if progress:
+                    progress(done - last)
+                last = done
+                if first == 1 and header is not None:
+                    top, _, body = body.partition(b"\n")
+                    if top.rstrip(b"\r") != header:
+                        problems.add(f"{path.name}:1", f"expected the header {header.decode()!r}, got "
+                                     f"{top[:80].decode(errors='replace')!r}; file skipped", strict)
+                        broken = True
+                        break
+                    first = 2
+                if b"\r" in body:  # files written on Windows
+                    body = body.replace(b"\r\n", b"\n")
+                if body.endswith(b"\n"):
+                    body = body[:-1]
+                if not body:
+                    continue
+                rows = parse(body, lambda i, f=first: f"{path.name}:{f + i}")
+                seen += len(rows)
+                yield k, rows
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            problems.add(str(path.name), f"truncated or corrupt gzip after {seen} good rows ({exc})", strict)
+            broken = True
+        if seen == 0 and not broken:
+            problems.add(str(path.name), "no valid rows (empty file?)", strict)
