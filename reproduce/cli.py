@@ -8,7 +8,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from reproduce.options import collect_data_options, data_options, model_options, parse_impl_options, timing_options
+from reproduce.options import (collect_data_options, data_options, data_options_no_name, model_options, parse_impl_options,
+                               positive, timing_options)
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 
@@ -74,10 +75,7 @@ def run(impls, out, timeout, no_check_bounds, options, **kw) -> None:
             RunPoint(impl=i, check_bounds=not no_check_bounds, data_options=data_opts,
                      impl_options=options_for(i, impl_opts), **kw)
             for i in impls
-        ]
-        from impls.data.presets import get_preset
-
-        get_preset(kw["data"], **data_opts)  # fail on bad data options before launching anything
+        ]  # RunPoint checks the data name and options before anything is launched
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     records = []
@@ -148,7 +146,8 @@ def plot(experiment) -> None:
 
 
 @cli.command()
-@click.option("--data", "presets", multiple=True, required=True, help="synthetic preset (repeat)")
+@click.option("--data", "presets", multiple=True, required=True,
+              help="preset, prepared dataset folder or trace file (repeat)")
 @click.option("-b", "--batch-size", "batch_sizes", type=int, multiple=True, required=True, help="repeat")
 @click.option("--batches", type=click.IntRange(min=1), default=2, show_default=True, help="batches averaged")
 @click.option("--max-rows", type=int, default=None, help="cap every table (--max-ind-range)")
@@ -228,22 +227,48 @@ def data_prepare(name, raw, out, strict, max_ind_range, freq_threshold) -> None:
             console.print(f"  {e}")
 
 
-@data.command("stats")
-@click.argument("source")
-@click.option("-b", "--batch-size", type=int, default=4096, show_default=True)
-@click.option("--batches", type=click.IntRange(min=1), default=2, show_default=True, help="batches averaged")
-def data_stats(source, batch_size, batches) -> None:
-    """Per-table redundancy of SOURCE (a preset name or a prepared dataset folder): rows, hotness, nnz,
-    distinct ids U, TT prefix groups E1 (3 cores, FBTT's suggested p), share of lookups on the top 1% rows."""
-    from reproduce.redundancy import measure
+@data.command("synth")
+@click.argument("preset")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--samples", type=int, required=True, callback=positive, help="training samples")
+@click.option("--val-samples", type=click.IntRange(min=0), default=None, help="held-out samples (default samples/8)")
+@click.option("--seed", type=int, default=0, show_default=True)
+@data_options_no_name
+def data_synth(preset, out, samples, val_samples, seed, **kw) -> None:
+    """Write PRESET's synthetic stream to OUT in the prepared layout (read back with --data OUT)."""
+    from tqdm import tqdm
 
-    if batch_size <= 0:
-        raise click.BadParameter("must be > 0", param_hint="--batch-size")
+    from impls.data.export import write_synthetic
+    from impls.data.presets import get_preset
+
     try:
-        df = measure([source], [batch_size], batches)
+        spec = get_preset(preset, seed=seed, **collect_data_options(kw))
+        total = samples + (samples // 8 if val_samples is None else val_samples)
+        with tqdm(total=total, unit="sample", unit_scale=True, desc=preset) as bar:
+            meta = write_synthetic(preset, spec, out, samples, val_samples, progress=bar.update)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    t = Table(title=f"{source}, batch {batch_size} (mean over {batches} batches)")
+    console.print(f"wrote {out}: rows {meta.rows}, {len(meta.tables)} tables, "
+                  f"{sum(meta.cardinalities):,} rows in all")
+
+
+@data.command("stats")
+@click.argument("source")
+@click.option("-b", "--batch-size", type=int, default=4096, show_default=True, callback=positive)
+@click.option("--batches", type=click.IntRange(min=1), default=2, show_default=True, help="batches averaged")
+@click.option("--cores", type=click.IntRange(min=2), default=3, show_default=True,
+              help="TT cores whose prefix groups E1 counts (FBTT's suggested shape)")
+def data_stats(source, batch_size, batches, cores) -> None:
+    """Per-table redundancy of SOURCE (a preset, a prepared dataset folder or a trace file): rows, hotness,
+    nnz, distinct ids U, TT prefix groups E1, share of lookups on the top 1% rows; then the batch's locality
+    (unique fraction, rows used once, reuse histogram), as Meta's locality_stats report it."""
+    from reproduce.redundancy import measure
+
+    try:
+        df, loc = measure([source], [batch_size], batches, cores=cores, locality=True)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    t = Table(title=f"{source}, batch {batch_size} (mean over {batches} batches; E1 for {cores} TT cores)")
     for col in ("table", "rows", "hotness", "nnz", "U", "E1", "U/nnz", "E1/nnz", "top-1% share"):
         t.add_column(col, justify="left" if col == "table" else "right")
     for _, r in df.iterrows():
@@ -252,6 +277,12 @@ def data_stats(source, batch_size, batches) -> None:
         t.add_row(str(r["table"]), f"{int(r['rows']):,}", hot, f"{r['nnz']:,.0f}", f"{r['unique']:,.0f}",
                   f"{r['e1']:,.0f}", f"{r['unique_per_nnz']:.3f}", f"{r['e1_per_nnz']:.4f}", share)
     console.print(t)
+    share = loc.reuse_share
+    top = int(share.nonzero()[0].max()) if share.any() else 0
+    console.print(f"batch 0: unique fraction {loc.unique_fraction:.3f}, rows used once {loc.once_share_of_rows:.1%} "
+                  f"of distinct rows ({share[0]:.1%} of lookups)")
+    console.print("lookups by reuse octave (rows used 2^k..2^(k+1)-1 times): " +
+                  " ".join(f"{k}:{share[k]:.1%}" for k in range(top + 1)))
 
 
 @cli.command()

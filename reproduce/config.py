@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from impls.data.presets import preset_names
+from impls.data.sources import check_source
 from impls.model.train import MODES
 
 OPTIMIZERS = ("sgd", "adagrad")
@@ -47,8 +47,7 @@ class RunPoint:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
-        if self.data not in preset_names():
-            raise ValueError(f"unknown data preset {self.data!r}; known: {', '.join(preset_names())}")
+        check_source(self.data, **self.data_options)
         if self.threads is not None and int(self.threads) <= 0:
             raise ValueError(f"threads must be > 0, got {self.threads}")
 

@@ -42,16 +42,21 @@ model_options = _stack(
     click.option("--seed", type=int, default=0, show_default=True),
 )
 
-data_options = _stack(
-    click.option("--data", default="criteo-kaggle", show_default=True, help="synthetic preset"),
+data_options_no_name = _stack(
     click.option("--dim", type=int, default=None, callback=positive, help="embedding dim (preset default)"),
     click.option("--hotness", type=float, default=None, callback=positive, help="mean lookups per sample"),
     click.option("--max-rows", type=int, default=None, callback=positive, help="cap every table (--max-ind-range)"),
     click.option("--alpha", type=float, default=None, help="power-law exponent of id popularity (0 = uniform)"),
     click.option("--locality", type=click.Choice(["scattered", "ranked"]), default=None),
     click.option("--bag-sizes", type=click.Choice(["fixed", "random"]), default=None),
-    click.option("--num-tables", type=int, default=None, callback=positive, help="uniform preset only"),
+    click.option("--num-tables", type=int, default=None, callback=positive, help="uniform and meta-* presets"),
     click.option("--rows", type=int, default=None, callback=positive, help="uniform and sc24-f4 presets: rows per table"),
+)
+
+data_options = _stack(
+    click.option("--data", default="criteo-kaggle", show_default=True,
+                 help="synthetic preset, prepared dataset folder (data prepare / data synth) or Meta trace .pt[.gz]"),
+    data_options_no_name,
 )
 
 

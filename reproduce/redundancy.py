@@ -1,5 +1,5 @@
-"""Lookup redundancy per source (synthetic preset or prepared dataset) and batch size: nnz, distinct
-ids U and distinct TT prefix groups E1 (3 cores, FBTT's suggested p), the quantities that set the three
+"""Lookup redundancy per source (preset, prepared dataset or trace file) and batch size: nnz, distinct
+ids U and distinct TT prefix groups E1 (3 cores by default, FBTT's suggested p), the quantities that set the three
 TT schedules' work (tt-systems.md §5), and the share of lookups on the hottest 1% of rows. One row
 per (source, batch, table) plus a total row per (source, batch)."""
 from __future__ import annotations
@@ -13,17 +13,8 @@ import torch
 
 from impls.core.tt import suggest_tt_shapes
 from impls.core.tt_batch import redundancy
-from impls.data.presets import get_preset
-from impls.data.synthetic import SyntheticSource
-
-
-def open_source(name: str, **data_options):
-    """A prepared dataset folder (its train split) or a synthetic preset name."""
-    if Path(name).is_dir():
-        from impls.data.prepared import PreparedSource
-
-        return PreparedSource(name, "train")
-    return SyntheticSource(get_preset(name, **data_options))
+from impls.data.locality import batch_locality
+from impls.data.sources import open_source
 
 
 def top_share(values: torch.Tensor, rows: int, fraction: float = 0.01) -> float:
@@ -35,15 +26,21 @@ def top_share(values: torch.Tensor, rows: int, fraction: float = 0.01) -> float:
     return float(torch.topk(counts, min(k, counts.numel())).values.sum()) / values.numel()
 
 
-def measure(sources: Sequence[str], batch_sizes: Sequence[int], batches: int = 2, **data_options) -> pd.DataFrame:
+def measure(sources: Sequence[str], batch_sizes: Sequence[int], batches: int = 2, cores: int = 3,
+            locality: bool = False, **data_options):
+    """The redundancy table; with ``locality``, also the Locality of the first batch of the last source and
+    batch size (for `data stats`)."""
     rows = []
+    loc = None
     for name in sources:
         source = open_source(name, **data_options)
         tables = source.tables
-        radix = [suggest_tt_shapes(t.num_embeddings, 3)[-1] for t in tables]
+        radix = [suggest_tt_shapes(t.num_embeddings, cores)[-1] for t in tables]
         for B in batch_sizes:
             for k in range(batches):
                 sf = source.batch(k, B).sparse
+                if locality and k == 0:
+                    loc = batch_locality(sf)
                 for i, t in enumerate(tables):
                     v, o = sf.table(i)
                     nnz, u, e1 = redundancy(v, o, B, radix[i])
@@ -59,7 +56,7 @@ def measure(sources: Sequence[str], batch_sizes: Sequence[int], batches: int = 2
     out = pd.concat([per_table, total], ignore_index=True)
     out["unique_per_nnz"] = out["unique"] / out["nnz"]
     out["e1_per_nnz"] = out["e1"] / out["nnz"]
-    return out
+    return (out, loc) if locality else out
 
 
 def write(df: pd.DataFrame, out_csv: Path) -> Path:

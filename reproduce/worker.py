@@ -45,8 +45,8 @@ def run_point(point: RunPoint) -> dict[str, Any]:
     import torch
 
     from impls.api import EmbeddingOptim, get_impl
-    from impls.data.presets import get_preset
-    from impls.data.synthetic import SyntheticSource
+    from impls.data.loader import BatchIterator
+    from impls.data.sources import held_out, open_source
     from impls.model.train import TrainStep
     from reproduce.memory import peak_rss_bytes, reset_peak, rss_bytes
 
@@ -56,11 +56,16 @@ def run_point(point: RunPoint) -> dict[str, Any]:
     cuda = device.type == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
 
-    spec = get_preset(point.data, seed=point.seed, **point.data_options)
-    source = SyntheticSource(spec)
+    source = open_source(point.data, seed=point.seed, **point.data_options)
+    tables = source.tables
     t0 = time.perf_counter()
-    batches = [b.to(device) for b in source.batches(point.num_batches, point.batch_size)]
-    held_out = [b.to(device) for b in source.batches(point.eval_batches, point.batch_size, start=10**6)]
+    batches = [b.to(device) for b in BatchIterator(source, point.batch_size, point.num_batches)]
+    evaluation = []
+    if point.eval_batches:
+        if point.mode != "dlrm":
+            raise ValueError("eval_batches needs mode='dlrm' (embedding-only runs have no predictions)")
+        eval_source, start = held_out(point.data, source, **point.data_options)
+        evaluation = [b.to(device) for b in BatchIterator(eval_source, point.batch_size, point.eval_batches, start)]
     gen_s = time.perf_counter() - t0
 
     cls = get_impl(point.impl)
@@ -72,14 +77,14 @@ def run_point(point: RunPoint) -> dict[str, Any]:
         cuda_base = torch.cuda.memory_allocated(device)
     t0 = time.perf_counter()
     emb = cls(
-        spec.tables,
+        tables,
         EmbeddingOptim(point.optimizer, lr=point.lr),
         device=device,
         check_bounds=point.check_bounds,
         seed=point.seed,
         **point.impl_options,
     )
-    step = TrainStep(emb, mode=point.mode, num_dense=spec.num_dense, seed=point.seed)
+    step = TrainStep(emb, mode=point.mode, num_dense=source.num_dense, seed=point.seed)
     if step.model is not None:
         step.model.to(device)
     build_s = time.perf_counter() - t0
@@ -127,15 +132,13 @@ def run_point(point: RunPoint) -> dict[str, Any]:
             "param_bytes": param_bytes,
             "work": emb.work_report().to_dict(),
             "setup_s": {"data": gen_s, "build": build_s},
-            "tables": {"count": len(spec.tables), "rows": sum(t.num_embeddings for t in spec.tables),
-                       "dense_bytes": sum(t.dense_bytes for t in spec.tables)},
+            "tables": {"count": len(tables), "rows": sum(t.num_embeddings for t in tables),
+                       "dense_bytes": sum(t.dense_bytes for t in tables)},
             "env": environment(),
         }
     )
-    if held_out:
-        if point.mode != "dlrm":
-            raise ValueError("eval_batches needs mode='dlrm' (embedding-only runs have no predictions)")
-        record["eval"] = _auc_logloss(step, held_out)
+    if evaluation:
+        record["eval"] = _auc_logloss(step, evaluation)
     return record
 
 

@@ -5,7 +5,7 @@ Each split folder holds ``dense.npy`` (float32 [n, num_dense]), ``labels.npy`` (
 ``lengths.npy`` (int32 [n, T], bag sizes), ``row_offsets.npy`` (int64 [n + 1]) and ``values.bin`` (raw
 little-endian int64 ids, sample-major: sample i's bags in table order at values[row_offsets[i] :
 row_offsets[i+1]]). ``train`` holds batches 0, 1, ... of the source; ``val`` the held-out batches a run
-evaluates on (the source's batches from index 10**6). Written into ``<out>.partial``, renamed, COMPLETE last."""
+evaluates on (the source's batches from HELD_OUT_START on). Written into ``<out>.partial``, renamed, COMPLETE last."""
 from __future__ import annotations
 
 import shutil
@@ -15,9 +15,9 @@ from typing import Callable
 import numpy as np
 
 from impls.data.prepare import MARKER, Prepared
+from impls.data.sources import HELD_OUT_START
 from impls.data.synthetic import SyntheticSource, SyntheticSpec
 
-HELD_OUT_START = 10**6  # batch index where held-out batches start (shared with the run worker)
 CHUNK = 65536
 
 

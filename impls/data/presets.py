@@ -15,7 +15,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from impls.api import TableSpec
+from impls.data import avazu, criteo
 from impls.data.synthetic import SyntheticSpec, tables_from_rows
+
+CRITEO_NAMES = criteo.CAT_NAMES  # C1..C26, as the prepared data names its tables
 
 # facebookresearch/dlrm Kaggle, no --max-ind-range (sum 33,762,577)
 CRITEO_KAGGLE_ROWS = (
@@ -119,19 +122,19 @@ def _avazu(dim: int = 16, hotness: float = 1, **kw: Any) -> SyntheticSpec:
     """Avazu-like: its 22 categorical cardinalities, one id per field, no dense features."""
     kw.setdefault("num_dense", 0)
     kw.setdefault("alpha", 1.1)
-    return SyntheticSpec(tables_from_rows(AVAZU_ROWS, dim, hotness, "f"), **kw)
+    return SyntheticSpec(tables_from_rows(AVAZU_ROWS, dim, hotness, names=avazu.CAT_NAMES), **kw)
 
 
 def _criteo_kaggle(dim: int = 16, hotness: float = 1, **kw: Any) -> SyntheticSpec:
-    return SyntheticSpec(tables_from_rows(CRITEO_KAGGLE_ROWS, dim, hotness, "C"), **kw)
+    return SyntheticSpec(tables_from_rows(CRITEO_KAGGLE_ROWS, dim, hotness, names=CRITEO_NAMES), **kw)
 
 
 def _criteo_terabyte_40m(dim: int = 64, hotness: float = 1, **kw: Any) -> SyntheticSpec:
-    return SyntheticSpec(tables_from_rows(CRITEO_TERABYTE_40M_ROWS, dim, hotness, "C"), **kw)
+    return SyntheticSpec(tables_from_rows(CRITEO_TERABYTE_40M_ROWS, dim, hotness, names=CRITEO_NAMES), **kw)
 
 
 def _dcnv2_multihot(dim: int = 128, hotness: Any = DCNV2_HOTNESS, **kw: Any) -> SyntheticSpec:
-    return SyntheticSpec(tables_from_rows(DCNV2_ROWS, dim, hotness, "C"), **kw)
+    return SyntheticSpec(tables_from_rows(DCNV2_ROWS, dim, hotness, names=CRITEO_NAMES), **kw)
 
 
 def _uniform(num_tables: int = 8, rows: int = 1_000_000, dim: int = 64, hotness: float = 1, **kw: Any) -> SyntheticSpec:

@@ -142,6 +142,10 @@ class SyntheticSource:
     def tables(self) -> tuple[TableSpec, ...]:
         return self.spec.tables
 
+    @property
+    def num_dense(self) -> int:
+        return self.spec.num_dense
+
     def lengths(self, rng: np.random.Generator, t: TableSpec, batch_size: int) -> np.ndarray:
         if self.spec.bag_sizes == "fixed":
             return np.full(batch_size, int(t.hotness), dtype=np.int64)
@@ -180,9 +184,12 @@ class SyntheticSource:
 
 
 def tables_from_rows(
-    rows: Sequence[int], dim: int, hotness: Sequence[float] | float = 1.0, prefix: str = "t", pooling: str = "sum"
+    rows: Sequence[int], dim: int, hotness: Sequence[float] | float = 1.0, prefix: str = "t", pooling: str = "sum",
+    names: Sequence[str] | None = None,
 ) -> tuple[TableSpec, ...]:
+    """Tables named ``names`` (default prefix0, prefix1, ...) with the given rows and hotness."""
     hot = [hotness] * len(rows) if isinstance(hotness, (int, float)) else list(hotness)
-    if len(hot) != len(rows):
-        raise ValueError(f"{len(rows)} tables but {len(hot)} hotness values")
-    return tuple(TableSpec(f"{prefix}{i}", int(n), dim, pooling, float(h)) for i, (n, h) in enumerate(zip(rows, hot)))
+    names = list(names) if names is not None else [f"{prefix}{i}" for i in range(len(rows))]
+    if not len(hot) == len(names) == len(rows):
+        raise ValueError(f"{len(rows)} tables but {len(hot)} hotness values and {len(names)} names")
+    return tuple(TableSpec(nm, int(n), dim, pooling, float(h)) for nm, n, h in zip(names, rows, hot))

@@ -17,7 +17,7 @@ TINY = dict(data="uniform", batch_size=64, iters=2, warmup=1, num_batches=2,
 def test_run_point_validation():
     with pytest.raises(ValueError, match="batch size must be > 0"):
         RunPoint(impl="dense-torch", data="uniform", batch_size=0)
-    with pytest.raises(ValueError, match="unknown data preset"):
+    with pytest.raises(ValueError, match="data .nope. is no preset"):
         RunPoint(impl="dense-torch", data="nope", batch_size=1)
     with pytest.raises(ValueError, match="unknown run-point keys"):
         RunPoint.from_dict({"impl": "x", "data": "uniform", "batch_size": 1, "colour": 1})
@@ -39,9 +39,11 @@ def test_worker_writes_an_ok_record_with_measurements(tmp_path):
 
 
 def test_failed_point_writes_only_a_failed_record(tmp_path):
-    p = RunPoint(impl="dense-torch", **{**TINY, "data_options": {"dim": 0}})
+    with pytest.raises(ValueError, match="dim must be > 0"):  # bad data options fail before any launch
+        RunPoint(impl="dense-torch", **{**TINY, "data_options": {"dim": 0}})
+    p = RunPoint(impl="dense-torch", impl_options={"bogus": 1}, **TINY)  # fails inside the worker
     rec = launch_point(p, tmp_path)
-    assert rec["status"] == "failed" and "dim must be > 0" in rec["reason"]
+    assert rec["status"] == "failed" and "bogus" in rec["reason"]
     files = sorted(x.name for x in tmp_path.glob("*.json"))
     assert files == [record_path(tmp_path, p).name]
     assert read_record(record_path(tmp_path, p))["status"] == "failed"
@@ -113,7 +115,7 @@ def test_cli_run_compares_and_rejects_bad_input(tmp_path):
     res = runner.invoke(cli, ["run", "--impl", "dense-torch", "-b", "0"])
     assert res.exit_code != 0 and "must be > 0" in res.output
     res = runner.invoke(cli, ["run", "--impl", "dense-torch", "--data", "imagenet"])
-    assert res.exit_code != 0 and "unknown data preset" in res.output
+    assert res.exit_code != 0 and "'imagenet' is no preset" in res.output
 
 
 def test_cli_env():
