@@ -6,15 +6,12 @@ features. Every categorical is a hex hash of at most 8 digits (site_id, device_i
 categorify needs. Optionally ``% max_ind_range``."""
 from __future__ import annotations
 
-import csv
-import io
 from functools import partial
 from typing import Callable
 
 import numpy as np
-import pandas as pd
 
-from impls.data.textio import BadRows, Problems, Rows, hex_values, well_formed_lines
+from impls.data.textio import BadRows, Fields, Problems, Rows, well_formed_lines
 
 CAT_NAMES = ("hour", "C1", "banner_pos", "site_id", "site_domain", "site_category", "app_id", "app_domain",
              "app_category", "device_id", "device_ip", "device_model", "device_type", "device_conn_type",
@@ -34,20 +31,18 @@ def parse_lines(buf: bytes, where: Callable[[int], str], problems: Problems, str
     good, good_idx = well_formed_lines(buf, b",", NUM_COLS, where, problems, strict)
     if not good_idx.size:
         return Rows.empty(NUM_DENSE, NUM_CAT)
-    df = pd.read_csv(io.BytesIO(good), sep=",", header=None, quoting=csv.QUOTE_NONE, engine="c", dtype=str,
-                     na_filter=False)
-    bad = BadRows(len(df))
-    label = df[1]
-    bad.flag(~label.isin(["0", "1"]).to_numpy(), lambda i: f"click {label.iloc[i]!r} is not 0 or 1")
-    cats = np.zeros((len(df), NUM_CAT), dtype=np.int64)
+    f = Fields(good, b",", NUM_COLS)
+    bad = BadRows(len(f))
+    labels, badl = f.label(1)
+    bad.flag(badl, lambda i: f"click {f.text(i, 1)!r} is not 0 or 1")
+    cats = np.zeros((len(f), NUM_CAT), dtype=np.int64)
     for j in range(NUM_CAT):
-        col = df[2 + j]
-        vals, badhex = hex_values(col)
-        badhex |= (col == "").to_numpy()  # Avazu has no missing values: an empty field is a broken line
-        bad.flag(badhex, lambda i, j=j, col=col: f"{CAT_NAMES[j]} {col.iloc[i]!r} is not a hex id of <= 8 digits")
+        vals, badhex = f.hex(2 + j)
+        badhex |= f.length[:, 2 + j] == 0  # Avazu has no missing values: an empty field is a broken line
+        bad.flag(badhex, lambda i, j=j: f"{CAT_NAMES[j]} {f.text(i, 2 + j)!r} is not a hex id of <= 8 digits")
         cats[:, j] = vals % max_ind_range if max_ind_range else vals
     bad.report(problems, where, good_idx, strict)
-    return Rows(label.to_numpy().astype(np.int8), np.zeros((len(df), 0), np.int64), cats).keep(~bad.mask)
+    return Rows(labels, np.zeros((len(f), 0), np.int64), cats).keep(~bad.mask)
 
 
 def parser(problems: Problems, strict: bool, max_ind_range: int | None = None):
