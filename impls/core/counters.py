@@ -16,6 +16,8 @@ class TTWork:
     unique: int = 0  # U (distinct ids) as seen by the schedule; 0 when it never deduplicates
     e1: int = 0  # stage-1 prefix products of the forward (summed over micro-batches)
     micro_batches: int = 0
+    cache_hits: int = 0  # lookups served by a hot-row cache (TT-Rec), out of cache_lookups
+    cache_lookups: int = 0
     gemms: dict[str, int] = field(default_factory=lambda: {"fwd": 0, "bwd": 0})
     flops: dict[str, int] = field(default_factory=lambda: {"fwd": 0, "bwd": 0})
     stage_gemms: dict[str, int] = field(default_factory=dict)  # e.g. "fwd.stage1" -> count
@@ -46,6 +48,8 @@ class TTWork:
                 "flops_fwd": self.flops["fwd"],
                 "flops_bwd": self.flops["bwd"],
                 "micro_batches": self.micro_batches,
+                **({"cache_hits": self.cache_hits, "cache_lookups": self.cache_lookups,
+                    "cache_hit_rate": self.cache_hits / max(self.cache_lookups, 1)} if self.cache_lookups else {}),
                 "stage_gemms": dict(sorted(self.stage_gemms.items())),
             },
         )

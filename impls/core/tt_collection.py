@@ -211,6 +211,10 @@ class TTCollection(EmbeddingCollection):
     def lookup_backward(self, table: TTTable, saved: Any, grad: Tensor, work: TTWork) -> None:
         """Add the core gradients of one TT table into ``table.grads``."""
 
+    def tt_lookup(self, index: int, values: Tensor, offsets: Tensor, batch_size: int) -> Tensor:
+        """Sum-pooled [B, D] of TT table ``index`` (a system may serve part of it elsewhere, e.g. a cache)."""
+        return TTLookup.apply(self, index, values, offsets, batch_size, *self.tt[str(index)].cores)
+
     # --- the interface -----------------------------------------------------------------------------
     def forward(self, features: SparseFeatures) -> Tensor:
         features = self.checked(features)
@@ -222,7 +226,7 @@ class TTCollection(EmbeddingCollection):
             self._step_work.nnz += values.numel()
             key = str(i)
             if key in self.tt:
-                out = TTLookup.apply(self, i, values, offsets, B, *self.tt[key].cores)
+                out = self.tt_lookup(i, values, offsets, B)
                 if spec.pooling == "mean":
                     out = out / (offsets[1:] - offsets[:-1]).clamp(min=1).unsqueeze(1).to(out.dtype)
             else:

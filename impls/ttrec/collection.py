@@ -1,19 +1,25 @@
 """ttrec: FBTT's TT-EmbeddingBag schedule. Occurrences are processed in chunks of ``chunk`` lookups
 (FBTT's batch_count); every occurrence runs the full chain, forward nnz*(a+b), backward recompute plus
 two GEMMs per core step, nnz*(3a+2b). Dedup-free by design: this is the baseline the other two improve.
-The LFU hot-row cache is a separate feature (not part of this schedule)."""
+
+With ``cache_rows`` = K > 0 each TT table gets FBTT's hot-row cache (impls/ttrec/cache.py): ids are counted
+on every forward, ``cache_populate()`` (or every ``cache_populate_every`` forwards) caches the top-K rows
+materialized from the cores, cached lookups read dense rows and skip the TT chain, and what the cached
+rows learn is written back into the cores before the next populate (``cache_flush()`` does it alone)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import torch
-from torch import Tensor
+import torch.nn.functional as F
+from torch import Tensor, nn
 
-from impls.api import register
-from impls.core import ops
+from impls.api import MemoryReport, register
+from impls.core import ops, tt
 from impls.core.counters import TTWork
 from impls.core.tt_batch import bag_ids, bag_range
-from impls.core.tt_collection import TTCollection, TTTable
+from impls.core.tt_collection import TTCollection, TTLookup, TTTable
+from impls.ttrec.cache import HotRowCache
 
 
 @register
@@ -24,11 +30,138 @@ class TTRec(TTCollection):
     default_weight_dist = "uniform"  # FBTT's TTEmbeddingBag defaults to approx-normal; EL-Rec, EcoRec and
     # EcoRec's harness use uniform, so all three start from the same cores here
 
-    def configure(self, chunk: int = 20000) -> None:
-        """chunk: lookups per batched-GEMM launch (FBTT: 1000; EcoRec's FBTT copy: 20000, used here)."""
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.caches = nn.ModuleDict()
+        if self.cache_rows:
+            for key, table in self.tt.items():
+                size = self.cache_hash_size or 8 * self.cache_rows
+                self.caches[key] = HotRowCache(table.shape.num_embeddings, table.shape.dim, self.cache_rows, size,
+                                               table.cores[0].device)
+
+    def configure(self, chunk: int = 20000, cache_rows: int = 0, cache_populate_every: int = 0,
+                  cache_hash_size: int | None = None) -> None:
+        """chunk: lookups per batched-GEMM launch (FBTT: 1000; EcoRec's FBTT copy: 20000, used here).
+        cache_rows: hot rows cached per TT table (0: no cache); cache_populate_every: forwards between
+        automatic populates (0: only explicit ``cache_populate()``); cache_hash_size: frequency-table slots
+        (default 8 * cache_rows, rounded up to a power of two)."""
         if int(chunk) < 1:
             raise ValueError(f"ttrec chunk must be >= 1, got {chunk}")
+        if int(cache_rows) < 0 or int(cache_populate_every) < 0:
+            raise ValueError(f"cache_rows and cache_populate_every must be >= 0, got {cache_rows}, "
+                             f"{cache_populate_every}")
+        if cache_hash_size is not None and int(cache_hash_size) < int(cache_rows):
+            raise ValueError(f"cache_hash_size {cache_hash_size} cannot hold {cache_rows} cached rows")
         self.chunk = int(chunk)
+        self.cache_rows, self.cache_populate_every = int(cache_rows), int(cache_populate_every)
+        self.cache_hash_size = None if cache_hash_size is None else int(cache_hash_size)
+
+    # --- the hot-row cache -------------------------------------------------------------------------
+    def tt_lookup(self, index: int, values: Tensor, offsets: Tensor, batch_size: int) -> Tensor:
+        cache = self.caches[str(index)] if str(index) in self.caches else None
+        if cache is None:
+            return super().tt_lookup(index, values, offsets, batch_size)
+        if self.cache_populate_every and cache.forwards and cache.forwards % self.cache_populate_every == 0:
+            self._populate(index, cache)
+        cache.forwards += 1
+        cache.freq.add(values)
+        slot, hit = cache.slots(values)
+        nhit = int(hit.sum())
+        work = self._step_work
+        work.cache_hits += nhit
+        work.cache_lookups += values.numel()
+        cache.hits += nhit
+        cache.lookups += values.numel()
+        if nhit == 0:
+            return super().tt_lookup(index, values, offsets, batch_size)
+        bags = bag_ids(offsets, values.numel())
+
+        def sub_offsets(mask: Tensor) -> Tensor:
+            counts = torch.zeros(batch_size, dtype=torch.int64, device=values.device).index_add_(0, bags[mask],
+                                                                                               torch.ones_like(bags[mask]))
+            return torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
+
+        miss = ~hit
+        out = F.embedding_bag(slot[hit], cache.weight, sub_offsets(hit), mode="sum", sparse=True,
+                              include_last_offset=True)
+        if bool(miss.any()):
+            out = out + TTLookup.apply(self, index, values[miss], sub_offsets(miss), batch_size,
+                                       *self.tt[str(index)].cores)
+        return out
+
+    @torch.no_grad()
+    def _write_back(self, index: int, cache: HotRowCache) -> None:
+        """Push the cached rows' accumulated gradient through the TT chain: one core update J^T * sum(g)."""
+        if not cache.active or not bool(cache.grad_acc.any()):
+            return
+        table = self.tt[str(index)]
+        for g in table.grads:
+            g.zero_()
+        k = cache.ids.numel()
+        self.lookup_backward(table, (cache.ids, torch.arange(k + 1, device=cache.ids.device)), cache.grad_acc,
+                             self._step_work)
+        self.apply_update(table)
+        cache.grad_acc.zero_()
+
+    @torch.no_grad()
+    def _populate(self, index: int, cache: HotRowCache) -> None:
+        self._write_back(index, cache)
+        table = self.tt[str(index)]
+        ids = cache.freq.top(cache.capacity)
+        rows = tt.rows_from_cores(table.core_tensors(), table.shape, ids)
+        cache.fill(ids, rows, self.optim.init_state(rows))
+
+    def cache_populate(self, table: str | None = None) -> None:
+        """Write back, then cache the top-K counted rows of ``table`` (default: every cached table)."""
+        for key, cache in self.caches.items():
+            if table is None or key == str(self.table_index(table)):
+                self._populate(int(key), cache)
+
+    def cache_flush(self) -> None:
+        """Write every cache's learned updates back into the cores (the cache stays)."""
+        for key, cache in self.caches.items():
+            self._write_back(int(key), cache)
+
+    @torch.no_grad()
+    def optimizer_step(self) -> None:
+        for cache in self.caches.values():
+            w = cache.weight
+            if w.grad is None:
+                continue
+            g = w.grad.coalesce()
+            idx, val = g.indices()[0], g.values()
+            cache.grad_acc.index_add_(0, idx, val)
+            self.optim.apply_rows(w.data, cache.state, idx, val)
+            w.grad = None
+        super().optimizer_step()
+
+    def table_parameters(self, table: str) -> list[Tensor]:
+        key = str(self.table_index(table))
+        params = super().table_parameters(table)
+        return params + [self.caches[key].weight.data] if key in self.caches and self.caches[key].active else params
+
+    def materialize_from(self, table: str, params: Sequence[Tensor]) -> Tensor:
+        key = str(self.table_index(table))
+        cache = self.caches[key] if key in self.caches else None
+        if cache is None or not cache.active:
+            return super().materialize_from(table, params)
+        d = self.tt[key].shape.d
+        rows = super().materialize_from(table, params[:d])
+        return rows.index_put((cache.ids,), params[d])
+
+    def materialize(self, table: str) -> Tensor:
+        key = str(self.table_index(table))
+        rows = super().materialize(table)
+        if key in self.caches and self.caches[key].active:
+            rows = rows.clone()
+            rows[self.caches[key].ids] = self.caches[key].weight.detach()
+        return rows
+
+    def memory_report(self) -> MemoryReport:
+        rep = super().memory_report()
+        extra = sum(c.nbytes for c in self.caches.values())
+        return MemoryReport(params=rep.params, optimizer_state=rep.optimizer_state,
+                            peak_intermediates=rep.peak_intermediates + extra)
 
     def _chunks(self, values: Tensor):
         """(lo, hi, rows, item ids) per chunk of occurrences; every occurrence is its own item."""
