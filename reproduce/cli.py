@@ -252,6 +252,38 @@ def data_synth(preset, out, samples, val_samples, seed, **kw) -> None:
                   f"{sum(meta.cardinalities):,} rows in all")
 
 
+@data.command("reorder")
+@click.argument("source")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--table", "tables", multiple=True, help="table to reorder (repeat); default: tables with >= --min-rows")
+@click.option("--min-rows", type=int, default=1_000_000, show_default=True,
+              help="reorder the tables with at least this many rows (EL-Rec: its TT tables)")
+@click.option("-b", "--batch-size", type=int, default=4096, show_default=True, callback=positive)
+@click.option("--batches", type=int, default=16, show_default=True, callback=positive, help="training batches read")
+@click.option("--hot-fraction", type=float, default=0.05, show_default=True, help="hottest rows kept fixed")
+@click.option("--graph-batch", type=int, default=512, show_default=True, callback=positive,
+              help="samples per co-access clique (EL-Rec: its mini-batch of 512)")
+@click.option("--seed", type=int, default=0, show_default=True)
+@data_options_no_name
+def data_reorder(source, out, tables, min_rows, batch_size, batches, hot_fraction, graph_batch, seed, **kw) -> None:
+    """EL-Rec's global index reordering of SOURCE's training batches into OUT (one bijection per table); use it
+    with `run --reorder OUT`."""
+    from impls.data.reorder import build_reordering
+    from impls.data.sources import open_source
+
+    try:
+        src = open_source(source, seed=seed, **collect_data_options(kw))
+        names = list(tables) or [t.name for t in src.tables if t.num_embeddings >= min_rows]
+        if not names:
+            raise ValueError(f"no table of {source} has >= {min_rows:,} rows; name tables with --table")
+        r = build_reordering(src, names, batches, batch_size, hot_fraction, graph_batch, seed=seed)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    r.info["source"] = source
+    r.save(out)
+    console.print(f"wrote {out}: bijections for {len(names)} table(s): {', '.join(names)}")
+
+
 @data.command("stats")
 @click.argument("source")
 @click.option("-b", "--batch-size", type=int, default=4096, show_default=True, callback=positive)

@@ -53,16 +53,20 @@ data_options_no_name = _stack(
     click.option("--rows", type=int, default=None, callback=positive, help="uniform and sc24-f4 presets: rows per table"),
 )
 
+reorder_option = click.option("--reorder", type=click.Path(file_okay=False), default=None,
+                              help="relabel ids by a `data reorder` folder (EL-Rec's global index reordering)")
+
 data_options = _stack(
     click.option("--data", default="criteo-kaggle", show_default=True,
                  help="synthetic preset, prepared dataset folder (data prepare / data synth) or Meta trace .pt[.gz]"),
     data_options_no_name,
+    reorder_option,
 )
 
 
 def collect_data_options(kw: dict) -> dict:
     """Pop the data options out of a command's keyword arguments; keep those that were given."""
-    keys = ("dim", "hotness", "max_rows", "alpha", "locality", "bag_sizes", "num_tables", "rows")
+    keys = ("dim", "hotness", "max_rows", "alpha", "locality", "bag_sizes", "num_tables", "rows", "reorder")
     popped = {k: kw.pop(k, None) for k in keys}
     return {k: v for k, v in popped.items() if v is not None}
 

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 HELD_OUT_START = 10**6  # first held-out batch index of a synthetic stream
-SYNTHETIC_ONLY = ("hotness", "max_rows", "alpha", "locality", "bag_sizes", "num_tables", "rows", "num_dense")
 
 
 def _file_source_options(name: str, options: dict[str, Any]) -> int | None:
@@ -22,8 +21,18 @@ def is_trace_file(name: str) -> bool:
     return name.endswith(".pt") or name.endswith(".pt.gz")
 
 
-def open_source(name: str, split: str = "train", **options: Any):
-    """The source behind ``name``; ``options`` are preset overrides (``dim`` also applies to files)."""
+def open_source(name: str, split: str = "train", reorder: str | None = None, **options: Any):
+    """The source behind ``name``; ``options`` are preset overrides (``dim`` also applies to files);
+    ``reorder``: a folder from `data reorder` whose bijections relabel the ids (EL-Rec's reordering)."""
+    base = _open(name, split, **options)
+    if reorder is None:
+        return base
+    from impls.data.reorder import Reordering, ReorderedSource
+
+    return ReorderedSource(base, Reordering.load(Path(reorder)))
+
+
+def _open(name: str, split: str, **options: Any):
     path = Path(name)
     if path.is_dir():
         from impls.data.prepared import PreparedSource
@@ -42,9 +51,11 @@ def open_source(name: str, split: str = "train", **options: Any):
     return SyntheticSource(get_preset(name, **options))
 
 
-def check_source(name: str, **options: Any) -> None:
+def check_source(name: str, reorder: str | None = None, **options: Any) -> None:
     """Fail fast (ValueError) on a name that is no preset, prepared dataset or trace file, or on options that
     do not apply to it; opens nothing big."""
+    if reorder is not None and not (Path(reorder) / "reorder.json").is_file():
+        raise ValueError(f"{reorder} holds no reordering (no reorder.json): run `dlrmbench data reorder` first")
     path = Path(name)
     if path.is_dir():
         from impls.data.prepare import MARKER, load_prepared
@@ -65,11 +76,15 @@ def check_source(name: str, **options: Any) -> None:
         get_preset(name, **options)
 
 
-def held_out(name: str, source, **options: Any) -> tuple[Any, int]:
+def held_out(name: str, source, reorder: str | None = None, **options: Any) -> tuple[Any, int]:
     """(source, first batch index) of the evaluation batches that go with ``source`` (opened from ``name``)."""
     from impls.data.prepared import PreparedSource
+    from impls.data.reorder import ReorderedSource
     from impls.data.synthetic import SyntheticSource
 
+    if isinstance(source, ReorderedSource):  # held-out data relabelled by the same bijection
+        inner, start = held_out(name, source.source, **options)
+        return ReorderedSource(inner, source.reordering), start
     if isinstance(source, SyntheticSource):
         return source, HELD_OUT_START
     if isinstance(source, PreparedSource):
