@@ -293,6 +293,10 @@ class EmbeddingCollection(nn.Module, abc.ABC):
     def optimizer_step(self) -> None:
         """Apply the embedding update of the last backward (no-op when fused into backward)."""
 
+    def prefetch(self, features: SparseFeatures) -> None:
+        """A hint, given at the start of a step: ``features`` is the batch after the current one. A system with
+        a load pipeline (EL-Rec's host tables) starts gathering its rows now; the default ignores it."""
+
     @abc.abstractmethod
     def materialize(self, table: str) -> Tensor:
         """The dense [num_embeddings, dim] table this collection represents (a test oracle)."""

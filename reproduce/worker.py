@@ -95,6 +95,7 @@ def run_point(point: RunPoint) -> dict[str, Any]:
         batch = batches[it % len(batches)]
         sync()
         a = time.perf_counter()
+        step.prefetch(batches[(it + 1) % len(batches)])  # a no-op unless the system pipelines its loads
         loss = step.forward(batch)
         sync()
         b = time.perf_counter()

@@ -215,6 +215,11 @@ class TTCollection(EmbeddingCollection):
         """Sum-pooled [B, D] of TT table ``index`` (a system may serve part of it elsewhere, e.g. a cache)."""
         return TTLookup.apply(self, index, values, offsets, batch_size, *self.tt[str(index)].cores)
 
+    def dense_lookup(self, index: int, values: Tensor, offsets: Tensor, pooling: str) -> Tensor:
+        """Pooled [B, D] of uncompressed table ``index`` (sparse gradient into the table)."""
+        return F.embedding_bag(values, self.dense[str(index)], offsets, mode=pooling, sparse=True,
+                               include_last_offset=True)
+
     # --- the interface -----------------------------------------------------------------------------
     def forward(self, features: SparseFeatures) -> Tensor:
         features = self.checked(features)
@@ -230,9 +235,7 @@ class TTCollection(EmbeddingCollection):
                 if spec.pooling == "mean":
                     out = out / (offsets[1:] - offsets[:-1]).clamp(min=1).unsqueeze(1).to(out.dtype)
             else:
-                out = F.embedding_bag(
-                    values, self.dense[key], offsets, mode=spec.pooling, sparse=True, include_last_offset=True
-                )
+                out = self.dense_lookup(i, values, offsets, spec.pooling)
             outs.append(out)
         self._last_work = self._step_work
         return torch.cat(outs, dim=1)

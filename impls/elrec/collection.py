@@ -1,19 +1,25 @@
 """elrec: EL-Rec's schedule. Forward: one stage-1 product per distinct prefix group (E1, "intermediate
 result reuse") and stage 2 per occurrence, E1*a + nnz*b, over the whole batch. Backward: gradients first
 aggregated per unique id, then the full chain per unique id with no prefix reuse, U*(3a+2b), and the
-update fused (EL-Rec's SGD kernel applies -lr*grad into the cores; Adagrad applies once per step)."""
+update fused (EL-Rec's SGD kernel applies -lr*grad into the cores; Adagrad applies once per step).
+
+``host_pipeline=True``: the uncompressed tables (those under the TT threshold, ``tt_min_rows``) are served by
+EL-Rec's host-memory pipeline (impls/elrec/host_pipeline.py): ``prefetch(next batch)`` gathers their rows on
+a worker thread while the current batch trains; updates stay exact."""
 from __future__ import annotations
 
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
-from impls.api import register
+from impls.api import MemoryReport, SparseFeatures, WorkReport, register
 from impls.core import ops
 from impls.core.counters import TTWork
 from impls.core.tt_batch import bag_ids, dedup, prefix_groups
 from impls.core.tt_collection import TTCollection, TTTable
+from impls.elrec.host_pipeline import HostPipeline
 
 
 @register
@@ -21,6 +27,59 @@ class ELRec(TTCollection):
     name = "elrec"
     allowed_cores = (3,)
     default_weight_dist = "uniform"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        hosts = {int(k): w.data for k, w in self.dense.items()}
+        self.pipeline = HostPipeline(hosts) if self.host_pipeline and hosts else None
+        self._staged: dict = {}
+
+    def configure(self, host_pipeline: bool = False) -> None:
+        """host_pipeline: serve the uncompressed tables through EL-Rec's prefetching host pipeline."""
+        self.host_pipeline = bool(host_pipeline)
+
+    # --- the host-memory pipeline ------------------------------------------------------------------
+    def prefetch(self, features: SparseFeatures) -> None:
+        if self.pipeline is not None:
+            self.pipeline.prefetch(features)
+
+    def forward(self, features: SparseFeatures) -> Tensor:
+        if self.pipeline is not None:
+            features = self.checked(features)
+            self._staged = self.pipeline.take(features)
+        return super().forward(features)
+
+    def dense_lookup(self, index: int, values: Tensor, offsets: Tensor, pooling: str) -> Tensor:
+        if self.pipeline is None:
+            return super().dense_lookup(index, values, offsets, pooling)
+        st = self._staged[index]
+        return F.embedding_bag(st.inverse, st.rows, offsets, mode=pooling, include_last_offset=True)
+
+    @torch.no_grad()
+    def optimizer_step(self) -> None:
+        if self.pipeline is not None:
+            wrote = {}
+            for i, st in self._staged.items():
+                if st.rows.grad is None:
+                    continue
+                key = str(i)
+                self.optim.apply_rows(self.dense[key].data, self._dense_state[key], st.ids, st.rows.grad)
+                st.rows.grad = None
+                wrote[i] = st.ids
+            self.pipeline.wrote(wrote)
+        super().optimizer_step()
+
+    def work_report(self) -> WorkReport:
+        rep = super().work_report()
+        if self.pipeline is not None:
+            rep.extra["host_pipeline"] = dict(vars(self.pipeline.stats))
+        return rep
+
+    def memory_report(self) -> MemoryReport:
+        rep = super().memory_report()
+        staged = sum(st.rows.numel() * st.rows.element_size() for st in self._staged.values())
+        return MemoryReport(params=rep.params, optimizer_state=rep.optimizer_state,
+                            peak_intermediates=rep.peak_intermediates + 2 * staged)  # this batch's and the next
 
     def lookup_forward(self, table: TTTable, values: Tensor, offsets: Tensor, batch_size: int, work: TTWork):
         s = table.shape

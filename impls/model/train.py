@@ -50,6 +50,10 @@ class TrainStep:
             self._upstream[key] = (torch.randn(out.shape, generator=g) / out.shape[0]).to(out.device)
         return self._upstream[key]
 
+    def prefetch(self, batch: Batch) -> None:
+        """Tell the embeddings the next batch at the start of a step (a load pipeline may start on it)."""
+        self.embeddings.prefetch(batch.sparse)
+
     def forward(self, batch: Batch) -> Tensor:
         """The loss of one batch (a scalar)."""
         if self.model is None:
