@@ -14,6 +14,7 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
     p = record["point"]
     row: dict[str, Any] = {
         "impl": p["impl"],
+        "label": p.get("label") or p["impl"],
         "data": p["data"],
         "batch_size": p["batch_size"],
         "mode": p.get("mode"),
@@ -44,6 +45,8 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
         if "eval" in record:
             row["auc"] = record["eval"]["auc"]
             row["logloss"] = record["eval"]["logloss"]
+        if record.get("eval_curve"):
+            row["eval_curve"] = json.dumps(record["eval_curve"])
     return row
 
 

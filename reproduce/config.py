@@ -31,6 +31,8 @@ class RunPoint:
     check_bounds: bool = True
     num_batches: int = 4  # distinct batches, generated before timing and cycled
     eval_batches: int = 0  # held-out batches for AUC / log loss after the timed steps (dlrm mode)
+    eval_every: int = 0  # also evaluate after every N steps (warm-up included): an AUC-vs-step curve
+    label: str = ""  # display name in tables and figures (default: impl), e.g. "ttrec normal-init"
     data_options: dict[str, Any] = field(default_factory=dict)
     impl_options: dict[str, Any] = field(default_factory=dict)
 
@@ -48,6 +50,9 @@ class RunPoint:
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         check_source(self.data, **self.data_options)
+        if int(self.eval_every) < 0 or (int(self.eval_every) and not int(self.eval_batches)):
+            raise ValueError(f"eval_every needs eval_batches > 0 (got eval_every={self.eval_every}, "
+                             f"eval_batches={self.eval_batches})")
         if self.threads is not None and int(self.threads) <= 0:
             raise ValueError(f"threads must be > 0, got {self.threads}")
 
@@ -97,7 +102,8 @@ def options_for(impl: str, impl_options: dict[str, Any]) -> dict[str, Any]:
 
 def load_experiment(path: str | Path, root: str | Path = ".") -> Experiment:
     """Expand ``[grid]`` (lists) over ``[defaults]``; ``[data_options]`` apply to all points and
-    ``[impl_options]`` as resolved by ``options_for``."""
+    ``[impl_options]`` as resolved by ``options_for``; ``[[points]]`` add single points (their own
+    ``impl_options`` overlay the resolved ones)."""
     path = Path(path)
     try:
         doc = tomllib.loads(path.read_text())
@@ -125,6 +131,15 @@ def load_experiment(path: str | Path, root: str | Path = ".") -> Experiment:
             points.append(RunPoint.from_dict(fields))
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{path}: bad point {dict(zip(keys, combo))}: {exc}") from None
+    for extra in doc.get("points", []):  # [[points]]: single points beside the grid (e.g. option variants)
+        try:
+            fields = {**base, **{k: v for k, v in extra.items() if k != "impl_options"}}
+            own = dict(extra.get("impl_options", {}))
+            fields["impl_options"] = {**options_for(fields["impl"], base["impl_options"]), **own}
+            fields["data_options"] = {**base["data_options"], **extra.get("data_options", {})}
+            points.append(RunPoint.from_dict(fields))
+        except (TypeError, ValueError, KeyError) as exc:
+            raise ValueError(f"{path}: bad [[points]] entry {extra}: {exc}") from None
     root = Path(root)
     return Experiment(
         name=name,

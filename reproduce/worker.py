@@ -91,6 +91,7 @@ def run_point(point: RunPoint) -> dict[str, Any]:
 
     phases: dict[str, list[float]] = {"forward": [], "backward": [], "update": [], "total": []}
     losses = []
+    curve: list[dict[str, float]] = []
     for it in range(point.warmup + point.iters):
         batch = batches[it % len(batches)]
         sync()
@@ -109,6 +110,8 @@ def run_point(point: RunPoint) -> dict[str, Any]:
             for k, v in zip(phases, (b - a, c - b, d - c, d - a)):
                 phases[k].append(v * 1e3)
             losses.append(float(loss.detach()))
+        if point.eval_every and (it + 1) % point.eval_every == 0:  # outside the timed window
+            curve.append({"step": it + 1, **_auc_logloss(step, evaluation)})
 
     memory: dict[str, Any] = {
         "analytic": emb.memory_report().to_dict(),
@@ -140,6 +143,8 @@ def run_point(point: RunPoint) -> dict[str, Any]:
     )
     if evaluation:
         record["eval"] = _auc_logloss(step, evaluation)
+    if curve:
+        record["eval_curve"] = curve
     return record
 
 

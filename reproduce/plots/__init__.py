@@ -8,9 +8,10 @@ import pandas as pd
 
 
 def _registry() -> dict[str, Callable[[pd.DataFrame, Path], list[Path]]]:
-    from reproduce.plots import sc24, scaling
+    from reproduce.plots import accuracy, sc24, scaling
 
-    return {"sc24-speedup": sc24.speedup, "sc24-memory": sc24.memory, "batch-scaling": scaling.batch_scaling}
+    return {"sc24-speedup": sc24.speedup, "sc24-memory": sc24.memory, "batch-scaling": scaling.batch_scaling,
+            "auc-vs-step": accuracy.auc_vs_step}
 
 
 def plot_names() -> list[str]:
