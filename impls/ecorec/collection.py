@@ -41,9 +41,10 @@ class EcoRec(TTCollection):
     dim_multiple = 4  # EcoRec's kernels pool with float4 loads
     default_weight_dist = "uniform"
 
-    def configure(self, micro_batches: int = 4, min_chunk: int = 20000) -> None:
+    def configure(self, micro_batches: int = 4, min_chunk: int = 20000, **options: Any) -> None:
         """micro_batches: m of the sorted-index micro-batching (EcoRec's num_micro_uidx, 4 in the
         paper's runs); min_chunk: the fewest unique ids per chunk (EcoRec's min_batch_count, 20000)."""
+        super().configure(**options)  # anything else is an unknown option
         if int(micro_batches) < 1:
             raise ValueError(f"ecorec micro_batches must be >= 1, got {micro_batches}")
         if int(min_chunk) < 1:

@@ -34,8 +34,9 @@ class ELRec(TTCollection):
         self.pipeline = HostPipeline(hosts) if self.host_pipeline and hosts else None
         self._staged: dict = {}
 
-    def configure(self, host_pipeline: bool = False) -> None:
+    def configure(self, host_pipeline: bool = False, **options: Any) -> None:
         """host_pipeline: serve the uncompressed tables through EL-Rec's prefetching host pipeline."""
+        super().configure(**options)  # anything else is an unknown option
         self.host_pipeline = bool(host_pipeline)
 
     # --- the host-memory pipeline ------------------------------------------------------------------

@@ -40,11 +40,12 @@ class TTRec(TTCollection):
                                                table.cores[0].device)
 
     def configure(self, chunk: int = 20000, cache_rows: int = 0, cache_populate_every: int = 0,
-                  cache_hash_size: int | None = None) -> None:
+                  cache_hash_size: int | None = None, **options: Any) -> None:
         """chunk: lookups per batched-GEMM launch (FBTT: 1000; EcoRec's FBTT copy: 20000, used here).
         cache_rows: hot rows cached per TT table (0: no cache); cache_populate_every: forwards between
         automatic populates (0: only explicit ``cache_populate()``); cache_hash_size: frequency-table slots
         (default 8 * cache_rows, rounded up to a power of two)."""
+        super().configure(**options)  # anything else is an unknown option
         if int(chunk) < 1:
             raise ValueError(f"ttrec chunk must be >= 1, got {chunk}")
         if int(cache_rows) < 0 or int(cache_populate_every) < 0:
