@@ -31,8 +31,8 @@ def test_frequency_table_counts_placed_ids_exactly(batches, size):
     assert all(int(got[i]) == true[int(ids[i])] for i in range(len(ids)) if placed[i])
     assert int((~placed).sum()) <= f.dropped
     assert int(placed.sum()) <= size
-    if size >= 1024:
-        assert bool(placed.all())  # sparse table: every id found a slot
+    if size >= 1024:  # all of 0..300 place within 3 probes here (checked), so every subset does too
+        assert bool(placed.all())
     k = min(5, int(placed.sum()))
     top = f.top(5)
     assert len(top) == k
