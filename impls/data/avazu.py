@@ -11,7 +11,7 @@ from typing import Callable
 
 import numpy as np
 
-from impls.data.textio import BadRows, Fields, Problems, Rows, well_formed_lines
+from impls.data.textio import BadRows, Problems, Rows, well_formed_fields
 
 CAT_NAMES = ("hour", "C1", "banner_pos", "site_id", "site_domain", "site_category", "app_id", "app_domain",
              "app_category", "device_id", "device_ip", "device_model", "device_type", "device_conn_type",
@@ -24,14 +24,10 @@ NUM_COLS = 2 + NUM_CAT
 def parse_lines(buf: bytes, where: Callable[[int], str], problems: Problems, strict: bool,
                 max_ind_range: int | None = None) -> Rows:
     """Parse a buffer of whole data lines (no header). ``where(i)`` names line i (file:line) for messages."""
-    if buf.endswith(b"\n"):
-        buf = buf[:-1]
-    if not buf:
+    parsed = well_formed_fields(buf, b",", NUM_COLS, where, problems, strict)
+    if parsed is None:
         return Rows.empty(NUM_DENSE, NUM_CAT)
-    good, good_idx = well_formed_lines(buf, b",", NUM_COLS, where, problems, strict)
-    if not good_idx.size:
-        return Rows.empty(NUM_DENSE, NUM_CAT)
-    f = Fields(good, b",", NUM_COLS)
+    f, good_idx = parsed
     bad = BadRows(len(f))
     labels, badl = f.label(1)
     bad.flag(badl, lambda i: f"click {f.text(i, 1)!r} is not 0 or 1")

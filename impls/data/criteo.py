@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from impls.data.textio import BadRows, Fields, Problems, Rows, well_formed_lines
+from impls.data.textio import BadRows, Problems, Rows, well_formed_fields
 
 NUM_DENSE, NUM_CAT = 13, 26
 NUM_COLS = 1 + NUM_DENSE + NUM_CAT
@@ -29,14 +29,10 @@ def dense_transform(dense: np.ndarray) -> np.ndarray:
 def parse_lines(buf: bytes, where: Callable[[int], str], problems: Problems, strict: bool,
                 max_ind_range: int | None = None) -> Rows:
     """Parse a buffer of whole lines. ``where(i)`` names line i of the buffer (file:line) for messages."""
-    if buf.endswith(b"\n"):
-        buf = buf[:-1]
-    if not buf:
+    parsed = well_formed_fields(buf, b"\t", NUM_COLS, where, problems, strict)
+    if parsed is None:
         return Rows.empty(NUM_DENSE, NUM_CAT)
-    good, good_idx = well_formed_lines(buf, b"\t", NUM_COLS, where, problems, strict)
-    if not good_idx.size:
-        return Rows.empty(NUM_DENSE, NUM_CAT)
-    f = Fields(good, b"\t", NUM_COLS)
+    f, good_idx = parsed
     bad = BadRows(len(f))
     labels, badl = f.label(0)
     bad.flag(badl, lambda i: f"label {f.text(i, 0)!r} is not 0 or 1")

@@ -166,6 +166,20 @@ class Fields:
         return np.where(ok, c - ord("0"), 0).astype(np.int8), ~ok
 
 
+def well_formed_fields(buf: bytes, sep: bytes, num_cols: int, where: Callable[[int], str], problems: Problems,
+                       strict: bool) -> tuple[Fields, np.ndarray] | None:
+    """The Fields of ``buf``'s lines that have ``num_cols`` fields and their line indices (the others are
+    reported), or None when no line is left."""
+    if buf.endswith(b"\n"):
+        buf = buf[:-1]
+    if not buf:
+        return None
+    good, good_idx = well_formed_lines(buf, sep, num_cols, where, problems, strict)
+    if not good_idx.size:
+        return None
+    return Fields(good, sep, num_cols), good_idx
+
+
 def read_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, bytes, int]]:
     """(first line number, whole lines, bytes read so far) of a plain or gzip file, chunk by chunk.
     A truncated gzip raises EOFError after the last complete chunk."""

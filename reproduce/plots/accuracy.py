@@ -30,11 +30,7 @@ def auc_vs_step(df: pd.DataFrame, out_dir: Path) -> list[Path]:
         for ax, col in zip(row, ("AUC", "log loss")):
             sns.lineplot(data=part, x="step", y=col, hue="run", marker="o", markersize=3, ax=ax)
             ax.set_title(data, fontsize=9)
-            if ax.get_legend() is not None:
-                if ax is row[-1]:
-                    sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
-                else:
-                    ax.get_legend().remove()
+            style.legend_on_last(ax, row)
     fig.subplots_adjust(hspace=0.45, wspace=0.3)
     fig.suptitle("Held-out AUC and log loss vs training step (same batches and steps for every run)", y=0.99)
     style.footnote(df, fig)

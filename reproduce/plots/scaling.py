@@ -30,11 +30,7 @@ def batch_scaling(df: pd.DataFrame, out_dir: Path) -> list[Path]:
             ax.set_xlabel("batch size")
             ax.set_ylabel(col)
             ax.set_title(data, fontsize=9)
-            if ax.get_legend() is not None:
-                if ax is row[-1]:
-                    sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
-                else:
-                    ax.get_legend().remove()
+            style.legend_on_last(ax, row)
         for _, r in df[(df["status"] != "ok") & (df["data"] == data)].iterrows():
             row[1].annotate(f"{r['impl']}: {r['status']}", (r["batch_size"], row[1].get_ylim()[1]), fontsize=7,
                             rotation=90, va="top")

@@ -38,3 +38,15 @@ def hardware(df) -> str:
     threads = df["threads"].dropna()
     t = f", {int(threads.iloc[0])} threads" if not threads.empty else ""
     return f"{devs.dropna().iloc[0]}{t}"
+
+
+def legend_on_last(ax, row) -> None:
+    """One legend per row of axes: outside the last axis, removed from the others."""
+    import seaborn as sns
+
+    if ax.get_legend() is None:
+        return
+    if ax is row[-1]:
+        sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    else:
+        ax.get_legend().remove()
