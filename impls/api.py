@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import importlib
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
@@ -46,6 +47,12 @@ class TableSpec:
     def dense_bytes(self) -> int:
         """fp32 bytes of the uncompressed table."""
         return self.num_embeddings * self.dim * 4
+
+
+def table_seed(seed: int, table: str) -> int:
+    """The initialization seed of one table: a function of the run seed and the table's name only, so a
+    table starts from the same weights whichever collection, shard or rank holds it."""
+    return (seed * 1_000_003 + zlib.crc32(table.encode())) % (1 << 62)
 
 
 def check_tables(tables: Sequence[TableSpec]) -> tuple[TableSpec, ...]:
@@ -245,6 +252,9 @@ class EmbeddingCollection(nn.Module, abc.ABC):
 
     name: ClassVar[str] = ""
     supports_dist: ClassVar[bool] = False
+    fused_table_update: ClassVar[bool] = False  # uncompressed tables updated inside backward (no .grad)
+    # how the system shards over several ranks unless told otherwise (impls/dist/build.py)
+    dist_defaults: ClassVar[dict[str, Any]] = {"sharding": "table-wise", "placement": "sequential", "pipeline": "none"}
 
     def __init__(
         self,
@@ -266,6 +276,12 @@ class EmbeddingCollection(nn.Module, abc.ABC):
         self.check_bounds = check_bounds
         self.seed = seed
         self._work = WorkReport()
+
+    @classmethod
+    def table_param_bytes(cls, tables: Sequence[TableSpec], options: dict[str, Any]) -> list[int]:
+        """Parameter bytes each table will hold under ``options``, computed before anything is allocated (a
+        sharding planner's sizes). Uncompressed fp32 unless a system stores tables another way."""
+        return [t.dense_bytes for t in tables]
 
     @property
     def output_dim(self) -> int:

@@ -11,7 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from impls.api import EmbeddingCollection, EmbeddingOptim, MemoryReport, SparseFeatures, TableSpec, WorkReport
+from impls.api import (EmbeddingCollection, EmbeddingOptim, MemoryReport, SparseFeatures, TableSpec, WorkReport,
+                        table_seed)
 from impls.core import ops, tt
 from impls.core.counters import TTWork
 from impls.core.tt_batch import Workspace
@@ -94,6 +95,8 @@ class TTLookup(torch.autograd.Function):
             g.zero_()
         coll.lookup_backward(table, ctx.saved, grad_out.contiguous(), coll._step_work)
         ctx.saved = None
+        if coll.grad_reducer is not None:  # data parallel: every replica's core gradients summed first
+            coll.grad_reducer(table.grads)
         if coll.fused:
             coll.apply_update(table)
             core_grads = [None] * table.shape.d
@@ -141,37 +144,26 @@ class TTCollection(EmbeddingCollection):
         super().__init__(tables, optim, dist, check_bounds=check_bounds, seed=seed)
         self.configure(**schedule_options)  # system options are checked before any allocation
         device = torch.device(device)
-        names = {t.name for t in tables}
-        if tt_tables is not None:
-            unknown = set(tt_tables) - names
-            if unknown:
-                raise ValueError(f"tt_tables names unknown table(s) {sorted(unknown)}; tables: {sorted(names)}")
         weight_dist = weight_dist or self.default_weight_dist
         if weight_dist not in tt.WEIGHT_DISTS:
             raise ValueError(f"unknown weight_dist {weight_dist!r}; choose one of {', '.join(tt.WEIGHT_DISTS)}")
-        for opt, what in ((ranks, "ranks"), (p, "p"), (q, "q"), (cores, "cores")):
-            _per_table(opt, "", what, names)  # a mapping naming an unknown table fails here
-        shapes: dict[int, tt.TTShape] = {}
-        for i, spec in enumerate(self.tables):
-            is_tt = spec.name in tt_tables if tt_tables is not None else spec.num_embeddings >= tt_min_rows
-            if not is_tt:
-                continue
-            shapes[i] = self._shape_for(spec, names, ranks, p, q, cores)
+        shapes = self.plan_shapes(self.tables, ranks, p, q, cores, tt_tables, tt_min_rows)
         self.fused = bool(fused)
         self.tt = nn.ModuleDict()
         self.dense = nn.ParameterDict()
         self._dense_state: dict[str, Tensor | None] = {}
         for i, spec in enumerate(self.tables):
             if i in shapes:
-                self.tt[str(i)] = TTTable(shapes[i], weight_dist, seed * 1000003 + i, device)
+                self.tt[str(i)] = TTTable(shapes[i], weight_dist, table_seed(seed, spec.name), device)
             else:
-                w = nn.Parameter(dense_table_init(spec, seed, i).to(device))
+                w = nn.Parameter(dense_table_init(spec, seed).to(device))
                 self.dense[str(i)] = w
                 self._dense_state[str(i)] = optim.init_state(w.data)
         for t in self.tt.values():
             t.state = [optim.init_state(c.data) for c in t.cores]
         self._step_work = TTWork()
         self._last_work = TTWork()
+        self.grad_reducer = None  # set by a data-parallel wrapper: sums core gradients over the replicas
 
     # --- configuration ---------------------------------------------------------------------------
     def configure(self, **options: Any) -> None:
@@ -179,13 +171,37 @@ class TTCollection(EmbeddingCollection):
         if options:
             raise TypeError(f"{self.name} got unknown option(s) {sorted(options)}")
 
-    def _shape_for(self, spec, names, ranks, p, q, cores) -> tt.TTShape:
+    @classmethod
+    def plan_shapes(cls, tables: Sequence[TableSpec], ranks=32, p=None, q=None, cores=3,
+                    tt_tables: Sequence[str] | None = None, tt_min_rows: int = 0) -> dict[int, tt.TTShape]:
+        """The TT shape of every table that is TT (by index); the others stay dense. Allocates nothing."""
+        names = {t.name for t in tables}
+        if tt_tables is not None:
+            unknown = set(tt_tables) - names
+            if unknown:
+                raise ValueError(f"tt_tables names unknown table(s) {sorted(unknown)}; tables: {sorted(names)}")
+        for opt, what in ((ranks, "ranks"), (p, "p"), (q, "q"), (cores, "cores")):
+            _per_table(opt, "", what, names)  # a mapping naming an unknown table fails here
+        shapes: dict[int, tt.TTShape] = {}
+        for i, spec in enumerate(tables):
+            if spec.name in tt_tables if tt_tables is not None else spec.num_embeddings >= tt_min_rows:
+                shapes[i] = cls._shape_for(spec, names, ranks, p, q, cores)
+        return shapes
+
+    @classmethod
+    def table_param_bytes(cls, tables: Sequence[TableSpec], options: Mapping[str, Any]) -> list[int]:
+        keys = ("ranks", "p", "q", "cores", "tt_tables", "tt_min_rows")
+        shapes = cls.plan_shapes(tables, **{k: options[k] for k in keys if k in options})
+        return [shapes[i].num_params * 4 if i in shapes else t.dense_bytes for i, t in enumerate(tables)]
+
+    @classmethod
+    def _shape_for(cls, spec, names, ranks, p, q, cores) -> tt.TTShape:
         d = _per_table(cores, spec.name, "cores", names) or 3
-        if d not in self.allowed_cores:
-            raise ValueError(f"{self.name} supports {self.allowed_cores} TT cores, table {spec.name!r} asks for {d}")
-        if spec.dim % self.dim_multiple:
+        if d not in cls.allowed_cores:
+            raise ValueError(f"{cls.name} supports {cls.allowed_cores} TT cores, table {spec.name!r} asks for {d}")
+        if spec.dim % cls.dim_multiple:
             raise ValueError(
-                f"{self.name} needs TT table dims divisible by {self.dim_multiple}; table {spec.name!r} has {spec.dim}"
+                f"{cls.name} needs TT table dims divisible by {cls.dim_multiple}; table {spec.name!r} has {spec.dim}"
             )
         r = _per_table(ranks, spec.name, "ranks", names)
         try:

@@ -14,12 +14,16 @@ from impls.data.batch import Batch
 _DONE = object()
 
 
+def rank_rows(batch_size: int, rank: int, world_size: int) -> tuple[int, int]:
+    """The [lo, hi) samples of a global batch that rank ``rank`` gets (sizes differ by at most one)."""
+    return batch_size * rank // world_size, batch_size * (rank + 1) // world_size
+
+
 def rank_slice(batch: Batch, rank: int, world_size: int) -> Batch:
     """Rank ``rank``'s contiguous share of a global batch."""
     if world_size == 1:
         return batch
-    B = batch.batch_size
-    lo, hi = B * rank // world_size, B * (rank + 1) // world_size
+    lo, hi = rank_rows(batch.batch_size, rank, world_size)
     return Batch(batch.dense[lo:hi], batch.sparse.split_batch(world_size)[rank], batch.labels[lo:hi])
 
 

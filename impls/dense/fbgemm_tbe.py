@@ -25,6 +25,7 @@ _OPTIM = {"sgd": EmbOptimType.EXACT_SGD, "adagrad": EmbOptimType.EXACT_ADAGRAD}
 @register
 class DenseFbgemm(DenseCollection):
     name = "dense-fbgemm"
+    fused_table_update = True  # the TBE applies SGD / Adagrad in its backward
 
     def build(self, device: torch.device) -> None:
         optim, seed = self.optim, self.seed
@@ -52,9 +53,9 @@ class DenseFbgemm(DenseCollection):
             with torch.no_grad():
                 for w, i in zip(tbe.split_embedding_weights(), idx):
                     if w.is_cpu:
-                        dense_table_init(self.tables[i], seed, i, out=w)
+                        dense_table_init(self.tables[i], seed, out=w)
                     else:
-                        w.copy_(dense_table_init(self.tables[i], seed, i))
+                        w.copy_(dense_table_init(self.tables[i], seed))
                 if optim.kind == "adagrad":
                     for states in tbe.split_optimizer_states():
                         states[0].fill_(optim.initial_accumulator)

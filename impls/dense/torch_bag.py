@@ -17,7 +17,7 @@ class DenseTorch(DenseCollection):
     def build(self, device: torch.device) -> None:
         optim = self.optim
         self.weights = nn.ParameterList(
-            nn.Parameter(dense_table_init(t, self.seed, i).to(device)) for i, t in enumerate(self.tables)
+            nn.Parameter(dense_table_init(t, self.seed).to(device)) for t in self.tables
         )
         params = list(self.weights)
         if optim.kind == "sgd":

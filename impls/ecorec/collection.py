@@ -37,6 +37,10 @@ def micro_batch_bounds(num_unique: int, micro_batches: int, min_chunk: int) -> l
 @register
 class EcoRec(TTCollection):
     name = "ecorec"
+    # the SC24 artifact's distributed run: greedy (LPT) placement on unique counts, 4 table groups on the
+    # slope of skew 1, each rank's list reversed (cheap tables first), AlltoAlls overlapped
+    dist_defaults = {"sharding": "table-wise", "placement": "greedy", "pipeline": "table", "pipeline_groups": 4,
+                     "skew": 1.0, "reorder": True}
     allowed_cores = (3,)
     dim_multiple = 4  # EcoRec's kernels pool with float4 loads
     default_weight_dist = "uniform"

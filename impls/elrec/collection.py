@@ -25,6 +25,7 @@ from impls.elrec.host_pipeline import HostPipeline
 @register
 class ELRec(TTCollection):
     name = "elrec"
+    dist_defaults = {"sharding": "data-parallel"}  # replicated cores, gradients summed every step (SC24's baseline)
     allowed_cores = (3,)
     default_weight_dist = "uniform"
 

@@ -2,8 +2,15 @@
 
 Two modes: ``dlrm`` trains the whole model on BCE loss; ``embedding-only`` drives the embedding
 collection alone with a fixed synthetic upstream gradient (how EcoRec's throughput runs work).
+
+Distributed (``comm`` given): each rank steps on its slice of a global batch of ``global_batch`` samples. Its
+loss is its share of the global mean (the sum of its sample losses over the global batch size), so gradients
+summed over ranks are those of the global batch: the MLPs are data-parallel with a summing all-reduce, and a
+run over G ranks takes the same step as one process over the whole batch.
 """
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -11,6 +18,7 @@ from torch import Tensor
 
 from impls.api import EmbeddingCollection
 from impls.data.batch import Batch
+from impls.data.loader import rank_rows
 from impls.model.dlrm import DLRM
 
 MODES = ("dlrm", "embedding-only")
@@ -26,10 +34,16 @@ class TrainStep:
         seed: int = 0,
         bottom: tuple[int, ...] = (512, 256),
         top: tuple[int, ...] = (512, 256),
+        comm: Any | None = None,
+        global_batch: int | None = None,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if comm is not None and not global_batch:
+            raise ValueError("a distributed step needs the global batch size")
         self.mode = mode
+        self.comm = comm
+        self.global_batch = global_batch
         self.embeddings = embeddings
         self._upstream: dict[tuple, Tensor] = {}
         self.seed = seed
@@ -42,12 +56,24 @@ class TrainStep:
             self.model = None
             self.dense_opt = None
 
+    def _global(self, local: int) -> tuple[int, int, int]:
+        """(global batch, first row, last row) of this rank's slice."""
+        if self.comm is None:
+            return local, 0, local
+        ctx = self.comm.ctx
+        lo, hi = rank_rows(self.global_batch, ctx.rank, ctx.world_size)
+        if hi - lo != local:
+            raise ValueError(f"rank {ctx.rank} got {local} samples; its slice of {self.global_batch} has {hi - lo}")
+        return self.global_batch, lo, hi
+
     def upstream_grad(self, out: Tensor) -> Tensor:
-        """A fixed random gradient for the embedding output (one per shape), scaled like a mean loss."""
+        """A fixed random gradient for the embedding output (one per shape), scaled like a mean loss; a rank
+        gets its rows of the gradient of the global batch."""
         key = (tuple(out.shape), out.device)
         if key not in self._upstream:
+            B, lo, hi = self._global(out.shape[0])
             g = torch.Generator().manual_seed(self.seed + 17)
-            self._upstream[key] = (torch.randn(out.shape, generator=g) / out.shape[0]).to(out.device)
+            self._upstream[key] = (torch.randn((B, *out.shape[1:]), generator=g)[lo:hi] / B).to(out.device)
         return self._upstream[key]
 
     def prefetch(self, batch: Batch) -> None:
@@ -59,13 +85,26 @@ class TrainStep:
         if self.model is None:
             out = self.embeddings(batch.sparse)
             return (out * self.upstream_grad(out)).sum()
-        return F.binary_cross_entropy_with_logits(self.model(batch), batch.labels)
+        if self.comm is None:
+            return F.binary_cross_entropy_with_logits(self.model(batch), batch.labels)
+        B, _, _ = self._global(batch.batch_size)
+        return F.binary_cross_entropy_with_logits(self.model(batch), batch.labels, reduction="sum") / B
 
     def backward(self, loss: Tensor) -> None:
         loss.backward()
 
+    @torch.no_grad()
+    def _reduce_mlp(self) -> None:
+        params = [p for g in self.dense_opt.param_groups for p in g["params"]]
+        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
+        self.comm.all_reduce(flat, "mlp.dp")
+        for p, part in zip(params, torch.split(flat, [p.numel() for p in params])):
+            p.grad = part.view_as(p).clone()
+
     def update(self) -> None:
         if self.dense_opt is not None:
+            if self.comm is not None:
+                self._reduce_mlp()
             self.dense_opt.step()
             self.dense_opt.zero_grad(set_to_none=True)
         self.embeddings.optimizer_step()
