@@ -87,20 +87,12 @@ def slope_group_sizes(n: int, groups: int, skew: float) -> list[int]:
     if groups == 1:
         return [n]
     k = skew * 2.0 * (n - groups) / (groups * (groups - 1))
-    targets = [n / groups + k * ((groups - 1) / 2.0 - i) for i in range(groups)]
-    bounds = [0]
-    acc = 0.0
-    for t in targets:
-        acc += t
-        bounds.append(min(n, max(bounds[-1] + 1, math.floor(acc + 0.5))))
-    bounds[-1] = n
-    sizes = [b - a for a, b in zip(bounds[:-1], bounds[1:])]
-    if min(sizes) < 1:  # rounding pushed the tail to zero: take tables back from the largest group
-        for i in range(groups):
-            while sizes[i] < 1:
-                j = max(range(groups), key=lambda x: sizes[x])
-                sizes[j] -= 1
-                sizes[i] += 1
+    targets = [round(n / groups + k * ((groups - 1) / 2.0 - i), 9) for i in range(groups)]
+    # whole sizes by largest remainder (ties to the earlier group): they stay non-increasing and >= 1
+    sizes = [math.floor(t) for t in targets]
+    by_remainder = sorted(range(groups), key=lambda i: (-(targets[i] - sizes[i]), i))
+    for i in by_remainder[: n - sum(sizes)]:
+        sizes[i] += 1
     return sizes
 
 

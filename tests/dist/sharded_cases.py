@@ -35,6 +35,15 @@ def global_batch(B: int, seed: int, tables=TABLES, num_dense: int = 4, max_bag: 
     return Batch(torch.randn(B, num_dense, generator=g), sparse, torch.randint(0, 2, (B,), generator=g).float())
 
 
+def mlp_of(num_dense: int, tables=TABLES):
+    """The DLRM MLPs of the test model (what the data-parallel MLP all-reduce carries)."""
+    from impls.model.dlrm import DLRM
+
+    coll = get_impl("dense-torch")(tables, EmbeddingOptim("sgd", lr=0.1), None)
+    m = DLRM(coll, num_dense, (8,), (8,))
+    return torch.nn.ModuleList([m.bottom, m.top])
+
+
 def close(a: torch.Tensor, b: torch.Tensor, what: str) -> None:
     tol = max(1e-6, 1e-5 * float(b.abs().max())) if b.numel() else 1e-6
     if not torch.allclose(a, b, rtol=1e-5, atol=tol):

@@ -65,3 +65,50 @@ def test_sharded_paths_equal_single_process(tmp_path, world):
     # overlap on and off: the same loss on every rank, to the bit
     for r in range(world):
         assert loss[("ecorec-twp", r)] == loss[("ecorec-twp-sync", r)]
+
+
+def _expected_table_wise(world, rank, owned, batch, with_mlp_params=0):
+    """Bytes rank ``rank`` sends in one table-wise step without pipeline, by phase (closed form)."""
+    dims = [t.dim for t in sc.TABLES]
+    sizes = [hi - lo for lo, hi in (sc.rank_rows(batch.batch_size, r, world) for r in range(world))]
+    local = batch.sparse.split_batch(world)[rank]
+    nnz = [local.table(t)[0].numel() for t in range(len(sc.TABLES))]
+    peers = [r for r in range(world) if r != rank]
+    D = [sum(dims[t] for t in owned[r]) for r in range(world)]
+    out = {
+        "emb.ids.header": 16 * len(peers),
+        "emb.ids.lengths": sum(8 * len(owned[r]) * sizes[rank] for r in peers),
+        "emb.ids.values": sum(8 * sum(nnz[t] for t in owned[r]) for r in peers),
+        "emb.fwd": sum(4 * sizes[s] * D[rank] for s in peers),
+        "emb.bwd": sum(4 * sizes[rank] * D[r] for r in peers),
+    }
+    if with_mlp_params:
+        out["mlp.dp"] = 2 * (world - 1) * 4 * with_mlp_params // world
+    return {k: v for k, v in out.items() if v}
+
+
+def _by_phase(sent):
+    out = {}
+    for (phase, _), v in sent.items():
+        out[phase] = out.get(phase, 0) + v
+    return {k: v for k, v in out.items() if v}
+
+
+def test_bytes_equal_closed_form(tmp_path):
+    world = 2
+    results = spawn(tmp_path, world, ["dense-tw-dlrm", "elrec-dp"])
+    batch = sc.global_batch(12, 3)
+    mlp_params = sum(p.numel() for p in sc.mlp_of(num_dense=4, tables=sc.TABLES).parameters())
+    for name, rank, _, sent, owned, _ in results:
+        got = _by_phase(sent)
+        if name == "dense-tw-dlrm":
+            assert owned == [[0, 2, 4, 6], [1, 3, 5, 7]]  # sequential: round-robin
+            assert got == _expected_table_wise(world, rank, owned, batch, mlp_params), (rank, got)
+        else:  # every TT table's cores and one dense buffer of the small tables, 2(G-1)/G each
+            from impls.core.tt_collection import TTCollection  # noqa: F401
+            from impls.elrec.collection import ELRec
+
+            shapes = ELRec.plan_shapes(sc.TABLES, ranks=4, tt_min_rows=100)
+            cores = sum(2 * (world - 1) * 4 * s.num_params // world for s in shapes.values())
+            dense = sum(t.num_embeddings * t.dim for i, t in enumerate(sc.TABLES) if i not in shapes)
+            assert got == {"emb.dp.cores": cores, "emb.dp.dense": 2 * (world - 1) * 4 * dense // world}, got
