@@ -7,7 +7,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-KEYS = ["data", "batch_size", "mode", "optimizer"]
+KEYS = ["data", "batch_size", "mode", "optimizer", "world_size"]
 
 
 def flatten(record: dict[str, Any]) -> dict[str, Any]:
@@ -20,6 +20,8 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
         "mode": p.get("mode"),
         "optimizer": p.get("optimizer"),
         "iters": p.get("iters"),
+        "world_size": p.get("world_size", 1),
+        "global_batch": p["batch_size"] * p.get("world_size", 1),
         "status": record["status"],
         "reason": record.get("reason"),
     }
@@ -40,6 +42,12 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
             row[key] = work.get(key)
         for key in ("flops_fwd", "flops_bwd", "micro_batches"):
             row[key] = work.get("extra", {}).get(key)
+        d = record.get("dist")
+        if d:  # the busiest rank's exposed communication and traffic per step
+            row["comm_blocked_ms"] = d["comm_blocked_ms"]
+            row["comm_share"] = d["comm_blocked_ms"] / row["total_ms"] if row.get("total_ms") else None
+            row["comm_bytes_per_step"] = d["comm_bytes_per_step"]
+            row["param_bytes_all_ranks"] = d["param_bytes_all_ranks"]
         row["device"] = record["env"].get("cuda_device") or record["env"].get("cpu")
         row["threads"] = record["env"].get("torch_threads")
         if "eval" in record:

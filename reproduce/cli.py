@@ -6,10 +6,11 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from reproduce.options import (collect_data_options, data_options, data_options_no_name, model_options, parse_impl_options,
-                               positive, timing_options)
+from reproduce.options import (collect_data_options, data_options, data_options_no_name, dist_options, model_options,
+                               parse_impl_options, positive, timing_options)
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 
@@ -32,7 +33,7 @@ def comparison_table(df) -> Table:
         t.add_column(col, justify="left" if col in ("impl", "status") else "right")
     for _, r in df.iterrows():
         if r["status"] != "ok":
-            t.add_row(r["impl"], f"{r['status']}: {r['reason']}", *["–"] * (len(cols) - 2))
+            t.add_row(r["impl"], escape(f"{r['status']}: {r['reason']}"), *["–"] * (len(cols) - 2))
             continue
         row = [
             r["impl"], "ok", _fmt(r["forward_ms"]), _fmt(r["backward_ms"]), _fmt(r["update_ms"]),
@@ -48,6 +49,7 @@ def comparison_table(df) -> Table:
 @data_options
 @model_options
 @timing_options
+@dist_options
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/runs"), show_default=True)
 @click.option("--timeout", type=float, default=None, help="seconds per implementation")
 @click.option("-o", "--option", "options", multiple=True, metavar="[IMPL.]KEY=VALUE",
@@ -80,11 +82,12 @@ def run(impls, out, timeout, no_check_bounds, options, **kw) -> None:
         raise click.UsageError(str(exc)) from None
     records = []
     for p in points:
-        console.print(f"[bold]{p.impl}[/] on {p.data}, batch {p.batch_size} …")
+        where = f", {p.world_size} ranks" if p.world_size > 1 else ""
+        console.print(f"[bold]{p.impl}[/] on {p.data}, batch {p.batch_size}{where} …")
         rec = launch_point(p, out, timeout)
         records.append(rec)
         if rec["status"] != "ok":
-            console.print(f"  [red]{rec['status']}[/]: {rec['reason']} (log: {rec.get('log')})")
+            console.print(f"  [red]{rec['status']}[/]: {escape(str(rec['reason']))} (log: {rec.get('log')})")
     df = summarize(records, baseline=impls[0])
     console.print(comparison_table(df))
     console.print(f"records: {out}/  (peak RSS Δ = measured process peak over a pre-build baseline)")
@@ -120,9 +123,9 @@ def sweep(experiment, dry_run, force, timeout) -> None:
             t = record["timing_ms"]["total"]["median"]
             console.print(f"{head}: ok, {t:.1f} ms/iter, {record['samples_per_s']:,.0f} samples/s")
         elif record["status"] == "skipped":
-            console.print(f"{head}: [yellow]{record['reason']}[/]")
+            console.print(f"{head}: [yellow]{escape(str(record['reason']))}[/]")
         else:
-            console.print(f"{head}: [red]{record['status']}[/]: {record['reason']} (log: {record.get('log')})")
+            console.print(f"{head}: [red]{record['status']}[/]: {escape(str(record['reason']))} (log: {record.get('log')})")
 
     summary = run_experiment(exp, force=force, timeout_s=timeout, on_point=report)
     console.print(f"summary: {summary}")

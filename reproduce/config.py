@@ -35,6 +35,13 @@ class RunPoint:
     label: str = ""  # display name in tables and figures (default: impl), e.g. "ttrec normal-init"
     data_options: dict[str, Any] = field(default_factory=dict)
     impl_options: dict[str, Any] = field(default_factory=dict)
+    # distributed: world_size processes (GPUs, or gloo processes on a CPU machine) launched by torchrun; each
+    # rank steps on batch_size samples (the global batch is batch_size * world_size)
+    world_size: int = 1
+    gpus_per_node: int = 0  # L, ranks per node (0: world_size / nnodes); emulates nodes on one machine
+    nnodes: int = 1
+    rdzv_endpoint: str = ""  # HOST:PORT of torchrun's rendezvous (multi-node)
+    dist_timeout_s: float = 300.0  # every collective; a dead peer ends the run within it
 
     def __post_init__(self) -> None:
         if int(self.batch_size) <= 0:
@@ -55,6 +62,13 @@ class RunPoint:
                              f"eval_batches={self.eval_batches})")
         if self.threads is not None and int(self.threads) <= 0:
             raise ValueError(f"threads must be > 0, got {self.threads}")
+        check_world(self.world_size, self.gpus_per_node, self.nnodes, self.rdzv_endpoint, self.dist_timeout_s)
+        if self.world_size > 1 and self.eval_every:
+            raise ValueError("eval_every is single-process only (the final evaluation works distributed)")
+
+    @property
+    def ranks_per_node(self) -> int:
+        return self.gpus_per_node or self.world_size // self.nnodes
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -69,9 +83,37 @@ class RunPoint:
 
     @property
     def point_id(self) -> str:
-        """A stable file-name-safe id: readable head plus a hash of the full configuration."""
-        digest = hashlib.sha1(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:10]
-        return f"{self.impl}__{self.data}__b{self.batch_size}__{digest}"
+        """A stable file-name-safe id: readable head plus a hash of the full configuration (fields still at
+        their defaults that were added later are left out, so earlier records keep their ids)."""
+        d = self.to_dict()
+        for k, v in _LATER_DEFAULTS.items():
+            if d.get(k) == v:
+                d.pop(k)
+        digest = hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:10]
+        world = f"__w{self.world_size}" if self.world_size > 1 else ""
+        return f"{self.impl}__{self.data}__b{self.batch_size}{world}__{digest}"
+
+
+_LATER_DEFAULTS = {"world_size": 1, "gpus_per_node": 0, "nnodes": 1, "rdzv_endpoint": "", "dist_timeout_s": 300.0}
+
+
+def check_world(world_size: int, gpus_per_node: int, nnodes: int, rdzv_endpoint: str, timeout_s: float) -> None:
+    """The distributed fields of a point, checked before anything is launched."""
+    if int(world_size) < 1:
+        raise ValueError(f"world size must be >= 1, got {world_size}")
+    if int(nnodes) < 1 or world_size % nnodes:
+        raise ValueError(f"world size {world_size} is not a whole number of ranks on each of {nnodes} nodes")
+    L = gpus_per_node or world_size // nnodes
+    if L < 1 or world_size % L:
+        raise ValueError(f"world size {world_size} is not a whole number of nodes of {L} ranks (--gpus-per-node)")
+    if nnodes > 1 and not rdzv_endpoint:
+        raise ValueError("a multi-node run needs --rdzv-endpoint HOST:PORT")
+    if rdzv_endpoint:
+        host, sep, port = rdzv_endpoint.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"rendezvous endpoint {rdzv_endpoint!r} is not HOST:PORT")
+    if not timeout_s > 0:
+        raise ValueError(f"dist timeout must be > 0 s, got {timeout_s}")
 
 
 @dataclass(frozen=True)
@@ -84,7 +126,7 @@ class Experiment:
     plots: tuple[str, ...]
 
 
-GRID_KEYS = ("impl", "data", "batch_size", "mode", "optimizer")
+GRID_KEYS = ("impl", "data", "batch_size", "mode", "optimizer", "world_size")
 
 
 def options_for(impl: str, impl_options: dict[str, Any]) -> dict[str, Any]:

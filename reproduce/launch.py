@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -29,21 +32,89 @@ def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None)
     log = out_dir / "logs" / f"{point.point_id}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     rec_path.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "reproduce.worker", "--point-json", json.dumps(point.to_dict()), "--out", str(rec_path)]
+    for old in out_dir.glob(f"{point.point_id}.json.rank*.error"):
+        old.unlink()
+    worker = ["-m", "reproduce.worker", "--point-json", json.dumps(point.to_dict()), "--out", str(rec_path)]
+    env = None
+    if point.world_size > 1:
+        check_rendezvous(point)
+        env = {**os.environ, "OMP_NUM_THREADS": str(point.threads or 1)}
+        cmd = [sys.executable, "-m", "torch.distributed.run", *torchrun_args(point), *worker]
+    else:
+        cmd = [sys.executable, *worker]
     with open(log, "w") as f:
         try:
-            proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout_s)
+            proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout_s, env=env)
             code = proc.returncode
         except subprocess.TimeoutExpired:
             code = None
     if rec_path.exists():
         record = read_record(rec_path)
+        if record["status"] != "ok" and point.world_size > 1:
+            status, reason = _why(point, rec_path, log, code)
+            if reason != record["reason"] and not reason.startswith("worker exited"):
+                record["reason"] = f"{reason}; rank 0 saw: {record['reason']}"
+    elif code == 0 and point.nnodes > 1:  # rank 0 ran on another node and wrote the record there
+        return {"status": "ok", "reason": "the record is written on the node of global rank 0", "log": str(log)}
     elif code is None:
         record = base_record(point.to_dict(), "failed", f"time limit of {timeout_s} s exceeded")
     elif code == -signal.SIGKILL:
         record = base_record(point.to_dict(), "oom", "worker killed by SIGKILL (most likely the kernel OOM killer)")
     else:
-        record = base_record(point.to_dict(), "failed", f"worker exited with code {code} and wrote no record")
+        record = base_record(point.to_dict(), *_why(point, rec_path, log, code))
     record["log"] = str(log)
     write_record(rec_path, record)
     return record
+
+
+def torchrun_args(point: RunPoint) -> list[str]:
+    """torchrun's options for a point: one node standalone, or a c10d rendezvous over ``nnodes`` nodes that
+    gives up after the collective timeout instead of waiting for a node that never comes."""
+    per_node = point.world_size // point.nnodes
+    if point.nnodes == 1:
+        return ["--standalone", f"--nproc-per-node={per_node}"]
+    return [f"--nnodes={point.nnodes}", f"--nproc-per-node={per_node}", "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={point.rdzv_endpoint}", f"--rdzv-conf=join_timeout={int(point.dist_timeout_s)}",
+            f"--rdzv-id=dlrmbench-{point.point_id}"]
+
+
+def check_rendezvous(point: RunPoint, connect_s: float = 5.0) -> None:
+    """Fail before launching when a multi-node rendezvous endpoint cannot be resolved or, on a node that does
+    not host it, reached."""
+    if point.nnodes == 1:
+        return
+    host, _, port = point.rdzv_endpoint.rpartition(":")
+    try:
+        infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise ValueError(f"rendezvous endpoint {point.rdzv_endpoint}: cannot resolve {host!r} ({exc})") from None
+    local = {"127.0.0.1", "::1", "0.0.0.0"}
+    try:
+        local |= {a[4][0] for a in socket.getaddrinfo(socket.gethostname(), None)}
+    except socket.gaierror:
+        pass
+    if any(info[4][0] in local for info in infos):
+        return  # this node hosts the rendezvous store
+    try:
+        socket.create_connection((host, int(port)), timeout=connect_s).close()
+    except OSError as exc:
+        raise ValueError(f"rendezvous endpoint {point.rdzv_endpoint} is unreachable from this node ({exc}); "
+                         f"start the node that hosts it first, or check the address") from None
+
+
+def _why(point: RunPoint, rec_path: Path, log: Path, code: int) -> tuple[str, str]:
+    """Status and reason of a run that wrote no record: a rank's own error file, else the rank torchrun saw
+    fail first."""
+    errors = sorted(rec_path.parent.glob(rec_path.name + ".rank*.error"))
+    if errors:
+        status, _, reason = errors[0].read_text().partition("\n")
+        for e in errors:
+            e.unlink()
+        return status, reason.strip()
+    text = log.read_text(errors="replace") if log.exists() else ""
+    text = text[text.find("Root Cause"):] if "Root Cause" in text else text  # torchrun's first failure
+    m = re.search(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*exitcode\s*:\s*(-?\d+)", text)
+    if point.world_size > 1 and m:
+        return "failed", (f"rank {m.group(1)} died (exit code {m.group(2)}); torchrun stopped the other ranks "
+                          f"(code {code})")
+    return "failed", f"worker exited with code {code} and wrote no record"

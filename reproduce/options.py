@@ -35,6 +35,18 @@ timing_options = _stack(
     click.option("--no-check-bounds", is_flag=True, help="skip index validation (benchmarks only)"),
 )
 
+dist_options = _stack(
+    click.option("--world-size", "-n", type=int, default=1, show_default=True, callback=positive,
+                 help="ranks (GPUs; gloo processes on a CPU machine), launched by torchrun; "
+                      "--batch-size is per rank"),
+    click.option("--gpus-per-node", type=click.IntRange(min=0), default=0,
+                 help="ranks per node L (emulates nodes on one machine; default: world size / nnodes)"),
+    click.option("--nnodes", type=int, default=1, show_default=True, callback=positive),
+    click.option("--rdzv-endpoint", default="", help="HOST:PORT of torchrun's rendezvous (multi-node)"),
+    click.option("--dist-timeout", "dist_timeout_s", type=float, default=300.0, show_default=True,
+                 callback=positive, help="seconds any collective may wait (a dead rank ends the run within it)"),
+)
+
 model_options = _stack(
     click.option("--mode", type=click.Choice(["dlrm", "embedding-only"]), default="dlrm", show_default=True),
     click.option("--optimizer", type=click.Choice(["sgd", "adagrad"]), default="sgd", show_default=True),

@@ -16,6 +16,7 @@ import traceback
 from typing import Any
 
 from reproduce.config import RunPoint
+from reproduce.rank import Rank, rank_error_path, rank_of_env
 from reproduce.records import base_record, environment, write_record
 
 
@@ -24,7 +25,7 @@ def _stats(xs: list[float]) -> dict[str, float]:
     return {"median": statistics.median(xs), "p25": qs[0], "p75": qs[2], "iqr": qs[2] - qs[0], "min": min(xs)}
 
 
-def _auc_logloss(step, batches) -> dict[str, float]:
+def _auc_logloss(step, batches, rank: "Rank | None" = None) -> dict[str, float]:
     import numpy as np
     import torch
     from sklearn.metrics import log_loss, roc_auc_score
@@ -33,6 +34,9 @@ def _auc_logloss(step, batches) -> dict[str, float]:
     for b in batches:
         probs.append(step.predict(b).cpu())
         labels.append(b.labels.cpu())
+    if rank is not None:  # every rank predicts its slice; all slices are scored together
+        parts = rank.gather((torch.cat(probs), torch.cat(labels)))
+        probs, labels = [pr for pr, _ in parts], [la for _, la in parts]
     p = torch.cat(probs).double().numpy()
     y = torch.cat(labels).numpy()
     if len(np.unique(y)) < 2:
@@ -50,22 +54,25 @@ def run_point(point: RunPoint) -> dict[str, Any]:
     from impls.model.train import TrainStep
     from reproduce.memory import peak_rss_bytes, reset_peak, rss_bytes
 
-    if point.threads:
-        torch.set_num_threads(point.threads)
-    device = torch.device(point.device)
+    rank = Rank.join(point)  # None for a single process
+    G, me = (rank.ctx.world_size, rank.ctx.rank) if rank else (1, 0)
+    if point.threads or rank:
+        torch.set_num_threads(point.threads or 1)
+    device = rank.ctx.device if rank else torch.device(point.device)
     cuda = device.type == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
 
     source = open_source(point.data, seed=point.seed, **point.data_options)
     tables = source.tables
     t0 = time.perf_counter()
-    batches = [b.to(device) for b in BatchIterator(source, point.batch_size, point.num_batches)]
+    B = point.batch_size * G  # the global batch; this rank steps on its slice
+    batches = [b.to(device) for b in BatchIterator(source, B, point.num_batches, rank=me, world_size=G)]
     evaluation = []
     if point.eval_batches:
         if point.mode != "dlrm":
             raise ValueError("eval_batches needs mode='dlrm' (embedding-only runs have no predictions)")
         eval_source, start = held_out(point.data, source, **point.data_options)
-        evaluation = [b.to(device) for b in BatchIterator(eval_source, point.batch_size, point.eval_batches, start)]
+        evaluation = [b.to(device) for b in BatchIterator(eval_source, B, point.eval_batches, start, me, G)]
     gen_s = time.perf_counter() - t0
 
     cls = get_impl(point.impl)
@@ -76,15 +83,17 @@ def run_point(point: RunPoint) -> dict[str, Any]:
         torch.cuda.reset_peak_memory_stats(device)
         cuda_base = torch.cuda.memory_allocated(device)
     t0 = time.perf_counter()
-    emb = cls(
-        tables,
-        EmbeddingOptim(point.optimizer, lr=point.lr),
-        device=device,
-        check_bounds=point.check_bounds,
-        seed=point.seed,
-        **point.impl_options,
-    )
-    step = TrainStep(emb, mode=point.mode, num_dense=source.num_dense, seed=point.seed)
+    optim = EmbeddingOptim(point.optimizer, lr=point.lr)
+    common = dict(device=device, check_bounds=point.check_bounds, seed=point.seed, **point.impl_options)
+    if rank:
+        from impls.dist.build import build_sharded
+
+        stats = source.batch(0, B).sparse if me == 0 else None  # greedy placement's sampled batch
+        emb = build_sharded(cls, tables, optim, rank.ctx, rank.comm, stats=stats, **common)
+    else:
+        emb = cls(tables, optim, **common)
+    step = TrainStep(emb, mode=point.mode, num_dense=source.num_dense, seed=point.seed,
+                     comm=rank.comm if rank else None, global_batch=B)
     if step.model is not None:
         step.model.to(device)
     build_s = time.perf_counter() - t0
@@ -94,6 +103,8 @@ def run_point(point: RunPoint) -> dict[str, Any]:
     curve: list[dict[str, float]] = []
     for it in range(point.warmup + point.iters):
         batch = batches[it % len(batches)]
+        if rank:
+            rank.at_step(it, point.warmup)
         sync()
         a = time.perf_counter()
         step.prefetch(batches[(it + 1) % len(batches)])  # a no-op unless the system pipelines its loads
@@ -124,25 +135,35 @@ def run_point(point: RunPoint) -> dict[str, Any]:
     param_bytes = sum(p.numel() * p.element_size() for p in emb.parameters()) + sum(
         b.numel() * b.element_size() for b in emb.buffers()
     )
+    work = emb.work_report().to_dict()
+    evaluated = _auc_logloss(step, evaluation, rank) if evaluation else None
+    dist_part = None
+    if rank:
+        phases, losses, memory, param_bytes, work, dist_part = rank.combine(
+            phases, losses, memory, param_bytes, work, point.iters)
+        if me != 0:
+            return {}
     median_total = statistics.median(phases["total"])
     record = base_record(point.to_dict(), "ok")
     record.update(
         {
             "timing_ms": {k: _stats(v) for k, v in phases.items()},
             "iterations_ms": phases,
-            "samples_per_s": point.batch_size / (median_total / 1e3),
+            "samples_per_s": B / (median_total / 1e3),
             "loss": losses,
             "memory": memory,
             "param_bytes": param_bytes,
-            "work": emb.work_report().to_dict(),
+            "work": work,
             "setup_s": {"data": gen_s, "build": build_s},
             "tables": {"count": len(tables), "rows": sum(t.num_embeddings for t in tables),
                        "dense_bytes": sum(t.dense_bytes for t in tables)},
             "env": environment(),
         }
     )
-    if evaluation:
-        record["eval"] = _auc_logloss(step, evaluation)
+    if dist_part:
+        record["dist"] = dist_part
+    if evaluated:
+        record["eval"] = evaluated
     if curve:
         record["eval_curve"] = curve
     return record
@@ -154,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     point_dict = json.loads(args.point_json)
+    me = rank_of_env()
     try:
         record = run_point(RunPoint.from_dict(point_dict))
     except Exception as exc:  # noqa: BLE001 - every failure becomes a `failed` record
@@ -161,9 +183,14 @@ def main(argv: list[str] | None = None) -> int:
         msg = str(exc).lower()
         oom = isinstance(exc, MemoryError) or "out of memory" in msg or "can't allocate memory" in msg
         status = "oom" if oom else "failed"
-        write_record(args.out, base_record(point_dict, status, f"{type(exc).__name__}: {exc}"))
+        reason = f"{type(exc).__name__}: {exc}" if me is None else f"rank {me}: {type(exc).__name__}: {exc}"
+        if me:  # not rank 0: the launcher reads this when rank 0 wrote no record
+            rank_error_path(args.out, me).write_text(f"{status}\n{reason}\n")
+        else:
+            write_record(args.out, base_record(point_dict, status, reason))
         return 1
-    write_record(args.out, record)
+    if record:  # rank 0 (or the only process) writes the record
+        write_record(args.out, record)
     return 0
 
 

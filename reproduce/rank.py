@@ -1,0 +1,105 @@
+"""This worker's place in a torchrun launch. The harness reads torchrun's environment (RANK, WORLD_SIZE,
+MASTER_ADDR, ...); the library gets everything as arguments. After the timed steps the ranks' measurements are
+gathered to rank 0, which writes the one record: per-iteration phase times are the slowest rank's, losses the
+sum of the ranks' shares, and per rank the bytes it sent and the time it was blocked in communication, per
+phase and per step.
+
+``DLRMBENCH_FAULT=R:I`` makes rank R exit abruptly at step I (a crashed rank), for the harness's own tests."""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+FAULT_ENV = "DLRMBENCH_FAULT"
+
+
+def rank_of_env() -> int | None:
+    """This process's global rank under torchrun, None when not launched by it."""
+    return int(os.environ["RANK"]) if "RANK" in os.environ and "WORLD_SIZE" in os.environ else None
+
+
+def rank_error_path(out: str | Path, rank: int) -> Path:
+    return Path(f"{out}.rank{rank}.error")
+
+
+@dataclass
+class Rank:
+    ctx: Any
+    comm: Any
+    fault: tuple[int, int] | None = None
+    _sent0: dict = field(default_factory=dict)
+    _blocked0: dict = field(default_factory=dict)
+
+    @staticmethod
+    def join(point) -> "Rank | None":
+        if point.world_size == 1:
+            return None
+        from impls.dist.comm import Comm
+        from impls.dist.context import DistContext
+
+        env_world = int(os.environ.get("WORLD_SIZE", "1"))
+        if rank_of_env() is None or env_world != point.world_size:
+            raise ValueError(f"the point asks for world size {point.world_size} but this process was launched with "
+                             f"WORLD_SIZE={os.environ.get('WORLD_SIZE')} (use `dlrmbench run --world-size`)")
+        ctx = DistContext.init(int(os.environ["RANK"]), env_world, "env://", point.ranks_per_node,
+                               device=point.device, timeout_s=point.dist_timeout_s)
+        fault = None
+        if os.environ.get(FAULT_ENV):
+            r, _, i = os.environ[FAULT_ENV].partition(":")
+            fault = (int(r), int(i))
+        return Rank(ctx, Comm(ctx, clock=time.perf_counter), fault)
+
+    def at_step(self, it: int, warmup: int) -> None:
+        if self.fault == (self.ctx.rank, it):
+            os._exit(3)  # a crash: no cleanup, no message to the peers
+        if it == warmup:  # the timed steps begin
+            self._sent0 = dict(self.comm.sent)
+            self._blocked0 = dict(self.comm.blocked_s)
+
+    def gather(self, obj: Any) -> list[Any]:
+        import torch.distributed as dist
+
+        out = [None] * self.ctx.world_size
+        dist.all_gather_object(out, obj)
+        return out
+
+    def combine(self, phases, losses, memory, param_bytes, work, iters):
+        """Everything rank 0 records, from every rank's measurements."""
+        sent: dict[str, dict[str, float]] = {}
+        for (phase, peer), v in self.comm.sent.items():
+            d = v - self._sent0.get((phase, peer), 0)
+            if d:
+                sent.setdefault(phase, {})[peer] = d / iters
+        blocked = {ph: (v - self._blocked0.get(ph, 0.0)) * 1e3 / iters for ph, v in self.comm.blocked_s.items()}
+        mine = {"phases": phases, "losses": losses, "memory": memory, "param_bytes": param_bytes, "work": work,
+                "sent": sent, "blocked": blocked}
+        ranks = self.gather(mine)
+        self.ctx.close()
+        slowest = {k: [max(r["phases"][k][i] for r in ranks) for i in range(len(phases[k]))] for k in phases}
+        total_loss = [sum(r["losses"][i] for r in ranks) for i in range(len(losses))]
+        peak = [r["memory"]["peak_rss_delta_bytes"] for r in ranks]
+        worst = max(range(len(ranks)), key=lambda i: ranks[i]["memory"]["analytic"]["total"])
+        mem = {**ranks[worst]["memory"], "peak_rss_delta_bytes": max(peak) if None not in peak else None,
+               "per_rank_peak_rss_delta_bytes": peak, "analytic_rank": worst}
+        summed = dict(ranks[0]["work"])
+        for k in ("nnz", "unique", "e1", "gemms", "flops", "comm_bytes"):
+            summed[k] = sum(r["work"].get(k, 0) for r in ranks)
+        per_rank = [
+            {"rank": i, "comm_bytes_per_step": {ph: sum(p.values()) for ph, p in r["sent"].items()},
+             "comm_bytes_per_peer": r["sent"], "comm_blocked_ms": r["blocked"], "param_bytes": r["param_bytes"],
+             "total_ms_median": sorted(r["phases"]["total"])[len(r["phases"]["total"]) // 2]}
+            for i, r in enumerate(ranks)
+        ]
+        dist_part = {
+            "world_size": self.ctx.world_size, "ranks_per_node": self.ctx.local_world_size,
+            "nodes": self.ctx.num_nodes, "backend": self.ctx.backend, "per_rank": per_rank,
+            # the busiest rank's exposed communication and traffic, per step
+            "comm_blocked_ms": max(sum(r["blocked"].values()) for r in ranks),
+            "comm_bytes_per_step": max(sum(sum(p.values()) for p in r["sent"].values()) for r in ranks),
+        }
+        params = max(r["param_bytes"] for r in ranks)
+        dist_part["param_bytes_all_ranks"] = sum(r["param_bytes"] for r in ranks)
+        return slowest, total_loss, mem, params, summed, dist_part
