@@ -7,7 +7,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-KEYS = ["data", "batch_size", "mode", "optimizer", "world_size"]
+KEYS = ["data", "max_rows", "batch_size", "mode", "optimizer", "world_size"]
 
 
 def flatten(record: dict[str, Any]) -> dict[str, Any]:
@@ -20,6 +20,7 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
         "mode": p.get("mode"),
         "optimizer": p.get("optimizer"),
         "iters": p.get("iters"),
+        "max_rows": (p.get("data_options") or {}).get("max_rows", 0),  # 0: the preset's table sizes
         "world_size": p.get("world_size", 1),
         "global_batch": p["batch_size"] * p.get("world_size", 1),
         "status": record["status"],

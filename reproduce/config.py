@@ -126,7 +126,7 @@ class Experiment:
     plots: tuple[str, ...]
 
 
-GRID_KEYS = ("impl", "data", "batch_size", "mode", "optimizer", "world_size")
+GRID_KEYS = ("impl", "data", "batch_size", "mode", "optimizer", "world_size", "max_rows")  # max_rows: a data option
 
 
 def options_for(impl: str, impl_options: dict[str, Any]) -> dict[str, Any]:
@@ -169,6 +169,9 @@ def load_experiment(path: str | Path, root: str | Path = ".") -> Experiment:
     for combo in itertools.product(*(grid[k] for k in keys)):
         try:
             fields = {**base, **dict(zip(keys, combo))}
+            if "max_rows" in fields:  # the table-size axis: a cap on every table (0 = the preset's sizes)
+                cap = fields.pop("max_rows")
+                fields["data_options"] = {**base["data_options"], **({"max_rows": cap} if cap else {})}
             fields["impl_options"] = options_for(fields["impl"], base["impl_options"])
             points.append(RunPoint.from_dict(fields))
         except (TypeError, ValueError) as exc:

@@ -162,6 +162,8 @@ def run_point(point: RunPoint) -> dict[str, Any]:
     )
     if dist_part:
         record["dist"] = dist_part
+        if hasattr(emb, "placement"):
+            dist_part["placement"] = emb.placement()
     if evaluated:
         record["eval"] = evaluated
     if curve:

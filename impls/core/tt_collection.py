@@ -95,8 +95,6 @@ class TTLookup(torch.autograd.Function):
             g.zero_()
         coll.lookup_backward(table, ctx.saved, grad_out.contiguous(), coll._step_work)
         ctx.saved = None
-        if coll.grad_reducer is not None:  # data parallel: every replica's core gradients summed first
-            coll.grad_reducer(table.grads)
         if coll.fused:
             coll.apply_update(table)
             core_grads = [None] * table.shape.d
@@ -163,7 +161,6 @@ class TTCollection(EmbeddingCollection):
             t.state = [optim.init_state(c.data) for c in t.cores]
         self._step_work = TTWork()
         self._last_work = TTWork()
-        self.grad_reducer = None  # set by a data-parallel wrapper: sums core gradients over the replicas
 
     # --- configuration ---------------------------------------------------------------------------
     def configure(self, **options: Any) -> None:

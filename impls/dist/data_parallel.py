@@ -1,12 +1,13 @@
 """Data parallelism over any single-device implementation: every rank holds a full replica and looks up its
-local batch; gradients are summed over the replicas before each update, so every replica applies the update of
+local batch; gradients are summed over the replicas before the update, so every replica applies the update of
 the global batch (EL-Rec's multi-GPU configuration in the EcoRec paper; HugeCTR's DP cluster).
 
-TT cores: their dense gradient buffers are all-reduced table by table inside backward, before the fused update
-(EL-Rec all-reduces its replicated cores every step). Uncompressed tables: one dense wgrad buffer over all of
-them is all-reduced every step (HugeCTR's dense all-reduce strategy; its size is sum V_t * d_t whether or not a
-rank looked a row up), then applied as row updates. The losses are sums over the global batch divided by its
-size, so the reduction is a sum."""
+One coalesced all-reduce per step carries every table's gradient (EL-Rec syncs its replicated cores with one
+all_reduce_coalesced per step): TT cores as their dense gradients (a TT system runs with its core update
+after backward instead of inside it, which changes no number), uncompressed tables as one dense wgrad buffer
+of sum V_t * d_t elements whether or not this rank looked a row up (HugeCTR's dense all-reduce strategy),
+applied afterwards as row updates. The losses are sums over the global batch divided by its size, so the
+reduction is a sum."""
 from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
@@ -49,42 +50,36 @@ class DataParallelCollection(EmbeddingCollection):
                              f"their gradients (use table-wise sharding)")
         self.name = local_cls.name
         self.comm = comm or Comm(dist)
+        from impls.core.tt_collection import TTCollection
+
+        if issubclass(local_cls, TTCollection):
+            local_options["fused"] = False  # core gradients wait in .grad for the all-reduce
         self.local = local_cls(self.tables, optim, None, device=device, check_bounds=False, seed=seed,
                                **local_options)
-        if hasattr(self.local, "grad_reducer"):
-            self.local.grad_reducer = self._reduce_cores
         self._comm_mark: dict = {}
-
-    def _reduce_cores(self, grads: list[Tensor]) -> None:
-        flat = torch.cat([g.reshape(-1) for g in grads])
-        self.comm.all_reduce(flat, "emb.dp.cores")
-        for g, part in zip(grads, torch.split(flat, [g.numel() for g in grads])):
-            g.copy_(part.view_as(g))
 
     def forward(self, features: SparseFeatures) -> Tensor:
         self._comm_mark = dict(self.comm.sent)
         return self.local(self.checked(features))
 
     @torch.no_grad()
-    def _reduce_dense(self) -> None:
-        """Sum the gradients of every parameter that is not a TT core (those were reduced in backward)."""
+    def _reduce(self) -> None:
+        """Sum every parameter's gradient over the replicas in one all-reduce."""
         cores = {id(p) for t in getattr(self.local, "tt", {}).values() for p in t.cores}
-        params = [p for p in self.local.parameters() if id(p) not in cores]
-        if not params:
-            return
-        dense = []
-        for p in params:
-            g = p.grad
-            dense.append(torch.zeros_like(p).reshape(-1) if g is None else g.to_dense().reshape(-1))
-        flat = torch.cat(dense)
-        self.comm.all_reduce(flat, "emb.dp.dense")
+        params = list(self.local.parameters())
+        flat = torch.cat([torch.zeros_like(p).reshape(-1) if p.grad is None else p.grad.to_dense().reshape(-1)
+                          for p in params])
+        self.comm.all_reduce(flat, "emb.dp")
         for p, part in zip(params, torch.split(flat, [p.numel() for p in params])):
             g = part.view_as(p)
-            rows = g.abs().sum(1).nonzero().squeeze(1)  # a row update for each row with a nonzero sum
-            p.grad = torch.sparse_coo_tensor(rows.unsqueeze(0), g.index_select(0, rows), g.shape)
+            if id(p) in cores:
+                p.grad = g.clone()
+            else:  # a table: a row update for each row with a nonzero summed gradient
+                rows = g.abs().sum(1).nonzero().squeeze(1)
+                p.grad = torch.sparse_coo_tensor(rows.unsqueeze(0), g.index_select(0, rows), g.shape)
 
     def optimizer_step(self) -> None:
-        self._reduce_dense()
+        self._reduce()
         self.local.optimizer_step()
 
     def materialize(self, table: str) -> Tensor:

@@ -111,6 +111,12 @@ class TableWiseCollection(EmbeddingCollection):
         self._calls = 0
 
     # --- where tables live -------------------------------------------------------------------------
+    def placement(self) -> dict[str, list]:
+        """Table names per rank, and per rank its pipeline groups in running order (for records)."""
+        names = [t.name for t in self.tables]
+        return {"owned": [[names[i] for i in o] for o in self.owned],
+                "groups": [[[names[i] for i in g] for g in gs] for gs in self.groups]}
+
     def owner_of(self, table: str) -> int:
         i = self.table_index(table)
         return next(r for r, o in enumerate(self.owned) if i in o)

@@ -8,10 +8,11 @@ import pandas as pd
 
 
 def _registry() -> dict[str, Callable[[pd.DataFrame, Path], list[Path]]]:
-    from reproduce.plots import accuracy, sc24, scaling
+    from reproduce.plots import accuracy, sc24, scaling, world
 
     return {"sc24-speedup": sc24.speedup, "sc24-memory": sc24.memory, "batch-scaling": scaling.batch_scaling,
-            "auc-vs-step": accuracy.auc_vs_step}
+            "auc-vs-step": accuracy.auc_vs_step, "world-speedup": world.world_speedup,
+            "world-memory": world.world_memory, "pipeline-ablation": world.pipeline_ablation}
 
 
 def plot_names() -> list[str]:

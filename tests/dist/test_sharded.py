@@ -104,11 +104,10 @@ def test_bytes_equal_closed_form(tmp_path):
         if name == "dense-tw-dlrm":
             assert owned == [[0, 2, 4, 6], [1, 3, 5, 7]]  # sequential: round-robin
             assert got == _expected_table_wise(world, rank, owned, batch, mlp_params), (rank, got)
-        else:  # every TT table's cores and one dense buffer of the small tables, 2(G-1)/G each
-            from impls.core.tt_collection import TTCollection  # noqa: F401
+        else:  # one coalesced all-reduce of every TT core and every small table: 2(G-1)/G of it
             from impls.elrec.collection import ELRec
 
             shapes = ELRec.plan_shapes(sc.TABLES, ranks=4, tt_min_rows=100)
-            cores = sum(2 * (world - 1) * 4 * s.num_params // world for s in shapes.values())
-            dense = sum(t.num_embeddings * t.dim for i, t in enumerate(sc.TABLES) if i not in shapes)
-            assert got == {"emb.dp.cores": cores, "emb.dp.dense": 2 * (world - 1) * 4 * dense // world}, got
+            elems = sum(s.num_params for s in shapes.values())
+            elems += sum(t.num_embeddings * t.dim for i, t in enumerate(sc.TABLES) if i not in shapes)
+            assert got == {"emb.dp": 2 * (world - 1) * 4 * elems // world}, got

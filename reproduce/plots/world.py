@@ -1,0 +1,91 @@
+"""Figures over world size (ranks: GPUs, or gloo processes on a CPU machine): speedup over the baseline,
+throughput, per-rank memory and the share of step time spent blocked in communication; and EcoRec's pipeline
+ablation (batch-wise vs table-wise, + reordering, + slope), the Fig 16 analogue.
+
+Ablation points carry labels that start with ``ABLATION``; the main figures leave them out."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import seaborn as sns
+
+from reproduce.plots import style
+
+ABLATION = "ablation: "
+
+
+def _main(df: pd.DataFrame) -> pd.DataFrame:
+    ok = df[(df["status"] == "ok") & ~df["label"].astype(str).str.startswith(ABLATION)].copy()
+    ok["tables"] = ok["max_rows"].map(lambda m: f"rows ≤ {int(m):,}" if m else "full tables")
+    return ok
+
+
+def _order(df: pd.DataFrame, col: str = "label") -> list[str]:
+    return list(dict.fromkeys(df[col]))
+
+
+def world_speedup(df: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """Speedup over the baseline at each world size, and throughput (samples/s of the global batch)."""
+    style.setup()
+    ok = _main(df)
+    paths = []
+    base = df["baseline"].iloc[0] if "baseline" in df and len(df) else "baseline"
+    for y, stem, label in (("speedup", "world_speedup", f"speedup over {base} (×)"),
+                           ("samples_per_s", "world_throughput", "samples / s (global batch)")):
+        g = sns.catplot(data=ok, kind="bar", x="world_size", y=y, hue="label", hue_order=_order(ok),
+                        col="tables", row="batch_size", sharey=False, height=3.0, aspect=1.4)
+        g.set_axis_labels("ranks (world size)", label)
+        if y == "speedup":
+            for ax in g.axes.flat:
+                ax.axhline(1.0, color="black", lw=0.8, ls="--")
+        g.set_titles("{col_name}, local batch {row_name}")
+        g.figure.suptitle(f"Training step over world size (measured; {style.hardware(ok)})", y=1.03)
+        style.footnote(df, g.figure)
+        paths += style.save(g.figure, out_dir, stem)
+    return paths
+
+
+def world_memory(df: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """Per-rank memory (the largest rank's peak RSS Δ) and the comm share of the step."""
+    style.setup()
+    ok = _main(df)
+    ok["peak GiB per rank"] = ok["peak_rss_delta_bytes"] / 2**30
+    paths = []
+    g = sns.catplot(data=ok, kind="bar", x="world_size", y="peak GiB per rank", hue="label", hue_order=_order(ok),
+                    col="tables", row="batch_size", sharey=False, height=3.0, aspect=1.4)
+    g.set_axis_labels("ranks (world size)", "peak RSS Δ of the largest rank (GiB)")
+    g.set_titles("{col_name}, local batch {row_name}")
+    g.figure.suptitle(f"Memory per rank over world size (measured; {style.hardware(ok)})", y=1.03)
+    style.footnote(df, g.figure)
+    paths += style.save(g.figure, out_dir, "world_memory")
+    multi = ok[ok["world_size"] > 1].copy()
+    if not multi.empty:
+        multi["comm share (%)"] = 100 * multi["comm_share"]
+        g = sns.catplot(data=multi, kind="bar", x="world_size", y="comm share (%)", hue="label",
+                        hue_order=_order(multi), col="tables", row="batch_size", height=3.0, aspect=1.4)
+        g.set_axis_labels("ranks (world size)", "blocked in communication (% of step)")
+        g.set_titles("{col_name}, local batch {row_name}")
+        g.figure.suptitle("Exposed communication of the busiest rank (measured)", y=1.03)
+        paths += style.save(g.figure, out_dir, "world_comm_share")
+    return paths
+
+
+def pipeline_ablation(df: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """EcoRec's embedding pipeline variants: step time per world size (Fig 16 analogue)."""
+    style.setup()
+    ok = df[df["status"] == "ok"]
+    abl = ok[ok["label"].astype(str).str.startswith(ABLATION)].copy()
+    if abl.empty:
+        return []
+    abl["variant"] = abl["label"].str[len(ABLATION):]
+    keys = set(zip(abl["world_size"], abl["batch_size"], abl["max_rows"]))
+    full = ok[(ok["impl"] == "ecorec") & (ok["label"] == "ecorec")].copy()  # the default: all of them on
+    full = full[[k in keys for k in zip(full["world_size"], full["batch_size"], full["max_rows"])]]
+    full["variant"] = "twp + reordering + slope (default)"
+    both = pd.concat([abl, full])
+    g = sns.catplot(data=both, kind="bar", x="world_size", y="total_ms", hue="variant",
+                    hue_order=_order(both, "variant"), height=3.2, aspect=1.6)
+    g.set_axis_labels("ranks (world size)", "step time (ms, median)")
+    g.figure.suptitle(f"EcoRec embedding pipeline ablation (measured; {style.hardware(both)})", y=1.04)
+    return style.save(g.figure, out_dir, "pipeline_ablation")
