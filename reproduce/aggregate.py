@@ -46,6 +46,8 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
         d = record.get("dist")
         if d:  # the busiest rank's exposed communication and traffic per step
             row["comm_blocked_ms"] = d["comm_blocked_ms"]
+            # of medians, so approximate: what is neither blocked communication nor the update phase
+            row["compute_ms"] = row["total_ms"] - d["comm_blocked_ms"] - row["update_ms"]
             row["comm_share"] = d["comm_blocked_ms"] / row["total_ms"] if row.get("total_ms") else None
             row["comm_bytes_per_step"] = d["comm_bytes_per_step"]
             row["param_bytes_all_ranks"] = d["param_bytes_all_ranks"]

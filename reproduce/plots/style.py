@@ -36,7 +36,8 @@ def hardware(df) -> str:
     if devs is None or devs.dropna().empty:
         return ""
     threads = df["threads"].dropna()
-    t = f", {int(threads.iloc[0])} threads" if not threads.empty else ""
+    n = int(threads.iloc[0]) if not threads.empty else 0
+    t = f", {n} thread{'s' if n > 1 else ''}" + (" per rank" if (df.get("world_size", 1) != 1).any() else "") if n else ""
     return f"{devs.dropna().iloc[0]}{t}"
 
 

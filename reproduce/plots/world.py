@@ -84,8 +84,13 @@ def pipeline_ablation(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     full = full[[k in keys for k in zip(full["world_size"], full["batch_size"], full["max_rows"])]]
     full["variant"] = "twp + reordering + slope (default)"
     both = pd.concat([abl, full])
-    g = sns.catplot(data=both, kind="bar", x="world_size", y="total_ms", hue="variant",
-                    hue_order=_order(both, "variant"), height=3.2, aspect=1.6)
+    # the paper's order: batch-wise, table-wise, + reordering, + slope; others after them
+    paper = ["batch-wise", "table-wise", "twp + reordering", "twp + reordering + slope"]
+    rank = {v: next((i for i, k in enumerate(paper) if v.startswith(k) and not v.startswith(k + " +")), len(paper))
+            for v in both["variant"].unique()}
+    order = sorted(_order(both, "variant"), key=lambda v: rank[v])
+    g = sns.catplot(data=both, kind="bar", x="world_size", y="total_ms", hue="variant", hue_order=order,
+                    height=3.2, aspect=1.6)
     g.set_axis_labels("ranks (world size)", "step time (ms, median)")
     g.figure.suptitle(f"EcoRec embedding pipeline ablation (measured; {style.hardware(both)})", y=1.04)
     return style.save(g.figure, out_dir, "pipeline_ablation")

@@ -6,7 +6,9 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+from impls.dist.build import unique_counts
 from impls.dist.context import DistContext
+from impls.dist.plan import place_tables
 from tests.dist import sharded_cases as sc
 
 TW = {"sharding": "table-wise"}
@@ -96,7 +98,7 @@ def _by_phase(sent):
 
 def test_bytes_equal_closed_form(tmp_path):
     world = 2
-    results = spawn(tmp_path, world, ["dense-tw-dlrm", "elrec-dp"])
+    results = spawn(tmp_path, world, ["dense-tw-dlrm", "elrec-dp", "ecorec-twp"])
     batch = sc.global_batch(12, 3)
     mlp_params = sum(p.numel() for p in sc.mlp_of(num_dense=4, tables=sc.TABLES).parameters())
     for name, rank, _, sent, owned, _ in results:
@@ -104,6 +106,9 @@ def test_bytes_equal_closed_form(tmp_path):
         if name == "dense-tw-dlrm":
             assert owned == [[0, 2, 4, 6], [1, 3, 5, 7]]  # sequential: round-robin
             assert got == _expected_table_wise(world, rank, owned, batch, mlp_params), (rank, got)
+        elif name == "ecorec-twp":  # LPT on the sampled batch's unique ids; groups cut the same volume
+            assert owned == place_tables(unique_counts(batch.sparse), world, "greedy")
+            assert got == _expected_table_wise(world, rank, owned, batch), (rank, got)
         else:  # one coalesced all-reduce of every TT core and every small table: 2(G-1)/G of it
             from impls.elrec.collection import ELRec
 
