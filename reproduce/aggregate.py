@@ -44,11 +44,12 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
         for key in ("flops_fwd", "flops_bwd", "micro_batches"):
             row[key] = work.get("extra", {}).get(key)
         d = record.get("dist")
-        if d:  # the busiest rank's exposed communication and traffic per step
+        if d and d.get("comm_blocked_ms") is not None:  # the busiest rank's exposed communication per step
             row["comm_blocked_ms"] = d["comm_blocked_ms"]
             # of medians, so approximate: what is neither blocked communication nor the update phase
             row["compute_ms"] = row["total_ms"] - d["comm_blocked_ms"] - row["update_ms"]
             row["comm_share"] = d["comm_blocked_ms"] / row["total_ms"] if row.get("total_ms") else None
+        if d:
             row["comm_bytes_per_step"] = d["comm_bytes_per_step"]
             row["param_bytes_all_ranks"] = d["param_bytes_all_ranks"]
         row["device"] = record["env"].get("cuda_device") or record["env"].get("cpu")

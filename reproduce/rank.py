@@ -50,7 +50,9 @@ class Rank:
         if os.environ.get(FAULT_ENV):
             r, _, i = os.environ[FAULT_ENV].partition(":")
             fault = (int(r), int(i))
-        return Rank(ctx, Comm(ctx, clock=time.perf_counter), fault)
+        # a host clock sees how long a CPU rank blocks; a GPU rank's waits are stream waits it cannot see
+        clock = time.perf_counter if ctx.device.type == "cpu" else None
+        return Rank(ctx, Comm(ctx, clock=clock), fault)
 
     def at_step(self, it: int, warmup: int) -> None:
         if self.fault == (self.ctx.rank, it):
@@ -96,8 +98,8 @@ class Rank:
         dist_part = {
             "world_size": self.ctx.world_size, "ranks_per_node": self.ctx.local_world_size,
             "nodes": self.ctx.num_nodes, "backend": self.ctx.backend, "per_rank": per_rank,
-            # the busiest rank's exposed communication and traffic, per step
-            "comm_blocked_ms": max(sum(r["blocked"].values()) for r in ranks),
+            # the busiest rank's exposed communication (None: not measurable on this device) and traffic, per step
+            "comm_blocked_ms": max(sum(r["blocked"].values()) for r in ranks) if self.comm.clock else None,
             "comm_bytes_per_step": max(sum(sum(p.values()) for p in r["sent"].values()) for r in ranks),
         }
         params = max(r["param_bytes"] for r in ranks)

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Callable, Sequence
 
-import torch
 import torch.distributed as dist
 from torch import Tensor
 

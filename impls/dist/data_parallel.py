@@ -10,56 +10,36 @@ applied afterwards as row updates. The losses are sums over the global batch div
 reduction is a sum."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import torch
 from torch import Tensor
 
-from impls.api import EmbeddingCollection, EmbeddingOptim, MemoryReport, SparseFeatures, TableSpec, WorkReport
-from impls.dist.comm import Comm
+from impls.api import EmbeddingOptim, MemoryReport, SparseFeatures, TableSpec, WorkReport
 from impls.dist.context import DistContext
 from impls.dist.reports import merge_work
+from impls.dist.sharded import ShardedCollection, is_tt
 
 # options whose state is per replica and would need its own synchronization
 _UNSUPPORTED = {"cache_rows": "TT-Rec's hot-row cache", "host_pipeline": "EL-Rec's host-memory pipeline"}
 
 
-class DataParallelCollection(EmbeddingCollection):
-    supports_dist = True
-
-    def __init__(
-        self,
-        tables: Sequence[TableSpec],
-        optim: EmbeddingOptim,
-        dist: DistContext,
-        *,
-        local_cls: type[EmbeddingCollection],
-        local_options: Mapping[str, Any] | None = None,
-        comm: Comm | None = None,
-        device: str | torch.device = "cpu",
-        check_bounds: bool = True,
-        seed: int = 0,
-    ) -> None:
-        super().__init__(tables, optim, dist, check_bounds=check_bounds, seed=seed)
-        local_options = dict(local_options or {})
+class DataParallelCollection(ShardedCollection):
+    def __init__(self, tables: Sequence[TableSpec], optim: EmbeddingOptim, dist: DistContext, **common: Any) -> None:
+        super().__init__(tables, optim, dist, **common)
+        options = self.local_options
         for key, what in _UNSUPPORTED.items():
-            if local_options.get(key):
+            if options.get(key):
                 raise ValueError(f"{what} ({key}) is not supported with data-parallel sharding yet")
-        if local_cls.fused_table_update:
-            raise ValueError(f"{local_cls.name} updates its tables inside backward; data-parallel sharding needs "
+        if self.local_cls.fused_table_update:
+            raise ValueError(f"{self.name} updates its tables inside backward; data-parallel sharding needs "
                              f"their gradients (use table-wise sharding)")
-        self.name = local_cls.name
-        self.comm = comm or Comm(dist)
-        from impls.core.tt_collection import TTCollection
-
-        if issubclass(local_cls, TTCollection):
-            local_options["fused"] = False  # core gradients wait in .grad for the all-reduce
-        self.local = local_cls(self.tables, optim, None, device=device, check_bounds=False, seed=seed,
-                               **local_options)
-        self._comm_mark: dict = {}
+        if is_tt(self.local_cls):
+            options["fused"] = False  # core gradients wait in .grad for the all-reduce
+        self.local = self.build_local(self.tables, **options)
 
     def forward(self, features: SparseFeatures) -> Tensor:
-        self._comm_mark = dict(self.comm.sent)
+        self.mark_step()
         return self.local(self.checked(features))
 
     @torch.no_grad()

@@ -19,12 +19,12 @@ import torch
 from torch import Tensor
 
 from impls.api import EmbeddingCollection, EmbeddingOptim, MemoryReport, SparseFeatures, TableSpec, WorkReport
-from impls.dist.comm import Comm
 from impls.dist.context import DistContext
 from impls.dist.exchange import exchange_ids
 from impls.dist.pipeline import Stage, run_stages
 from impls.dist.plan import group_tables, place_tables
 from impls.dist.reports import merge_memory, merge_work
+from impls.dist.sharded import ShardedCollection, is_tt
 
 PIPELINES = ("none", "table", "batch")
 
@@ -41,21 +41,13 @@ def restrict_options(options: Mapping[str, Any], names: set[str]) -> dict[str, A
     return out
 
 
-class TableWiseCollection(EmbeddingCollection):
-    supports_dist = True
-
+class TableWiseCollection(ShardedCollection):
     def __init__(
         self,
         tables: Sequence[TableSpec],
         optim: EmbeddingOptim,
         dist: DistContext,
         *,
-        local_cls: type[EmbeddingCollection],
-        local_options: Mapping[str, Any] | None = None,
-        comm: Comm | None = None,
-        device: str | torch.device = "cpu",
-        check_bounds: bool = True,
-        seed: int = 0,
         costs: Sequence[float] | None = None,
         placement: str = "sequential",
         pipeline: str = "none",
@@ -65,8 +57,9 @@ class TableWiseCollection(EmbeddingCollection):
         pipeline_micro_batches: int = 4,
         overlap: bool = True,
         capacity_bytes: int | None = None,
+        **common: Any,
     ) -> None:
-        super().__init__(tables, optim, dist, check_bounds=check_bounds, seed=seed)
+        super().__init__(tables, optim, dist, **common)
         if pipeline not in PIPELINES:
             raise ValueError(f"pipeline must be one of {PIPELINES}, got {pipeline!r}")
         if pipeline_groups < 1 or pipeline_micro_batches < 1:
@@ -74,14 +67,12 @@ class TableWiseCollection(EmbeddingCollection):
                              f"{pipeline_groups}, {pipeline_micro_batches}")
         if placement == "greedy" and costs is None:
             raise ValueError("greedy placement needs per-table costs (unique ids of a sampled batch)")
-        self.name = local_cls.name
-        self.comm = comm or Comm(dist)
         self.pipeline, self.overlap, self.micro_batches = pipeline, bool(overlap), int(pipeline_micro_batches)
+        local_cls, local_options = self.local_cls, self.local_options
         G, me = dist.world_size, dist.rank
-        local_options = dict(local_options or {})
         sizes = local_cls.table_param_bytes(self.tables, local_options)
         self.owned = place_tables(costs if costs is not None else [1.0] * len(self.tables), G, placement,
-                                  sizes, capacity_bytes, seed, [t.name for t in self.tables])
+                                  sizes, capacity_bytes, self.seed, [t.name for t in self.tables])
         ngroups = pipeline_groups if pipeline == "table" else 1
         # every rank's groups (global table indices), in the order they run: all ranks know all of them
         self.groups = [group_tables(o, ngroups, skew, reorder) for o in self.owned]
@@ -93,7 +84,7 @@ class TableWiseCollection(EmbeddingCollection):
                           device=dist.device) for g in self.groups]
             for s in range(ngroups)
         ]
-        if pipeline == "batch" and issubclass_tt(local_cls):
+        if pipeline == "batch" and is_tt(local_cls):
             # several backward passes per step: the core update waits for all of them (same math as fused)
             local_options["fused"] = False
         self.local = torch.nn.ModuleList()
@@ -101,12 +92,10 @@ class TableWiseCollection(EmbeddingCollection):
         for grp in self.groups[me]:
             if grp:
                 specs = [self.tables[i] for i in grp]
-                self.local.append(local_cls(specs, optim, None, device=device, check_bounds=False, seed=seed,
-                                            **restrict_options(local_options, {t.name for t in specs})))
+                self.local.append(self.build_local(specs, **restrict_options(local_options, {t.name for t in specs})))
             else:
                 self.local.append(None)
             self._local_pos.append([self.owned[me].index(i) for i in grp])
-        self._comm_mark: dict = {}
         self._earlier: list[WorkReport] = []  # batch pipeline: forward counters of the earlier micro-batches
         self._calls = 0
 
@@ -130,7 +119,7 @@ class TableWiseCollection(EmbeddingCollection):
 
     # --- the step ------------------------------------------------------------------------------------
     def _stages(self, features: SparseFeatures) -> list[Stage]:
-        me, G = self.dist.rank, self.dist.world_size
+        me = self.dist.rank
         B = features.batch_size
         if self.pipeline == "batch":
             if B < self.micro_batches:
@@ -163,7 +152,7 @@ class TableWiseCollection(EmbeddingCollection):
 
     def forward(self, features: SparseFeatures) -> Tensor:
         features = self.checked(features)
-        self._comm_mark = dict(self.comm.sent)
+        self.mark_step()
         self._earlier, self._calls = [], 0
         return run_stages(self.comm, self._stages(features), features.batch_size, self.output_dim, self.overlap)
 
@@ -188,8 +177,3 @@ class TableWiseCollection(EmbeddingCollection):
         reports = [c.work_report() for c in self.local if c is not None]
         return merge_work(reports + self._earlier, self.comm, self._comm_mark)
 
-
-def issubclass_tt(cls: type) -> bool:
-    from impls.core.tt_collection import TTCollection
-
-    return issubclass(cls, TTCollection)

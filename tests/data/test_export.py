@@ -1,6 +1,5 @@
 """`data synth` exports and the one source name: an export reads back as the same batches as the stream it
 was written from; `data stats` and `run` take presets, prepared folders and trace files alike."""
-import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
