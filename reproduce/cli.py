@@ -346,5 +346,10 @@ def env() -> None:
     console.print(f"{'impls':>14}: {', '.join(registered_names())}")
 
 
+from reproduce.plan_cmd import plan  # noqa: E402
+
+cli.add_command(plan)
+
+
 def main() -> None:
     cli(prog_name="dlrmbench")

@@ -1,0 +1,181 @@
+"""EMBark's 3D shard specs, cost model and greedy planner (sharding-embark-torchrec.md §6 units 2, 13-16)."""
+import itertools
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from impls.api import TableSpec
+from impls.embark.cost import HARDWARE, CostModel, evaluate, expected_unique
+from impls.embark.planner import assign_clusters, make_plan
+from impls.embark.shards import Plan, Shard, TablePlacement, check_coverage, shard_rows
+
+HW = HARDWARE["dgx-h100"]
+
+
+def test_cyclic_rows_and_cells_covered_once():
+    tables = [TableSpec("a", 10, 8), TableSpec("b", 7, 4)]
+    p = TablePlacement(0, (3, 1, 0, 2, 5, 4), c=2)  # 2 column groups of 3 row shards
+    plan = Plan(6, 2, dp=(1,), mp=(p,)).validate(tables)
+    # every (row, column) cell of table a exactly once, rows = j mod 3, columns in blocks of 4
+    seen = [[0] * 8 for _ in range(10)]
+    for s in plan.shards():
+        for row in range(s.row, 10, s.rows):
+            for col in range(s.col * 4, (s.col + 1) * 4):
+                seen[row][col] += 1
+    assert all(v == 1 for line in seen for v in line)
+    assert [shard_rows(10, 3, j) for j in range(3)] == [4, 3, 3]
+    assert p.owner(7, col=0) == 1 and p.owner(7, col=1) == 5  # key 7 -> row shard 1 of each column group
+    with pytest.raises(ValueError, match="covered twice"):
+        check_coverage(tables, [Shard(0, 0, 2, 0, 1, 0), Shard(0, 0, 2, 0, 1, 1)])
+    with pytest.raises(ValueError, match="missing"):
+        check_coverage(tables, [Shard(0, 0, 2, 0, 1, 0)])
+    with pytest.raises(ValueError, match="does not split into 3 columns"):
+        Plan(3, 3, dp=(1,), mp=(TablePlacement(0, (0, 1, 2), c=3),)).validate(tables)
+    with pytest.raises(ValueError, match="in no cluster"):
+        Plan(6, 2, mp=(p,)).validate(tables)
+    with pytest.raises(ValueError, match="placed twice"):
+        Plan(6, 2, dp=(0, 1), mp=(p,)).validate(tables)
+    with pytest.raises(ValueError, match="two of its shards on one GPU"):
+        Plan(2, 2, dp=(1,), mp=(TablePlacement(0, (1, 1)),)).validate(tables)
+
+
+def test_cost_model_hand_cases():
+    t = [TableSpec("a", 1000, 64, hotness=10)]
+    m = CostModel(HW, 2, 2, batch_size=100, w_s=4, rho=80)
+    one = evaluate(Plan(2, 2, mp=(TablePlacement(0, (0,)),)), t, m)
+    assert one.comp == [4 * 100 * 10 * 64, 0] and one.comm == [80 * 100 * 64, 0]
+    rows = evaluate(Plan(2, 2, mp=(TablePlacement(0, (0, 1)),)), t, m)  # r = 2: compute halves, comm stays
+    assert rows.comp == [2 * 100 * 10 * 64] * 2 and rows.comm == [80 * 100 * 64] * 2
+    cols = evaluate(Plan(2, 2, mp=(TablePlacement(0, (0, 1), c=2),)), t, m)  # c = 2: both halve per shard
+    assert cols.comp == [2 * 100 * 10 * 64] * 2 and cols.comm == [40 * 100 * 64] * 2
+    assert cols.bytes == [500 * 64 * 4 * 2 / 2] * 2 or cols.bytes == [1000 * 32 * 4] * 2
+    h = CostModel(HW, 4, 2, batch_size=100, w_s=4, rho=80, hierarchical=True)
+    hier = evaluate(Plan(4, 2, mp=(TablePlacement(0, (0, 1)),), hierarchical=True), t, h)  # one node shard
+    assert hier.comp == [4 * 100 * 10 * 64 / 2, 0] and hier.comm == [1.5 * 80 * 100 * 64 / 2, 0]
+    assert one.step_s == pytest.approx(one.max_cost * 4 / HW.mem_bw)
+
+
+def test_expected_unique_matches_the_exact_sum():
+    import numpy as np
+
+    for rows, n, a in [(1000, 500, 1.1), (50_000, 20_000, 0.9), (3, 100, 1.1)]:
+        p = np.arange(1, rows + 1, dtype=float) ** -a
+        p /= p.sum()
+        exact = float((1 - (1 - p) ** n).sum())
+        assert expected_unique(rows, n, a) == pytest.approx(exact, rel=0.02)
+
+
+def test_cluster_thresholds_follow_the_sort_keys():
+    tables = [TableSpec(f"t{i}", v, 16, hotness=h) for i, (v, h) in enumerate(
+        [(100, 1), (100, 5), (10_000, 1), (50, 2), (1_000_000, 30), (1_000_000, 2)])]
+    m = CostModel(HW, 8, 8, 8192 * 8)
+    dp, ub, rb = assign_clusters(tables, m, dp_tables=2, ub_tables=2)
+    assert dp == [1, 3]  # smallest V*d: t3 (50 rows), then t0 / t1 tie on size -> the hotter t1
+    assert sorted(ub) == [0, 5] or sorted(ub) == [0, 2]  # lowest hotness (1, then size)
+    assert ub == [0, 2] and rb == [4, 5]
+    dp, ub, rb = assign_clusters(tables, m)  # the cost rules
+    assert set(dp) >= {0, 1, 3} and 4 in rb
+    assert not set(dp) & set(ub) and sorted(dp + ub + rb) == list(range(6))
+
+
+def _random_tables(draw_sizes):
+    return [TableSpec(f"t{i}", v, d, hotness=h) for i, (v, d, h) in enumerate(draw_sizes)]
+
+
+TABLES = st.lists(st.tuples(st.integers(10, 10**6), st.sampled_from([16, 32, 64, 128]), st.integers(1, 100)),
+                  min_size=1, max_size=12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(TABLES, st.sampled_from([(1, 4), (2, 2), (2, 4), (4, 2)]), st.booleans())
+def test_planner_invariants(sizes, shape, column_wise):
+    tables = _random_tables(sizes)
+    N, L = shape
+    m = CostModel(HW, N * L, L, 1024 * N * L, mem_cap=float(sum(t.dense_bytes for t in tables)))
+    plan, _ = make_plan(tables, m, "embark", column_wise=column_wise)
+    again, _ = make_plan(tables, m, "embark", column_wise=column_wise)
+    assert plan == again  # deterministic
+    plan.validate(tables)  # coverage: every table once, every cell once
+    ev = evaluate(plan, tables, m)
+    assert not ev.oom
+    for p in plan.mp:
+        assert len(set(p.gpus)) == len(p.gpus)  # one shard of a table per GPU
+        for x in (p.r, p.c):
+            assert x & (x - 1) == 0 or p.cluster == "ub" or plan.hierarchical  # powers of two
+    # the chosen plan is no worse than the uniform candidate or table-wise round robin when they fit
+    for other in ("uniform",):
+        o, _ = make_plan(tables, m, other, clusters=True)
+        eo = evaluate(o, tables, m)
+        if not eo.oom and not plan.hierarchical:
+            assert ev.max_cost <= eo.max_cost * (1 + 1e-9)
+
+
+def _brute_force(tables, m, splits=(1, 2, 4)):
+    """The least max bucket cost over every row split in ``splits`` (c = 1, all tables RB, flat) and every
+    placement with at most one shard of a table per bucket: branch and bound over the shards, largest first."""
+    G = m.world_size
+    best = float("inf")
+    for rs in itertools.product(*[[r for r in splits if r <= G] for _ in tables]):
+        shards = sorted(((sum(m.shard_cost(t, r, 1)), i) for i, (t, r) in enumerate(zip(tables, rs))
+                         for _ in range(r)), reverse=True)
+        load = [0.0] * G
+        holds = [set() for _ in range(G)]
+
+        def place(k):
+            nonlocal best
+            if k == len(shards):
+                best = min(best, max(load))
+                return
+            w, i = shards[k]
+            tried = set()
+            for g in range(G):
+                if i in holds[g] or load[g] + w >= best or (load[g], frozenset(holds[g])) in tried:
+                    continue
+                tried.add((load[g], frozenset(holds[g])))  # symmetric buckets: try one of them
+                load[g] += w
+                holds[g].add(i)
+                place(k + 1)
+                load[g] -= w
+                holds[g].discard(i)
+
+        place(0)
+    return best
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.tuples(st.integers(100, 10**5), st.sampled_from([16, 32, 64]), st.integers(1, 200)),
+                min_size=1, max_size=5))
+def test_greedy_against_brute_force(sizes):
+    tables = _random_tables(sizes)
+    m = CostModel(HW, 4, 4, 4096, mem_cap=1e12)
+    plan, _ = make_plan(tables, m, "embark", clusters=False, max_iter=20)
+    got = evaluate(plan, tables, m).max_cost
+    opt = _brute_force(tables, m)
+    assert got >= opt * (1 - 1e-9)
+    assert got <= 4 / 3 * opt * (1 + 1e-9), (got / opt, plan)
+
+
+def test_baselines():
+    tables = [TableSpec(f"t{i}", 1000 * (i + 1), 32, hotness=2) for i in range(5)]
+    m = CostModel(HW, 4, 2, 4096, mem_cap=1e9)
+    trw, _ = make_plan(tables, m, "table_row_wise")
+    assert [p.gpus for p in trw.mp] == [(0, 1), (2, 3), (0, 1), (2, 3), (0, 1)] and trw.hierarchical
+    rr, _ = make_plan(tables, m, "round_robin")
+    assert [p.gpus for p in rr.mp] == [(0,), (1,), (2,), (3,), (0,)]
+    uni, _ = make_plan(tables, m, "uniform")
+    assert all(p.gpus == (0, 1, 2, 3) for p in uni.mp) and not uni.dp
+    big = [TableSpec("huge", 10**7, 64)]
+    trw, _ = make_plan(big, CostModel(HW, 4, 2, 4096, mem_cap=1e9), "table_row_wise")
+    assert trw.mp[0].gpus == (0, 1, 2, 3)  # larger than a node's memory: over every GPU
+
+
+def test_plan_cli():
+    from reproduce.cli import cli
+
+    res = CliRunner().invoke(cli, ["plan", "--workload", "t180", "--nodes", "2", "--gpus-per-node", "8"])
+    assert res.exit_code == 0, res.output
+    assert "predicted embedding step" in res.output and "table_row_wise" in res.output
+    res = CliRunner().invoke(cli, ["plan", "--workload", "nope", "--nodes", "2"])
+    assert res.exit_code != 0 and "unknown data preset" in res.output
