@@ -1,0 +1,107 @@
+"""What each rank of the EMBark cluster tests runs: the sharded step beside the single-device dense-torch step
+on the global batch, and the closed-form byte counts of §1.4 computed independently from the batch."""
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from impls.api import EmbeddingOptim, TableSpec, get_impl
+from impls.data.loader import rank_rows, rank_slice
+from impls.dist.comm import Comm
+from impls.embark.collection import EmbarkCollection
+from impls.embark.shards import Plan, TablePlacement
+from impls.model.train import TrainStep
+from tests.dist.sharded_cases import close, global_batch
+
+TABLES = (TableSpec("a", 50, 8), TableSpec("b", 40, 8), TableSpec("c", 30, 8, pooling="mean"),
+          TableSpec("d", 60, 8), TableSpec("e", 20, 8), TableSpec("f", 25, 8), TableSpec("g", 16, 8))
+
+
+def plan_for(world: int) -> Plan:
+    """Every kind of shard: table-wise, row-split, column-split, row x column, UB over all and over some, DP."""
+    G = world
+    mp = (
+        TablePlacement(0, (G - 1,)),  # a: table-wise
+        TablePlacement(1, tuple(range(G))),  # b: row-split over every rank
+        TablePlacement(2, (1 % G, 0), c=2) if G >= 2 else TablePlacement(2, (0,)),  # c (mean): 2 column shards
+        TablePlacement(3, tuple(reversed(range(G))), c=2 if G % 2 == 0 else 1),  # d: rows x columns
+        TablePlacement(4, tuple(range(G)), cluster="ub"),  # e: unique-based over every rank
+        TablePlacement(5, (0,), cluster="ub"),  # f: unique-based on one rank
+    )
+    return Plan(G, G, dp=(6,), mp=mp)
+
+
+def expected_bytes(ctx, plan: Plan, batch, B: int, fp16: bool) -> dict[str, int]:
+    """Bytes this rank sends per phase, from §1.4's closed forms, counted directly from the batch."""
+    G, me = ctx.world_size, ctx.rank
+    e = 2 if fp16 else 4
+    locals_ = [rank_slice(batch, s, G).sparse for s in range(G)]
+    sizes = [loc.batch_size for loc in locals_]
+    mine = locals_[me]
+
+    def keys_of(loc, s):  # the keys of a local batch that shard s holds
+        return [int(k) // s.rows for k in loc.table(s.table)[0].tolist() if int(k) % s.rows == s.row]
+
+    out = {"embark.keys.header": 16 * (G - 1), "embark.keys": 0, "embark.fwd": 0, "embark.bwd": 0}
+    for g in range(G):
+        if g == me:
+            continue
+        for s in plan.gpu_shards(g):  # what I send owner g
+            d = TABLES[s.table].dim // s.cols
+            if plan.cluster_of(s.table) == "rb":
+                out["embark.keys"] += 8 * (sizes[me] + len(keys_of(mine, s)))  # counts per sample + keys
+                out["embark.bwd"] += e * sizes[me] * d  # the gradient of my rows
+            else:
+                u = len(set(keys_of(mine, s)))
+                out["embark.keys"] += 8 * (1 + u)  # unique keys (source-side dedup)
+                out["embark.bwd"] += e * u * d  # one gradient per unique key
+        for s in plan.gpu_shards(me):  # what I answer source g
+            d = TABLES[s.table].dim // s.cols
+            n = sizes[g] if plan.cluster_of(s.table) == "rb" else len(set(keys_of(locals_[g], s)))
+            out["embark.fwd"] += e * n * d  # RB: b_g partial sums; UB: U_g vectors
+    dp_elems = sum(TABLES[t].num_embeddings * TABLES[t].dim for t in plan.dp)
+    out["emb.dp"] = 2 * (G - 1) * 4 * dp_elems // G
+    return {k: v for k, v in out.items() if v}
+
+
+def check_embark(ctx, optim_kind: str = "sgd", fp16: bool = False) -> dict:
+    optim = EmbeddingOptim(optim_kind, lr=0.5 if optim_kind == "sgd" else 0.05, eps=1e-4)
+    B = 12
+    batch = global_batch(B, 7, tables=TABLES)
+    plan = plan_for(ctx.world_size)
+    ref = get_impl("dense-torch")(TABLES, optim, None, seed=3)
+    ref_step = TrainStep(ref, mode="embedding-only", seed=3)
+    with torch.no_grad():
+        ref_out = ref(batch.sparse).clone()
+    ref_loss = float(ref_step(batch))
+
+    comm = Comm(ctx)
+    coll = EmbarkCollection(TABLES, optim, ctx, plan=plan, comm=comm, seed=3, fp16_comm=fp16)
+    step = TrainStep(coll, mode="embedding-only", seed=3, comm=comm, global_batch=B)
+    local = rank_slice(batch, ctx.rank, ctx.world_size)
+    lo, hi = rank_rows(B, ctx.rank, ctx.world_size)
+    tol = 2e-3 if fp16 else None
+    with torch.no_grad():
+        out = coll(local.sparse)
+    if tol:
+        assert torch.allclose(out, ref_out[lo:hi], rtol=tol, atol=tol * float(ref_out.abs().max()))
+    else:
+        close(out, ref_out[lo:hi], "embark forward")
+    before = dict(comm.sent)
+    loss = torch.tensor([step(local)], dtype=torch.float64)
+    sent = {}
+    for (phase, _), v in comm.sent.items():
+        d = v - before.get((phase, _), 0)
+        if d:
+            sent[phase] = sent.get(phase, 0) + d
+    dist.all_reduce(loss)
+    assert abs(float(loss) - ref_loss) <= (1e-3 if fp16 else 1e-5) * max(1.0, abs(ref_loss))
+    for t in TABLES:
+        w = coll.gather_table(t.name)
+        want = ref.materialize(t.name)
+        if tol:
+            assert torch.allclose(w, want, rtol=tol, atol=tol * float(want.abs().max())), t.name
+        else:
+            close(w, want, f"embark table {t.name} after one step")
+    assert sent == expected_bytes(ctx, plan, batch, B, fp16), (ctx.rank, sent, expected_bytes(ctx, plan, batch, B, fp16))
+    return sent

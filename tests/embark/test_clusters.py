@@ -1,0 +1,20 @@
+"""EMBark's DP / RB / UB clusters on 2 and 4 gloo ranks: forward, loss and every table after one step equal the
+single-device model; bytes equal §1.4's closed forms exactly; fp16 payloads halve the bytes."""
+import pytest
+
+from tests.dist.ranks import run_ranks
+from tests.embark import cluster_cases as cc
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_clusters_equal_single_device(tmp_path, world):
+    run_ranks(tmp_path, world, cc.check_embark, "sgd", False)
+
+
+def test_adagrad_and_fp16_payloads(tmp_path):
+    run_ranks(tmp_path / "a", 2, cc.check_embark, "adagrad", False)
+    fp32 = run_ranks(tmp_path / "b", 2, cc.check_embark, "sgd", False)
+    fp16 = run_ranks(tmp_path / "c", 2, cc.check_embark, "sgd", True)
+    for a, b in zip(fp32, fp16):
+        for phase in ("embark.fwd", "embark.bwd"):
+            assert b[phase] * 2 == a[phase]
