@@ -339,6 +339,7 @@ _MODULES: dict[str, str] = {
     "ttrec": "impls.ttrec.collection",
     "elrec": "impls.elrec.collection",
     "ecorec": "impls.ecorec.collection",
+    "embark": "impls.embark.collection",
 }
 _REGISTRY: dict[str, type[EmbeddingCollection]] = {}
 

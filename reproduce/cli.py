@@ -346,9 +346,11 @@ def env() -> None:
     console.print(f"{'impls':>14}: {', '.join(registered_names())}")
 
 
+from reproduce.calibrate import calibrate  # noqa: E402
 from reproduce.plan_cmd import plan  # noqa: E402
 
 cli.add_command(plan)
+cli.add_command(calibrate)
 
 
 def main() -> None:

@@ -37,7 +37,12 @@ def build_sharded(
     seed: int = 0,
     **options: Any,
 ) -> EmbeddingCollection:
-    """``stats``: a sampled global batch, needed on rank 0 for greedy placement."""
+    """``stats``: a sampled global batch, needed on rank 0 for greedy placement. A system that shards itself
+    (EMBark: its own planner) builds through its ``build_distributed``."""
+    own = getattr(cls, "build_distributed", None)
+    if own is not None:
+        return own(tables, optim, ctx, comm, stats=stats, device=device, check_bounds=check_bounds, seed=seed,
+                   **options)
     dist_opts = {**cls.dist_defaults, **{k: options.pop(k) for k in DIST_KEYS if k in options}}
     sharding = dist_opts.pop("sharding")
     common = dict(local_cls=cls, local_options=options, comm=comm, device=device, check_bounds=check_bounds,

@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from impls.api import (EmbeddingCollection, EmbeddingOptim, MemoryReport, SparseFeatures, TableSpec, WorkReport,
-                       get_impl)
+                       get_impl, register)
 from impls.dense.init import dense_table_init
 from impls.dist.comm import Comm
 from impls.dist.context import DistContext
@@ -57,13 +57,21 @@ class _Step:
     batch: int = 0
 
 
+@register
 class EmbarkCollection(EmbeddingCollection):
+    """Registered as ``embark``: distributed only (``dlrmbench run --impl embark --world-size N``); the plan
+    comes from ``build_distributed`` (planner.py) unless one is given."""
+
+    name = "embark"
     supports_dist = True
 
-    def __init__(self, tables: Sequence[TableSpec], optim: EmbeddingOptim, dist: DistContext, *, plan: Plan,
-                 comm: Comm | None = None, device: str | torch.device = "cpu", check_bounds: bool = True,
-                 seed: int = 0, storage: str = "dense", storage_options: dict | None = None,
-                 fp16_comm: bool = False) -> None:
+    def __init__(self, tables: Sequence[TableSpec], optim: EmbeddingOptim, dist: DistContext | None = None, *,
+                 plan: Plan | None = None, comm: Comm | None = None, device: str | torch.device = "cpu",
+                 check_bounds: bool = True, seed: int = 0, storage: str = "dense",
+                 storage_options: dict | None = None, fp16_comm: bool = False) -> None:
+        if dist is None or plan is None:
+            raise ValueError("embark shards tables over ranks: run it with --world-size >= 2 (it needs a plan "
+                             "and a process group)")
         super().__init__(tables, optim, dist, check_bounds=check_bounds, seed=seed)
         if storage not in STORAGES:
             raise ValueError(f"storage must be one of {sorted(STORAGES)}, got {storage!r}")
@@ -101,6 +109,27 @@ class EmbarkCollection(EmbeddingCollection):
                                              local_cls=get_impl("dense-torch"), comm=self.comm, device=device,
                                              check_bounds=False, seed=seed)
         self._mark: dict = {}
+
+    @classmethod
+    def build_distributed(cls, tables, optim, ctx, comm, *, stats=None, strategy: str = "embark",
+                          hw: str = "cpu-gloo", column_wise: bool = False, hierarchical_plan: bool | None = None,
+                          **options: Any) -> "EmbarkCollection":
+        """Plan the tables for this world (the global batch from the sampled batch's size) and build."""
+        from impls.embark.cost import HARDWARE, CostModel
+        from impls.embark.planner import make_plan
+
+        if hw not in HARDWARE:
+            raise ValueError(f"unknown hardware profile {hw!r}; known: {', '.join(HARDWARE)}")
+        batch = comm.broadcast_object(stats.batch_size if stats is not None else None)
+        if not batch:
+            raise ValueError("embark's planner needs the sampled global batch on rank 0")
+        model = CostModel(HARDWARE[hw], ctx.world_size, ctx.local_world_size, batch,
+                          optimizer_bytes=8 if optim.kind == "adagrad" else 4,
+                          elem_bytes=2 if options.get("fp16_comm") else 4)
+        plan, _ = make_plan(tables, model, strategy, column_wise=column_wise)
+        if hierarchical_plan is False and plan.hierarchical:
+            raise ValueError("the plan is hierarchical; hierarchical RB execution is not implemented yet")
+        return cls(tables, optim, ctx, plan=plan, comm=comm, **options)
 
     # --- the key exchange -------------------------------------------------------------------------
     def _route(self, features: SparseFeatures) -> _Step:

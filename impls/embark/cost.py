@@ -45,9 +45,10 @@ HARDWARE = {
     "dgx-h100": Hardware("dgx-h100", 8, 3.35e12, 450e9, 50e9, 60e9, "DGX H100 spec sheets"),
     # DGX A100 80GB: 2.04 TB/s HBM2e, NVLink 3 600 GB/s bidirectional, 8 x 200 Gb/s HDR (25 GB/s per GPU)
     "dgx-a100": Hardware("dgx-a100", 8, 2.04e12, 300e9, 25e9, 60e9, "DGX A100 spec sheets"),
-    # this project's 2-core VM, gloo ranks in one host: measured by `dlrmbench calibrate` (DRAM copy and a
-    # 2-process gloo all_to_all); memory for embeddings capped at 8 GB per rank
-    "cpu-gloo": Hardware("cpu-gloo", 4, 45e9, 1.0e9, 1.0e9, 8e9, "measured here (dlrmbench calibrate)"),
+    # this project's 2-core VM, gloo ranks in one host, measured by `dlrmbench calibrate` (2026-11-29): a 256 MB
+    # copy moves 17.6 GB/s (read + write), one rank of a 2- / 4-process gloo all_to_all sends 0.70 / 0.73 GB/s;
+    # memory for embeddings capped at 4 GB per rank
+    "cpu-gloo": Hardware("cpu-gloo", 4, 17.6e9, 0.72e9, 0.72e9, 4e9, "measured here (dlrmbench calibrate)"),
 }
 
 
