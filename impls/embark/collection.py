@@ -33,6 +33,7 @@ from impls.dist.comm import Comm
 from impls.dist.context import DistContext
 from impls.dist.data_parallel import DataParallelCollection
 from impls.dist.reports import merge_memory, merge_work
+from impls.embark import hier
 from impls.embark.shards import Plan, Shard, shard_rows
 
 STORAGES = {"dense": "dense-torch", "tt": "ecorec"}
@@ -102,6 +103,19 @@ class EmbarkCollection(EmbeddingCollection):
                 with torch.no_grad():
                     coll.weights[0].copy_(full[s.row :: s.rows, s.col * width : (s.col + 1) * width])
             self.storage.append(coll)
+        # hierarchical RB: every GPU of a node holds the same (table, column) sequence of RB row shards
+        self.hier = plan.hierarchical and any(p.cluster == "rb" for p in plan.mp)
+        L = dist.local_world_size
+        if self.hier and L != plan.gpus_per_node:
+            raise ValueError(f"the plan has {plan.gpus_per_node} GPUs per node, the run {L}")
+        self.layout = []
+        for n in range(dist.num_nodes if self.hier else 0):
+            seqs = [[(x.table, x.col, self.tables[x.table].dim // x.cols) for x in self.by_gpu[g]
+                     if self.cluster[x.table] == "rb"] for g in range(n * L, (n + 1) * L)]
+            if any(q != seqs[0] for q in seqs):
+                raise ValueError(f"hierarchical RB needs every GPU of node {n} to hold row shards of the same "
+                                 f"tables and columns; they hold {seqs}")
+            self.layout.append(seqs[0])
         self.dp_tables = list(plan.dp)
         self.dp = None
         if self.dp_tables:
@@ -112,8 +126,7 @@ class EmbarkCollection(EmbeddingCollection):
 
     @classmethod
     def build_distributed(cls, tables, optim, ctx, comm, *, stats=None, strategy: str = "embark",
-                          hw: str = "cpu-gloo", column_wise: bool = False, hierarchical_plan: bool | None = None,
-                          **options: Any) -> "EmbarkCollection":
+                          hw: str = "cpu-gloo", column_wise: bool = False, **options: Any) -> "EmbarkCollection":
         """Plan the tables for this world (the global batch from the sampled batch's size) and build."""
         from impls.embark.cost import HARDWARE, CostModel
         from impls.embark.planner import make_plan
@@ -127,8 +140,6 @@ class EmbarkCollection(EmbeddingCollection):
                           optimizer_bytes=8 if optim.kind == "adagrad" else 4,
                           elem_bytes=2 if options.get("fp16_comm") else 4)
         plan, _ = make_plan(tables, model, strategy, column_wise=column_wise)
-        if hierarchical_plan is False and plan.hierarchical:
-            raise ValueError("the plan is hierarchical; hierarchical RB execution is not implemented yet")
         return cls(tables, optim, ctx, plan=plan, comm=comm, **options)
 
     # --- the key exchange -------------------------------------------------------------------------
@@ -195,6 +206,9 @@ class EmbarkCollection(EmbeddingCollection):
                     torch.cumsum(lengths, 0, out=offsets[1:])
                     y = coll(SparseFeatures(values, offsets, lengths.numel()))
                     rows = [p[0] for p in parsed]
+                    if self.hier:  # they travel through the node (hier.py), not the flat exchange
+                        outs.append((y, ("rbh", rows)))
+                        continue
                     for src, blk in enumerate(torch.split(y.detach(), rows)):
                         back[src].append(blk.reshape(-1))
                     outs.append((y, ("rb", rows)))
@@ -214,7 +228,9 @@ class EmbarkCollection(EmbeddingCollection):
     def _mp_forward(self, features: SparseFeatures, grad_enabled: bool) -> Tensor:
         G, b = self.dist.world_size, features.batch_size
         st = self._route(features)
-        back = self._owner_forward(self._exchange_keys(st), grad_enabled)
+        received = self._exchange_keys(st)
+        self._sources = [bs for bs, _ in received]  # every source's batch size
+        back = self._owner_forward(received, grad_enabled)
         send = [torch.cat(x).to(self.payload_dtype) if x else torch.zeros(0, dtype=self.payload_dtype,
                                                                             device=self.dist.device) for x in back]
         sizes = [self._answer_size(st, g) for g in range(G)]
@@ -226,6 +242,8 @@ class EmbarkCollection(EmbeddingCollection):
             for x in st.sends[g]:
                 s, d = x.shard, self.tables[x.shard.table].dim // x.shard.cols
                 lo = self.col0[s.table] + s.col * d
+                if self.cluster[s.table] == "rb" and self.hier:
+                    continue
                 if self.cluster[s.table] == "rb":
                     out[:, lo : lo + d] += blk[pos : pos + b * d].view(b, d)
                     pos += b * d
@@ -234,6 +252,17 @@ class EmbarkCollection(EmbeddingCollection):
                     vec = blk[pos : pos + u * d].view(u, d)
                     out[:, lo : lo + d].index_add_(0, x.sample, vec[x.inverse])
                     pos += u * d
+        if self.hier:
+            mine = [y.detach() for y, (kind, _) in self._owner_outs if kind == "rbh"]
+            rows = [sizes_b for sizes_b in self._sources]
+            partial = torch.cat(mine, 1) if mine else torch.zeros(sum(rows), 0)
+            widths = [sum(d for _, _, d in lay) for lay in self.layout]
+            for lay, part in zip(self.layout, hier.forward(self.comm, partial, rows, widths, self.payload_dtype)):
+                pos = 0
+                for t, k, d in lay:
+                    lo = self.col0[t] + k * d
+                    out[:, lo : lo + d] += part[:, pos : pos + d]
+                    pos += d
         for t, ln in st.lengths.items():
             lo = self.col0[t]
             out[:, lo : lo + self.tables[t].dim] /= ln
@@ -244,6 +273,8 @@ class EmbarkCollection(EmbeddingCollection):
         n = 0
         for x in st.sends[g]:
             d = self.tables[x.shard.table].dim // x.shard.cols
+            if self.cluster[x.shard.table] == "rb" and self.hier:
+                continue
             n += (st.batch if self.cluster[x.shard.table] == "rb" else x.keys.numel()) * d
         return n
 
@@ -260,6 +291,8 @@ class EmbarkCollection(EmbeddingCollection):
                 s, d = x.shard, self.tables[x.shard.table].dim // x.shard.cols
                 lo = self.col0[s.table] + s.col * d
                 cols = grad[:, lo : lo + d]
+                if self.cluster[s.table] == "rb" and self.hier:
+                    continue
                 if self.cluster[s.table] == "rb":
                     parts.append(cols.reshape(-1))
                 else:  # the source's gradient per unique key
@@ -269,8 +302,8 @@ class EmbarkCollection(EmbeddingCollection):
                         else torch.zeros(0, dtype=self.payload_dtype, device=grad.device))
         my = self._owner_outs  # what this rank sent each source in forward, shard by shard, comes back
 
-        def rows(kind, info, src):  # RB: the source's samples; UB: its unique keys
-            return info[src] if kind == "rb" else info[src].numel()
+        def rows(kind, info, src):  # RB: the source's samples; UB: its unique keys; hierarchical RB: not here
+            return info[src] if kind == "rb" else 0 if kind == "rbh" else info[src].numel()
 
         recv_sizes = [sum(rows(kind, info, src) * y.shape[1] for y, (kind, info) in my) for src in range(G)]
         recv = torch.empty(sum(recv_sizes), dtype=self.payload_dtype, device=grad.device)
@@ -283,10 +316,20 @@ class EmbarkCollection(EmbeddingCollection):
                 n = rows(kind, info, src) * y.shape[1]
                 blocks[i].append(blk[pos : pos + n].view(-1, y.shape[1]))
                 pos += n
+        if self.hier:  # the node path's gradient of this GPU's partial sums, split over its RB shards
+            per_node = [torch.cat([grad[:, self.col0[t] + k * d : self.col0[t] + (k + 1) * d] for t, k, d in lay], 1)
+                        if lay else grad[:, :0] for lay in self.layout]
+            width = sum(y.shape[1] for y, (kind, _) in my if kind == "rbh")
+            g_mine = hier.backward(self.comm, per_node, self._sources, width, self.payload_dtype)
+            pos = 0
+            for i, (y, (kind, _)) in enumerate(my):
+                if kind == "rbh":
+                    blocks[i] = [g_mine[:, pos : pos + y.shape[1]]]
+                    pos += y.shape[1]
         for (y, (kind, info)), parts in zip(my, blocks):
             if not y.requires_grad:
                 continue
-            if kind == "rb":
+            if kind in ("rb", "rbh"):
                 g = torch.cat(parts)
             else:
                 g = torch.zeros_like(y)

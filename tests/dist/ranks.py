@@ -9,10 +9,10 @@ import torch.multiprocessing as mp
 from impls.dist.context import DistContext
 
 
-def _main(rank, world, init, fn, args, errors, results):
+def _main(rank, world, init, L, fn, args, errors, results):
     try:
         torch.set_num_threads(1)
-        ctx = DistContext.init(rank, world, init, timeout_s=60)
+        ctx = DistContext.init(rank, world, init, local_world_size=L, timeout_s=60)
         try:
             results.put((rank, fn(ctx, *args)))
         finally:
@@ -21,12 +21,13 @@ def _main(rank, world, init, fn, args, errors, results):
         errors.put(f"rank {rank}: {traceback.format_exc()}")
 
 
-def run_ranks(tmp_path, world: int, fn, *args) -> list:
-    """``fn(ctx, *args)`` on every rank (``fn`` importable: a module-level function); its results by rank."""
+def run_ranks(tmp_path, world: int, fn, *args, L: int | None = None) -> list:
+    """``fn(ctx, *args)`` on every rank (``fn`` importable: a module-level function; ``L`` ranks per node,
+    default all on one); its results by rank."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     ctx = mp.get_context("spawn")
     errors, results = ctx.SimpleQueue(), ctx.SimpleQueue()
-    mp.start_processes(_main, args=(world, f"file://{tmp_path}/rdzv", fn, args, errors, results), nprocs=world,
+    mp.start_processes(_main, args=(world, f"file://{tmp_path}/rdzv", L or world, fn, args, errors, results), nprocs=world,
                        start_method="spawn", join=True)
     msgs = []
     while not errors.empty():

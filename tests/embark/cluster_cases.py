@@ -31,6 +31,15 @@ def plan_for(world: int) -> Plan:
     return Plan(G, G, dp=(6,), mp=mp)
 
 
+def hier_plan() -> Plan:
+    """4 ranks as 2 nodes of 2: RB tables row-sharded over a node's GPUs (a, b), over both nodes (d), a column
+    group per node (c); UB and DP as in plan_for."""
+    mp = (TablePlacement(0, (0, 1)), TablePlacement(1, (2, 3)), TablePlacement(2, (0, 1, 2, 3), c=2),
+          TablePlacement(3, (0, 1, 2, 3)), TablePlacement(4, (0, 1, 2, 3), cluster="ub"),
+          TablePlacement(5, (3,), cluster="ub"))
+    return Plan(4, 2, dp=(6,), mp=mp, hierarchical=True)
+
+
 def expected_bytes(ctx, plan: Plan, batch, B: int, fp16: bool) -> dict[str, int]:
     """Bytes this rank sends per phase, from §1.4's closed forms, counted directly from the batch."""
     G, me = ctx.world_size, ctx.rank
@@ -43,6 +52,15 @@ def expected_bytes(ctx, plan: Plan, batch, B: int, fp16: bool) -> dict[str, int]
         return [int(k) // s.rows for k in loc.table(s.table)[0].tolist() if int(k) % s.rows == s.row]
 
     out = {"embark.keys.header": 16 * (G - 1), "embark.keys": 0, "embark.fwd": 0, "embark.bwd": 0}
+    if plan.hierarchical:  # RB partial sums: intra-node reduce to the serving peer, then one message per rail
+        L, N, lr, node = ctx.local_world_size, ctx.num_nodes, ctx.local_rank, me // ctx.local_world_size
+        D = [sum(TABLES[s.table].dim // s.cols for s in plan.gpu_shards(n * L) if plan.cluster_of(s.table) == "rb")
+             for n in range(N)]
+        served = [sum(sizes[s] for s in range(q, G, L)) for q in range(L)]  # samples of sources with local rank q
+        out["embark.fwd.intra"] = e * D[node] * sum(served[q] for q in range(L) if q != lr)
+        out["embark.fwd.rail"] = e * D[node] * sum(sizes[n * L + lr] for n in range(N) if n != node)
+        out["embark.bwd.rail"] = e * sizes[me] * sum(D[n] for n in range(N) if n != node)
+        out["embark.bwd.intra"] = e * D[node] * served[lr] * (L - 1)
     for g in range(G):
         if g == me:
             continue
@@ -50,13 +68,16 @@ def expected_bytes(ctx, plan: Plan, batch, B: int, fp16: bool) -> dict[str, int]
             d = TABLES[s.table].dim // s.cols
             if plan.cluster_of(s.table) == "rb":
                 out["embark.keys"] += 8 * (sizes[me] + len(keys_of(mine, s)))  # counts per sample + keys
-                out["embark.bwd"] += e * sizes[me] * d  # the gradient of my rows
-            else:
-                u = len(set(keys_of(mine, s)))
-                out["embark.keys"] += 8 * (1 + u)  # unique keys (source-side dedup)
-                out["embark.bwd"] += e * u * d  # one gradient per unique key
+                if not plan.hierarchical:
+                    out["embark.bwd"] += e * sizes[me] * d  # the gradient of my rows
+                continue
+            u = len(set(keys_of(mine, s)))
+            out["embark.keys"] += 8 * (1 + u)  # unique keys (source-side dedup)
+            out["embark.bwd"] += e * u * d  # one gradient per unique key
         for s in plan.gpu_shards(me):  # what I answer source g
             d = TABLES[s.table].dim // s.cols
+            if plan.cluster_of(s.table) == "rb" and plan.hierarchical:
+                continue
             n = sizes[g] if plan.cluster_of(s.table) == "rb" else len(set(keys_of(locals_[g], s)))
             out["embark.fwd"] += e * n * d  # RB: b_g partial sums; UB: U_g vectors
     dp_elems = sum(TABLES[t].num_embeddings * TABLES[t].dim for t in plan.dp)
@@ -64,11 +85,22 @@ def expected_bytes(ctx, plan: Plan, batch, B: int, fp16: bool) -> dict[str, int]
     return {k: v for k, v in out.items() if v}
 
 
-def check_embark(ctx, optim_kind: str = "sgd", fp16: bool = False) -> dict:
+def flat_inter_node_bytes(plan: Plan, B: int, L: int) -> list[int]:
+    """Per GPU: the RB partial-sum bytes a flat exchange of ``plan``'s shards sends to the other nodes' GPUs."""
+    G = plan.world_size
+    sizes = [hi - lo for lo, hi in (rank_rows(B, r, G) for r in range(G))]
+    out = []
+    for g in range(G):
+        D = sum(TABLES[s.table].dim // s.cols for s in plan.gpu_shards(g) if plan.cluster_of(s.table) == "rb")
+        out.append(4 * D * sum(sizes[s] for s in range(G) if s // L != g // L))
+    return out
+
+
+def check_embark(ctx, optim_kind: str = "sgd", fp16: bool = False, hierarchical: bool = False) -> dict:
     optim = EmbeddingOptim(optim_kind, lr=0.5 if optim_kind == "sgd" else 0.05, eps=1e-4)
     B = 12
     batch = global_batch(B, 7, tables=TABLES)
-    plan = plan_for(ctx.world_size)
+    plan = hier_plan() if hierarchical else plan_for(ctx.world_size)
     ref = get_impl("dense-torch")(TABLES, optim, None, seed=3)
     ref_step = TrainStep(ref, mode="embedding-only", seed=3)
     with torch.no_grad():

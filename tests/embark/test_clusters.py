@@ -18,3 +18,12 @@ def test_adagrad_and_fp16_payloads(tmp_path):
     for a, b in zip(fp32, fp16):
         for phase in ("embark.fwd", "embark.bwd"):
             assert b[phase] * 2 == a[phase]
+
+
+def test_hierarchical_rb_two_nodes_of_two(tmp_path):
+    """Same numbers as one device; the rail (inter-node) bytes of each GPU are 1/L of what a flat exchange of the
+    same shards sends to the other node."""
+    sent = run_ranks(tmp_path, 4, cc.check_embark, "sgd", False, True, L=2)
+    flat_inter = cc.flat_inter_node_bytes(cc.hier_plan(), 12, 2)
+    for rank, s in enumerate(sent):
+        assert s["embark.fwd.rail"] * 2 == flat_inter[rank]
