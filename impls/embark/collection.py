@@ -138,7 +138,8 @@ class EmbarkCollection(EmbeddingCollection):
             raise ValueError("embark's planner needs the sampled global batch on rank 0")
         model = CostModel(HARDWARE[hw], ctx.world_size, ctx.local_world_size, batch,
                           optimizer_bytes=8 if optim.kind == "adagrad" else 4,
-                          elem_bytes=2 if options.get("fp16_comm") else 4)
+                          elem_bytes=2 if options.get("fp16_comm") else 4, storage=options.get("storage", "dense"),
+                          tt_ranks=int((options.get("storage_options") or {}).get("ranks", 32)))
         plan, _ = make_plan(tables, model, strategy, column_wise=column_wise)
         return cls(tables, optim, ctx, plan=plan, comm=comm, **options)
 

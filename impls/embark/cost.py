@@ -33,6 +33,7 @@ class Hardware:
     inter_bw: float  # bytes/s per GPU across nodes (one NIC per GPU)
     mem_cap: float  # bytes per GPU for embeddings
     source: str = ""
+    flops: float = 0.0  # fp32 FLOP/s of small GEMMs (TT shards' lookups)
 
     def rho(self, num_nodes: int) -> float:
         """Memory / network bandwidth ratio of a flat all-to-all: the NIC once there is more than one node."""
@@ -42,13 +43,13 @@ class Hardware:
 HARDWARE = {
     # DGX H100: 8 H100 SXM (3.35 TB/s HBM3, 80 GB), NVLink 4 900 GB/s bidirectional (450 per direction), 8 x 400
     # Gb/s InfiniBand NDR (50 GB/s per GPU); 60 GB of each GPU for embeddings (HugeCTR's default cap)
-    "dgx-h100": Hardware("dgx-h100", 8, 3.35e12, 450e9, 50e9, 60e9, "DGX H100 spec sheets"),
+    "dgx-h100": Hardware("dgx-h100", 8, 3.35e12, 450e9, 50e9, 60e9, "DGX H100 spec sheets", 67e12),
     # DGX A100 80GB: 2.04 TB/s HBM2e, NVLink 3 600 GB/s bidirectional, 8 x 200 Gb/s HDR (25 GB/s per GPU)
-    "dgx-a100": Hardware("dgx-a100", 8, 2.04e12, 300e9, 25e9, 60e9, "DGX A100 spec sheets"),
+    "dgx-a100": Hardware("dgx-a100", 8, 2.04e12, 300e9, 25e9, 60e9, "DGX A100 spec sheets", 19.5e12),
     # this project's 2-core VM, gloo ranks in one host, measured by `dlrmbench calibrate` (2026-11-29): a 256 MB
     # copy moves 17.6 GB/s (read + write), one rank of a 2- / 4-process gloo all_to_all sends 0.70 / 0.73 GB/s;
-    # memory for embeddings capped at 4 GB per rank
-    "cpu-gloo": Hardware("cpu-gloo", 4, 17.6e9, 0.72e9, 0.72e9, 4e9, "measured here (dlrmbench calibrate)"),
+    # memory for embeddings capped at 4 GB per rank; TT stage-1 kernels ran 63 GFLOP/s on 2 threads (make bench)
+    "cpu-gloo": Hardware("cpu-gloo", 4, 17.6e9, 0.72e9, 0.72e9, 4e9, "measured here (dlrmbench calibrate)", 30e9),
 }
 
 
@@ -89,6 +90,8 @@ class CostModel:
     # for the Zipf expectation of each table at the local batch
     hierarchical: bool = False
     mem_cap: float | None = None  # default: the hardware's
+    storage: str = "dense"  # "tt": RB shards are ecorec TT tables (parameters of the TT cores, GEMM work)
+    tt_ranks: int = 32
 
     @property
     def num_nodes(self) -> int:
@@ -106,15 +109,30 @@ class CostModel:
     def num_buckets(self) -> int:
         return self.num_nodes if self.hierarchical else self.world_size
 
+    def _tt(self, t: TableSpec, r: int, c: int):
+        from impls.core.tt import TTShape
+
+        return TTShape.create(max(2, -(-t.num_embeddings // r)), t.dim // c, self.tt_ranks)
+
     def shard_cost(self, t: TableSpec, r: int, c: int) -> tuple[float, float]:
-        """(compute, comm) of one RB shard of table t split r x c, in its bucket."""
+        """(compute, comm) of one RB shard of table t split r x c, in its bucket. A TT shard's lookup costs its
+        two GEMM stages (prefix + last FLOPs, an upper bound: EcoRec reuses prefixes) at the hardware's FLOP rate,
+        expressed in the same memory-access units."""
         d = t.dim / c
-        comp, comm = self.w_s * self.batch_size * t.hotness * d / r, self.ratio * self.batch_size * d
+        per_lookup = d
+        if self.storage == "tt":
+            if not self.hw.flops:
+                raise ValueError(f"hardware {self.hw.name!r} has no FLOP rate for TT storage")
+            s = self._tt(t, r, c)
+            per_lookup = (s.prefix_flops() + s.last_flops()) * self.hw.mem_bw / (self.hw.flops * self.elem_bytes)
+        comp, comm = self.w_s * self.batch_size * t.hotness * per_lookup / r, self.ratio * self.batch_size * d
         if self.hierarchical:
             comp, comm = comp / self.gpus_per_node, 1.5 * comm / self.gpus_per_node
         return comp, comm
 
     def shard_bytes(self, t: TableSpec, r: int, c: int) -> float:
+        if self.storage == "tt":
+            return self._tt(t, r, c).num_params * self.optimizer_bytes
         rows = -(-t.num_embeddings // r)
         return rows * (t.dim / c) * self.optimizer_bytes
 

@@ -137,3 +137,27 @@ def check_embark(ctx, optim_kind: str = "sgd", fp16: bool = False, hierarchical:
             close(w, want, f"embark table {t.name} after one step")
     assert sent == expected_bytes(ctx, plan, batch, B, fp16), (ctx.rank, sent, expected_bytes(ctx, plan, batch, B, fp16))
     return sent
+
+
+def check_tt_storage(ctx) -> None:
+    """A cluster whose shards are ecorec TT tables: the forward is the pooled lookup of the tables the shards
+    represent (gathered), and the shards hold fewer parameters than the dense rows."""
+    import torch.nn.functional as F
+
+    tables = tuple(TableSpec(f"t{i}", 4000, 16, hotness=2) for i in range(3))
+    B = 12
+    batch = global_batch(B, 5, tables=tables)
+    mp = (TablePlacement(0, tuple(range(ctx.world_size))), TablePlacement(1, (0,)),
+          TablePlacement(2, tuple(range(ctx.world_size)), cluster="ub"))
+    plan = Plan(ctx.world_size, ctx.world_size, mp=mp)
+    coll = EmbarkCollection(tables, EmbeddingOptim("sgd", lr=0.1), ctx, plan=plan, storage="tt",
+                            storage_options={"ranks": 4})
+    local = rank_slice(batch, ctx.rank, ctx.world_size).sparse
+    with torch.no_grad():
+        out = coll(local)
+    for i, t in enumerate(tables):
+        full = coll.gather_table(t.name)
+        vals, offs = local.table(i)
+        want = F.embedding_bag(vals, full, offs, mode="sum", include_last_offset=True)
+        close(out[:, 16 * i : 16 * (i + 1)], want, f"tt storage {t.name}")
+    assert coll.memory_report().params < sum(4000 * 16 * 4 for _ in tables) / ctx.world_size

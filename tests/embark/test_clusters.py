@@ -27,3 +27,7 @@ def test_hierarchical_rb_two_nodes_of_two(tmp_path):
     flat_inter = cc.flat_inter_node_bytes(cc.hier_plan(), 12, 2)
     for rank, s in enumerate(sent):
         assert s["embark.fwd.rail"] * 2 == flat_inter[rank]
+
+
+def test_tt_tables_inside_clusters(tmp_path):
+    run_ranks(tmp_path, 2, cc.check_tt_storage)

@@ -179,3 +179,18 @@ def test_plan_cli():
     assert "predicted embedding step" in res.output and "table_row_wise" in res.output
     res = CliRunner().invoke(cli, ["plan", "--workload", "nope", "--nodes", "2"])
     assert res.exit_code != 0 and "unknown data preset" in res.output
+
+
+def test_tt_storage_in_the_cost_model():
+    """TT shards: far fewer bytes (a plan fits where dense cannot) and more compute per lookup."""
+    from impls.embark.planner import PlanError
+
+    tables = [TableSpec(f"t{i}", 5_000_000, 64, hotness=4) for i in range(4)]
+    dense = CostModel(HW, 2, 2, 8192, mem_cap=1e9)
+    tt = CostModel(HW, 2, 2, 8192, mem_cap=1e9, storage="tt", tt_ranks=16)
+    with pytest.raises(PlanError, match="no plan fits"):
+        make_plan(tables, dense, "embark", clusters=False)
+    plan, _ = make_plan(tables, tt, "embark", clusters=False)
+    assert not evaluate(plan, tables, tt).oom
+    assert tt.shard_bytes(tables[0], 1, 1) * 100 < dense.shard_bytes(tables[0], 1, 1)
+    assert tt.shard_cost(tables[0], 1, 1)[0] > dense.shard_cost(tables[0], 1, 1)[0]
