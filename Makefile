@@ -10,17 +10,22 @@ export MAX_JOBS ?= 2
 
 TORCH_CPU := torch==2.13.0
 FBGEMM_CPU := fbgemm-gpu-cpu==1.8.0
+# TorchRec (the `torchrec` peer): its fbgemm-gpu requirement is met by fbgemm-gpu-cpu, hence --no-deps plus its
+# light dependencies
+TORCHREC_CPU := torchrec==1.8.0
+TORCHREC_DEPS := tensordict==0.15.3 torchmetrics==1.0.3 pyre-extensions iopath tqdm
 DEPS_STAMP := $(VENV)/.dlrmbench-deps
 EXT_STAMP := $(VENV)/.dlrmbench-ext
 CSRC := $(wildcard impls/core/csrc/*.cpp impls/core/csrc/cpu/*.cpp impls/core/csrc/cuda/*.cu impls/core/csrc/*.h impls/core/csrc/*/*.h)
 
-.PHONY: help venv deps install ext test test-fast bench redundancy reproduce-sc24 reproduce-sc24-table1 figures cuda-check device-check clean
+.PHONY: help venv deps install ext test test-fast bench redundancy reproduce-sc24 reproduce-sc24-table1 reproduce-recsys24 figures cuda-check device-check clean
 
 help:
 	@echo "make test            set up .venv, build the native ops, run pytest"
 	@echo "make reproduce-sc24  set up, run reproduce/experiments/sc24.toml, write results/sc24 and figures/sc24"
 	@echo "make bench           pytest-benchmark: dense baselines and the TT kernel roofline; lookup redundancy"
 	@echo "make reproduce-sc24-table1  the 1e8-row Table 1 / Fig 11 analogue (about 25 minutes here)"
+	@echo "make reproduce-recsys24  EMBark planner vs baselines on gloo ranks, and modeled at 8-128 GPUs"
 	@echo "make figures         redraw every figure from the committed records (no compute)"
 	@echo "make install         set up .venv and build the native ops only"
 	@echo "make ext             rebuild the native ops after a C++ edit"
@@ -44,7 +49,8 @@ $(DEPS_STAMP): pyproject.toml | $(PY)
 	@if $(PY) -c "import torch, sys; sys.exit(0 if torch.version.cuda else 1)" 2>/dev/null; then \
 		echo "torch $$($(PY) -c 'import torch; print(torch.__version__)') has CUDA: keeping it (install a matching fbgemm-gpu yourself for dense-fbgemm)"; \
 	else \
-		$(PIP) install -q $(TORCH_CPU) $(FBGEMM_CPU); \
+		$(PIP) install -q $(TORCH_CPU) $(FBGEMM_CPU) && \
+		$(PIP) install -q --no-deps $(TORCHREC_CPU) && $(PIP) install -q $(TORCHREC_DEPS); \
 	fi
 	DLRMBENCH_NO_EXT=1 $(PIP) install -q --no-build-isolation -e '.[dev]'
 	touch $@
@@ -76,9 +82,16 @@ reproduce-sc24: install
 reproduce-sc24-table1: install
 	$(VENV)/bin/dlrmbench sweep reproduce/experiments/sc24_table1.toml
 
+# RecSys'24 (EMBark): the planner vs its baselines measured on 4 gloo ranks (scaled workloads), then the modeled
+# 8-128 GPU DGX-H100 speedups over table_row_wise
+reproduce-recsys24: install
+	$(VENV)/bin/dlrmbench sweep reproduce/experiments/recsys24.toml
+	$(PY) -m reproduce.recsys24_model
+
 figures: install
 	$(VENV)/bin/dlrmbench plot reproduce/experiments/sc24.toml
 	$(VENV)/bin/dlrmbench plot reproduce/experiments/sc24_table1.toml
+	$(VENV)/bin/dlrmbench plot reproduce/experiments/recsys24.toml
 
 # Compile-check the CUDA kernels on a machine with nvcc but no GPU (a separate 5.5 GB venv).
 CUDA_VENV ?= .venv-cuda

@@ -340,6 +340,7 @@ _MODULES: dict[str, str] = {
     "elrec": "impls.elrec.collection",
     "ecorec": "impls.ecorec.collection",
     "embark": "impls.embark.collection",
+    "torchrec": "impls.torchrec_peer.collection",
 }
 _REGISTRY: dict[str, type[EmbeddingCollection]] = {}
 

@@ -49,6 +49,9 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
             # of medians, so approximate: what is neither blocked communication nor the update phase
             row["compute_ms"] = row["total_ms"] - d["comm_blocked_ms"] - row["update_ms"]
             row["comm_share"] = d["comm_blocked_ms"] / row["total_ms"] if row.get("total_ms") else None
+        if d and d.get("plan"):
+            row["plan_strategy"] = d["plan"].get("strategy")
+            row["predicted_step_ms"] = d["plan"].get("predicted_step_ms")
         if d:
             row["comm_bytes_per_step"] = d["comm_bytes_per_step"]
             row["param_bytes_all_ranks"] = d["param_bytes_all_ranks"]

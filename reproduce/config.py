@@ -126,7 +126,8 @@ class Experiment:
     plots: tuple[str, ...]
 
 
-GRID_KEYS = ("impl", "data", "batch_size", "mode", "optimizer", "world_size", "max_rows")  # max_rows: a data option
+# max_rows: a data option; variant: a name from [variants.NAME] (impl, label, impl_options, ... of one system setup)
+GRID_KEYS = ("impl", "data", "batch_size", "mode", "optimizer", "world_size", "max_rows", "variant")
 
 
 def options_for(impl: str, impl_options: dict[str, Any]) -> dict[str, Any]:
@@ -158,9 +159,15 @@ def load_experiment(path: str | Path, root: str | Path = ".") -> Experiment:
     bad = sorted(set(grid) - set(GRID_KEYS))
     if bad:
         raise ValueError(f"{path}: unknown [grid] keys {bad}; allowed: {GRID_KEYS}")
-    for k in ("impl", "data", "batch_size"):
+    for k in ("data", "batch_size"):
         if k not in grid:
             raise ValueError(f"{path}: [grid] needs a list for {k!r}")
+    if "impl" not in grid and "variant" not in grid:
+        raise ValueError(f"{path}: [grid] needs a list for 'impl' (or 'variant')")
+    variants = doc.get("variants", {})
+    unknown = sorted(set(grid.get("variant", [])) - set(variants))
+    if unknown:
+        raise ValueError(f"{path}: [grid] variant(s) {unknown} have no [variants.NAME] table")
     keys = list(grid)
     base = dict(doc.get("defaults", {}))
     base["data_options"] = dict(doc.get("data_options", {}))
@@ -169,12 +176,17 @@ def load_experiment(path: str | Path, root: str | Path = ".") -> Experiment:
     for combo in itertools.product(*(grid[k] for k in keys)):
         try:
             fields = {**base, **dict(zip(keys, combo))}
+            own: dict = {}
+            if "variant" in fields:
+                v = dict(variants[fields.pop("variant")])
+                own = dict(v.pop("impl_options", {}))
+                fields.update(v)
             if "max_rows" in fields:  # the table-size axis: a cap on every table (0 = the preset's sizes)
                 cap = fields.pop("max_rows")
                 fields["data_options"] = {**base["data_options"], **({"max_rows": cap} if cap else {})}
-            fields["impl_options"] = options_for(fields["impl"], base["impl_options"])
+            fields["impl_options"] = {**options_for(fields["impl"], base["impl_options"]), **own}
             points.append(RunPoint.from_dict(fields))
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, KeyError) as exc:
             raise ValueError(f"{path}: bad point {dict(zip(keys, combo))}: {exc}") from None
     for extra in doc.get("points", []):  # [[points]]: single points beside the grid (e.g. option variants)
         try:

@@ -164,6 +164,8 @@ def run_point(point: RunPoint) -> dict[str, Any]:
         record["dist"] = dist_part
         if hasattr(emb, "placement"):
             dist_part["placement"] = emb.placement()
+        if hasattr(emb, "plan_info"):  # EMBark: the plan and its predicted embedding step
+            dist_part["plan"] = emb.plan_info
     if evaluated:
         record["eval"] = evaluated
     if curve:

@@ -123,12 +123,13 @@ class EmbarkCollection(EmbeddingCollection):
                                              local_cls=get_impl("dense-torch"), comm=self.comm, device=device,
                                              check_bounds=False, seed=seed)
         self._mark: dict = {}
+        self.plan_info: dict = {"strategy": "given", "hierarchical": plan.hierarchical}
 
     @classmethod
     def build_distributed(cls, tables, optim, ctx, comm, *, stats=None, strategy: str = "embark",
                           hw: str = "cpu-gloo", column_wise: bool = False, **options: Any) -> "EmbarkCollection":
         """Plan the tables for this world (the global batch from the sampled batch's size) and build."""
-        from impls.embark.cost import HARDWARE, CostModel
+        from impls.embark.cost import HARDWARE, CostModel, evaluate
         from impls.embark.planner import make_plan
 
         if hw not in HARDWARE:
@@ -140,8 +141,14 @@ class EmbarkCollection(EmbeddingCollection):
                           optimizer_bytes=8 if optim.kind == "adagrad" else 4,
                           elem_bytes=2 if options.get("fp16_comm") else 4, storage=options.get("storage", "dense"),
                           tt_ranks=int((options.get("storage_options") or {}).get("ranks", 32)))
-        plan, _ = make_plan(tables, model, strategy, column_wise=column_wise)
-        return cls(tables, optim, ctx, plan=plan, comm=comm, **options)
+        plan, secs = make_plan(tables, model, strategy, column_wise=column_wise)
+        coll = cls(tables, optim, ctx, plan=plan, comm=comm, **options)
+        ev = evaluate(plan, tables, model)
+        coll.plan_info = {"strategy": strategy, "hw": hw, "hierarchical": plan.hierarchical, "dp": len(plan.dp),
+                          "ub": sum(p.cluster == "ub" for p in plan.mp), "rb": sum(p.cluster == "rb" for p in plan.mp),
+                          "shards": len(plan.shards()), "planning_s": secs, "predicted_step_ms": ev.step_s * 1e3,
+                          "max_cost": ev.max_cost, "oom_predicted": ev.oom}
+        return coll
 
     # --- the key exchange -------------------------------------------------------------------------
     def _route(self, features: SparseFeatures) -> _Step:

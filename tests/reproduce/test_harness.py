@@ -119,3 +119,31 @@ def test_cli_run_compares_and_rejects_bad_input(tmp_path):
 def test_cli_env():
     res = CliRunner().invoke(cli, ["env"])
     assert res.exit_code == 0 and "torch" in res.output and "dense-torch" in res.output
+
+
+def test_experiment_variants_grid(tmp_path):
+    """[grid] variant = [...] expands named system setups ([variants.NAME]: impl, label, impl_options)."""
+    f = tmp_path / "e.toml"
+    f.write_text('''
+name = "v"
+[grid]
+variant = ["a", "b"]
+data = ["uniform"]
+batch_size = [8]
+world_size = [1, 2]
+[impl_options]
+ranks = 4
+[variants.a]
+impl = "ttrec"
+label = "tt a"
+impl_options = { cores = 3 }
+[variants.b]
+impl = "dense-torch"
+''')
+    exp = load_experiment(f, tmp_path)
+    got = sorted((p.impl, p.label, p.world_size, tuple(sorted(p.impl_options.items()))) for p in exp.points)
+    assert got == [("dense-torch", "", 1, (("ranks", 4),)), ("dense-torch", "", 2, (("ranks", 4),)),
+                   ("ttrec", "tt a", 1, (("cores", 3), ("ranks", 4))), ("ttrec", "tt a", 2, (("cores", 3), ("ranks", 4)))]
+    f.write_text(f.read_text().replace('variant = ["a", "b"]', 'variant = ["a", "zzz"]'))
+    with pytest.raises(ValueError, match="zzz"):
+        load_experiment(f, tmp_path)

@@ -1,0 +1,126 @@
+"""``torchrec``: TorchRec's DistributedModelParallel over an EmbeddingBagCollection in the same harness, as a peer
+of the clusters in impls/embark (sharding-embark-torchrec.md §3). Sharding is one TorchRec sharding type for every
+table (``sharding``: table_wise, column_wise, data_parallel on CPU; row_wise and table_row_wise on GPU), placed by
+TorchRec's own planner under that constraint; the optimizer is fused into backward (TorchRec's
+apply_optimizer_in_backward: SGD or Adagrad). Tables start from dense-torch's weights (table_seed), so a run
+equals the single-device model. TorchRec's collectives are its own: bytes are not counted by Comm (the record's
+comm bytes are absent for this implementation)."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+from torch import Tensor
+
+from impls.api import EmbeddingCollection, EmbeddingOptim, MemoryReport, SparseFeatures, TableSpec, register
+from impls.dense.init import dense_table_init
+from impls.torchrec_peer.kjt import _torchrec, to_kjt
+
+CPU_SHARDINGS = ("table_wise", "column_wise", "data_parallel")
+GPU_SHARDINGS = ("row_wise", "table_row_wise")
+
+
+@register
+class TorchRecCollection(EmbeddingCollection):
+    name = "torchrec"
+    supports_dist = True
+    fused_table_update = True
+
+    def __init__(self, tables: Sequence[TableSpec], optim: EmbeddingOptim, dist: Any | None = None, *,
+                 device: str | torch.device = "cpu", check_bounds: bool = True, seed: int = 0,
+                 sharding: str = "table_wise") -> None:
+        if dist is None:
+            raise ValueError("torchrec runs DistributedModelParallel: run it with --world-size >= 2")
+        super().__init__(tables, optim, dist, check_bounds=check_bounds, seed=seed)
+        _torchrec()
+        from torchrec import EmbeddingBagCollection, EmbeddingBagConfig, PoolingType
+        from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
+        from torchrec.distributed.model_parallel import DistributedModelParallel
+        from torchrec.distributed.planner import EmbeddingShardingPlanner, Topology
+        from torchrec.distributed.planner.types import ParameterConstraints
+        from torchrec.optim.apply_optimizer_in_backward import apply_optimizer_in_backward
+
+        from torchrec.distributed import comm_ops
+
+        # TorchRec divides the AlltoAll'd gradients by the world size (its losses are per-rank means averaged by
+        # DDP); dlrmbench's rank losses are shares of the global mean whose gradients add up, so no division
+        comm_ops.set_gradient_division(False)
+        dev = torch.device(device)
+        allowed = CPU_SHARDINGS + (GPU_SHARDINGS if dev.type == "cuda" else ())
+        if sharding not in allowed:
+            raise ValueError(f"torchrec sharding {sharding!r} is not available on {dev.type}; choose one of {allowed}")
+        configs = [EmbeddingBagConfig(name=t.name, embedding_dim=t.dim, num_embeddings=t.num_embeddings,
+                                      feature_names=[t.name],
+                                      pooling=PoolingType.MEAN if t.pooling == "mean" else PoolingType.SUM)
+                   for t in self.tables]
+        ebc = EmbeddingBagCollection(tables=configs, device=torch.device("meta"))
+        if optim.kind == "sgd":
+            apply_optimizer_in_backward(torch.optim.SGD, ebc.parameters(), {"lr": optim.lr})
+        else:
+            apply_optimizer_in_backward(torch.optim.Adagrad, ebc.parameters(),
+                                        {"lr": optim.lr, "eps": optim.eps,
+                                         "initial_accumulator_value": optim.initial_accumulator})
+        constraints = {t.name: ParameterConstraints(sharding_types=[sharding]) for t in self.tables}
+        topology = Topology(world_size=dist.world_size, compute_device=dev.type,
+                            local_world_size=dist.local_world_size)
+        sharder = EmbeddingBagCollectionSharder()
+        planner = EmbeddingShardingPlanner(topology=topology, constraints=constraints)
+        self.plan = planner.collective_plan(ebc, [sharder], dist.group or torch.distributed.GroupMember.WORLD)
+        self.model = DistributedModelParallel(ebc, device=dev, plan=self.plan, sharders=[sharder])
+        self.sharding = sharding
+        self._load_initial(seed)
+
+    @torch.no_grad()
+    def _load_initial(self, seed: int) -> None:
+        """Every local shard (or replica) from the rows and columns of dense-torch's initial table."""
+        for name, t in self._weights():
+            spec = self.tables[self.table_index(name)]
+            full = dense_table_init(spec, seed)
+            for off, tensor in self._local_shards(t):
+                r, c = off
+                tensor.copy_(full[r : r + tensor.shape[0], c : c + tensor.shape[1]])
+
+    def _weights(self):
+        for key, t in self.model.state_dict().items():
+            if key.endswith(".weight"):
+                yield key.split(".")[-2], t
+
+    @staticmethod
+    def _local_shards(t):
+        if hasattr(t, "local_shards"):
+            return [(tuple(s.metadata.shard_offsets), s.tensor) for s in t.local_shards()]
+        return [((0, 0), t)]
+
+    def forward(self, features: SparseFeatures) -> Tensor:
+        features = self.checked(features)
+        out = self.model(to_kjt(features, self.tables))
+        out = out.wait() if hasattr(out, "wait") else out
+        if list(out.keys()) == [t.name for t in self.tables]:
+            return out.values()
+        parts = out.to_dict()  # a sharded collection returns its keys grouped by sharding: back to table order
+        return torch.cat([parts[t.name] for t in self.tables], dim=1)
+
+    def gather_table(self, table: str) -> Tensor:
+        """The whole table from every rank's shards (a collective: every rank calls it)."""
+        import torch.distributed as dist
+
+        spec = self.tables[self.table_index(table)]
+        weights = dict(self._weights())
+        mine = [(off, w.detach().cpu().clone()) for off, w in self._local_shards(weights[table])]
+        parts = [None] * self.dist.world_size
+        dist.all_gather_object(parts, mine)
+        full = torch.empty(spec.num_embeddings, spec.dim)
+        for (r, c), w in (x for p in parts for x in p):
+            full[r : r + w.shape[0], c : c + w.shape[1]] = w
+        return full
+
+    def materialize(self, table: str) -> Tensor:
+        raise KeyError(f"table {table!r} is sharded by TorchRec; use gather_table on every rank")
+
+    def memory_report(self) -> MemoryReport:
+        params = sum(w.numel() * w.element_size() for _, t in self._weights() for _, w in self._local_shards(t))
+        return MemoryReport(params=params, optimizer_state=params if self.optim.kind == "adagrad" else 0)
+
+    @classmethod
+    def build_distributed(cls, tables, optim, ctx, comm, *, stats=None, **options: Any) -> "TorchRecCollection":
+        return cls(tables, optim, ctx, **options)

@@ -1,0 +1,59 @@
+"""RecSys'24 (EMBark) figures: measured step time, exchanged bytes and comm share per plan on gloo ranks; the cost
+model's predicted step against the measured one (Spearman rank correlation); the modeled speedup of the planner
+over table_row_wise at 8-128 GPUs (from reproduce/recsys24_model.py's CSV)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import seaborn as sns
+
+from reproduce.plots import style
+
+
+def measured(df: pd.DataFrame, out_dir: Path) -> list[Path]:
+    style.setup()
+    ok = df[df["status"] == "ok"].copy()
+    ok["comm MB per step"] = ok["comm_bytes_per_step"] / 1e6
+    ok["comm share (%)"] = 100 * ok["comm_share"]
+    order = list(dict.fromkeys(ok["label"]))
+    paths = []
+    for y, stem in (("total_ms", "measured_step"), ("comm MB per step", "measured_bytes"),
+                    ("comm share (%)", "measured_comm_share")):
+        g = sns.catplot(data=ok, kind="bar", x="data", y=y, hue="label", hue_order=order, height=3.2, aspect=2.2)
+        g.set_axis_labels("workload (scaled)", {"total_ms": "embedding step (ms, median)"}.get(y, y))
+        g.figure.suptitle(f"EMBark plans on {int(ok['world_size'].max())} gloo ranks (measured; "
+                          f"{style.hardware(ok)})", y=1.04)
+        style.footnote(df, g.figure)
+        paths += style.save(g.figure, out_dir, stem)
+    return paths
+
+
+def predicted(df: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """Predicted (cost model, cpu-gloo profile) vs measured step time of every EMBark plan."""
+    import matplotlib.pyplot as plt
+
+    style.setup()
+    ok = df[(df["status"] == "ok") & df["predicted_step_ms"].notna()].copy() if "predicted_step_ms" in df else df[:0]
+    if len(ok) < 2:
+        return []
+    rho = ok["predicted_step_ms"].rank().corr(ok["total_ms"].rank())
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    sns.scatterplot(data=ok, x="predicted_step_ms", y="total_ms", hue="label", style="data", ax=ax, s=60)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("predicted embedding step (ms, cost model)")
+    ax.set_ylabel("measured step (ms)")
+    ax.set_title(f"Cost model vs measurement: Spearman ρ = {rho:.2f} over {len(ok)} plans")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    return style.save(fig, out_dir, "predicted_vs_measured")
+
+
+def modeled(df: pd.DataFrame, out_dir: Path) -> list[Path]:
+    style.setup()
+    g = sns.catplot(data=df, kind="bar", x="gpus", y="speedup", hue="workload", height=3.2, aspect=1.8)
+    g.set_axis_labels("GPUs (DGX-H100 nodes of 8)", "planner / table_row_wise (×, modeled)")
+    for ax in g.axes.flat:
+        ax.axhline(1.0, color="black", lw=0.8, ls="--")
+    g.figure.suptitle("EMBark planner over table_row_wise, embedding step (cost model, not measured)", y=1.04)
+    return style.save(g.figure, out_dir, "modeled_speedup")
