@@ -53,7 +53,7 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
             row["plan_strategy"] = d["plan"].get("strategy")
             row["predicted_step_ms"] = d["plan"].get("predicted_step_ms")
         if d:
-            row["comm_bytes_per_step"] = d["comm_bytes_per_step"]
+            row["comm_bytes_per_step"] = d.get("comm_bytes_per_step")
             row["param_bytes_all_ranks"] = d["param_bytes_all_ranks"]
         row["device"] = record["env"].get("cuda_device") or record["env"].get("cpu")
         row["threads"] = record["env"].get("torch_threads")

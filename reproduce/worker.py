@@ -166,6 +166,8 @@ def run_point(point: RunPoint) -> dict[str, Any]:
             dist_part["placement"] = emb.placement()
         if hasattr(emb, "plan_info"):  # EMBark: the plan and its predicted embedding step
             dist_part["plan"] = emb.plan_info
+        if not emb.comm_counted:  # its collectives bypass Comm: no bytes or blocked time to report
+            dist_part.update(comm_counted=False, comm_bytes_per_step=None, comm_blocked_ms=None)
     if evaluated:
         record["eval"] = evaluated
     if curve:

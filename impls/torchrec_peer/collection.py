@@ -25,6 +25,7 @@ class TorchRecCollection(EmbeddingCollection):
     name = "torchrec"
     supports_dist = True
     fused_table_update = True
+    comm_counted = False  # TorchRec's own collectives
 
     def __init__(self, tables: Sequence[TableSpec], optim: EmbeddingOptim, dist: Any | None = None, *,
                  device: str | torch.device = "cpu", check_bounds: bool = True, seed: int = 0,

@@ -9,12 +9,10 @@ from impls.api import SparseFeatures, TableSpec
 
 def _torchrec():
     try:
-        import torchrec  # noqa: F401
+        from torchrec import KeyedJaggedTensor
     except ImportError as exc:
         raise ImportError("torchrec is not installed: `make install` installs torchrec==1.8.0 (CPU); on a CUDA "
                           "machine install a torchrec and fbgemm-gpu matching its torch") from exc
-    from torchrec import KeyedJaggedTensor
-
     return KeyedJaggedTensor
 
 
