@@ -1,6 +1,6 @@
 """``torchrec``: TorchRec's DistributedModelParallel over an EmbeddingBagCollection in the same harness, as a peer
 of the clusters in impls/embark (sharding-embark-torchrec.md §3). Sharding is one TorchRec sharding type for every
-table (``sharding``: table_wise, column_wise, data_parallel on CPU; row_wise and table_row_wise on GPU), placed by
+table (``sharding``: table_wise, column_wise on CPU; row_wise and table_row_wise on GPU, never run here), placed by
 TorchRec's own planner under that constraint; the optimizer is fused into backward (TorchRec's
 apply_optimizer_in_backward: SGD or Adagrad). Tables start from dense-torch's weights (table_seed), so a run
 equals the single-device model. TorchRec's collectives are its own: bytes are not counted by Comm (the record's
@@ -16,7 +16,9 @@ from impls.api import EmbeddingCollection, EmbeddingOptim, MemoryReport, SparseF
 from impls.dense.init import dense_table_init
 from impls.torchrec_peer.kjt import _torchrec, to_kjt
 
-CPU_SHARDINGS = ("table_wise", "column_wise", "data_parallel")
+# TorchRec's data_parallel runs, but its replicated tables do not take the global-batch step in this harness (the
+# equality test fails by the size of one update), so it is refused until that is understood
+CPU_SHARDINGS = ("table_wise", "column_wise")
 GPU_SHARDINGS = ("row_wise", "table_row_wise")
 
 

@@ -161,3 +161,26 @@ def check_tt_storage(ctx) -> None:
         want = F.embedding_bag(vals, full, offs, mode="sum", include_last_offset=True)
         close(out[:, 16 * i : 16 * (i + 1)], want, f"tt storage {t.name}")
     assert coll.memory_report().params < sum(4000 * 16 * 4 for _ in tables) / ctx.world_size
+
+
+def check_strategy_plans(ctx, strategy: str) -> None:
+    """Plans the planner and its baselines make for this world execute to the single-device numbers."""
+    from impls.embark.cost import HARDWARE, CostModel
+    from impls.embark.planner import make_plan
+
+    B = 12
+    batch = global_batch(B, 9, tables=TABLES)
+    model = CostModel(HARDWARE["cpu-gloo"], ctx.world_size, ctx.local_world_size, B)
+    plan, _ = make_plan(TABLES, model, strategy, clusters=True)
+    optim = EmbeddingOptim("sgd", lr=0.5)
+    ref = get_impl("dense-torch")(TABLES, optim, None, seed=3)
+    ref_step = TrainStep(ref, mode="embedding-only", seed=3)
+    ref_loss = float(ref_step(batch))
+    comm = Comm(ctx)
+    coll = EmbarkCollection(TABLES, optim, ctx, plan=plan, comm=comm, seed=3)
+    step = TrainStep(coll, mode="embedding-only", seed=3, comm=comm, global_batch=B)
+    loss = torch.tensor([step(rank_slice(batch, ctx.rank, ctx.world_size))], dtype=torch.float64)
+    dist.all_reduce(loss)
+    assert abs(float(loss) - ref_loss) <= 1e-5 * max(1.0, abs(ref_loss)), (strategy, float(loss), ref_loss)
+    for t in TABLES:
+        close(coll.gather_table(t.name), ref.materialize(t.name), f"{strategy} plan, table {t.name}")

@@ -31,3 +31,9 @@ def test_hierarchical_rb_two_nodes_of_two(tmp_path):
 
 def test_tt_tables_inside_clusters(tmp_path):
     run_ranks(tmp_path, 2, cc.check_tt_storage)
+
+
+@pytest.mark.parametrize("strategy", ["embark", "table_row_wise", "uniform", "round_robin"])
+def test_planner_and_baseline_plans_execute_exactly(tmp_path, strategy):
+    """4 ranks as 2 nodes of 2, so table_row_wise (and possibly the planner) run hierarchical RB."""
+    run_ranks(tmp_path, 4, cc.check_strategy_plans, strategy, L=2)

@@ -1,4 +1,4 @@
-"""TorchRec as a peer: KJT adapters both ways, and DistributedModelParallel (table-wise, column-wise on CPU) equal
+"""TorchRec as a peer: KJT adapters both ways, and DistributedModelParallel (table-wise, column-wise) equal
 to the single-device model for forward, loss and one SGD step on 2 gloo ranks."""
 import pytest
 import torch
@@ -30,3 +30,8 @@ def test_kjt_round_trip():
 @pytest.mark.parametrize("sharding", ["table_wise", "column_wise"])
 def test_dmp_equals_single_device(tmp_path, sharding):
     run_ranks(tmp_path, 2, tc.check_torchrec, sharding)
+
+
+def test_unavailable_sharding_is_a_clear_error(tmp_path):
+    run_ranks(tmp_path, 2, tc.check_refused, "data_parallel")
+    run_ranks(tmp_path / "rw", 2, tc.check_refused, "row_wise")

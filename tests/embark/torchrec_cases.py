@@ -37,3 +37,12 @@ def check_torchrec(ctx, sharding: str) -> None:
     assert abs(float(loss) - ref_loss) <= 1e-5 * max(1.0, abs(ref_loss))
     for t in TR_TABLES:
         close(coll.gather_table(t.name), ref.materialize(t.name), f"torchrec {sharding} {t.name} after a step")
+
+
+def check_refused(ctx, sharding: str) -> None:
+    import pytest
+
+    from impls.torchrec_peer.collection import TorchRecCollection
+
+    with pytest.raises(ValueError, match=f"torchrec sharding '{sharding}' is not available"):
+        TorchRecCollection(TR_TABLES, EmbeddingOptim("sgd", lr=0.5), ctx, sharding=sharding)
