@@ -13,7 +13,8 @@ def _registry() -> dict[str, Callable[[pd.DataFrame, Path], list[Path]]]:
     return {"sc24-speedup": sc24.speedup, "sc24-memory": sc24.memory, "batch-scaling": scaling.batch_scaling,
             "auc-vs-step": accuracy.auc_vs_step, "world-speedup": world.world_speedup,
             "world-memory": world.world_memory, "pipeline-ablation": world.pipeline_ablation,
-            "recsys24-measured": recsys24.measured, "recsys24-predicted": recsys24.predicted}
+            "recsys24-measured": recsys24.measured, "recsys24-predicted": recsys24.predicted,
+            "recsys24-world": recsys24.world}
 
 
 def plot_names() -> list[str]:

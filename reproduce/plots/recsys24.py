@@ -14,6 +14,7 @@ from reproduce.plots import style
 def measured(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     style.setup()
     ok = df[df["status"] == "ok"].copy()
+    ok = ok[ok["world_size"] == ok["world_size"].mode().iloc[0]]  # the world every workload ran at
     ok["comm MB per step"] = ok["comm_bytes_per_step"] / 1e6
     ok["comm share (%)"] = 100 * ok["comm_share"]
     order = list(dict.fromkeys(ok["label"]))
@@ -57,3 +58,24 @@ def modeled(df: pd.DataFrame, out_dir: Path) -> list[Path]:
         ax.axhline(1.0, color="black", lw=0.8, ls="--")
     g.figure.suptitle("EMBark planner over table_row_wise, embedding step (cost model, not measured)", y=1.04)
     return style.save(g.figure, out_dir, "modeled_speedup")
+
+
+def world(df: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """Step time and comm share against the number of ranks, for the workloads measured at several."""
+    style.setup()
+    ok = df[df["status"] == "ok"].copy()
+    multi = ok.groupby("data")["world_size"].nunique()
+    ok = ok[ok["data"].isin(multi[multi > 1].index)]
+    ok = ok[ok.groupby(["data", "label"])["world_size"].transform("nunique") > 1]
+    if ok.empty:
+        return []
+    ok["comm share (%)"] = 100 * ok["comm_share"]
+    paths = []
+    for y, stem, ylabel in (("total_ms", "world_step", "embedding step (ms, median)"),
+                            ("comm share (%)", "world_comm_share", "blocked in communication (% of step)")):
+        g = sns.relplot(data=ok, kind="line", x="world_size", y=y, hue="label", col="data", marker="o",
+                        height=3.0, aspect=1.3, facet_kws={"sharey": False})
+        g.set_axis_labels("gloo ranks", ylabel)
+        g.figure.suptitle(f"EMBark plans over ranks (measured; {style.hardware(ok)})", y=1.04)
+        paths += style.save(g.figure, out_dir, stem)
+    return paths
