@@ -1,8 +1,11 @@
 """``torchrec``: TorchRec's DistributedModelParallel over an EmbeddingBagCollection in the same harness, as a peer
 of the clusters in impls/embark (sharding-embark-torchrec.md §3). Sharding is one TorchRec sharding type for every
-table (``sharding``: table_wise, column_wise on CPU; row_wise and table_row_wise on GPU, never run here), placed by
+table (``sharding``: table_wise, column_wise, data_parallel on CPU; row_wise and table_row_wise on GPU, never
+run here), placed by
 TorchRec's own planner under that constraint; the optimizer is fused into backward (TorchRec's
-apply_optimizer_in_backward: SGD or Adagrad). Tables start from dense-torch's weights (table_seed), so a run
+apply_optimizer_in_backward: SGD or Adagrad) for sharded tables; data-parallel tables get plain gradients from
+TorchRec (it leaves them to the user's dense optimizer), which ``optimizer_step`` sums over the ranks in one
+all-reduce and applies. Tables start from dense-torch's weights (table_seed), so a run
 equals the single-device model. TorchRec's collectives are its own: bytes are not counted by Comm (the record's
 comm bytes are absent for this implementation)."""
 from __future__ import annotations
@@ -14,11 +17,10 @@ from torch import Tensor
 
 from impls.api import EmbeddingCollection, EmbeddingOptim, MemoryReport, SparseFeatures, TableSpec, register
 from impls.dense.init import dense_table_init
+from impls.dist.comm import Comm
 from impls.torchrec_peer.kjt import _torchrec, to_kjt
 
-# TorchRec's data_parallel runs, but its replicated tables do not take the global-batch step in this harness (the
-# equality test fails by the size of one update), so it is refused until that is understood
-CPU_SHARDINGS = ("table_wise", "column_wise")
+CPU_SHARDINGS = ("table_wise", "column_wise", "data_parallel")
 GPU_SHARDINGS = ("row_wise", "table_row_wise")
 
 
@@ -27,11 +29,11 @@ class TorchRecCollection(EmbeddingCollection):
     name = "torchrec"
     supports_dist = True
     fused_table_update = True
-    comm_counted = False  # TorchRec's own collectives
+    comm_counted = False  # TorchRec's own collectives (only the data-parallel all-reduce goes through Comm)
 
     def __init__(self, tables: Sequence[TableSpec], optim: EmbeddingOptim, dist: Any | None = None, *,
                  device: str | torch.device = "cpu", check_bounds: bool = True, seed: int = 0,
-                 sharding: str = "table_wise") -> None:
+                 sharding: str = "table_wise", comm: Comm | None = None) -> None:
         if dist is None:
             raise ValueError("torchrec runs DistributedModelParallel: run it with --world-size >= 2")
         super().__init__(tables, optim, dist, check_bounds=check_bounds, seed=seed)
@@ -71,6 +73,8 @@ class TorchRecCollection(EmbeddingCollection):
         self.plan = planner.collective_plan(ebc, [sharder], dist.group or torch.distributed.GroupMember.WORLD)
         self.model = DistributedModelParallel(ebc, device=dev, plan=self.plan, sharders=[sharder])
         self.sharding = sharding
+        self.comm = comm or Comm(dist)
+        self._dp_state: dict[int, Tensor | None] = {}
         self._load_initial(seed)
 
     @torch.no_grad()
@@ -93,6 +97,19 @@ class TorchRecCollection(EmbeddingCollection):
         if hasattr(t, "local_shards"):
             return [(tuple(s.metadata.shard_offsets), s.tensor) for s in t.local_shards()]
         return [((0, 0), t)]
+
+    @torch.no_grad()
+    def optimizer_step(self) -> None:
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        if not params:
+            return
+        flat = torch.cat([p.grad.reshape(-1) for p in params])
+        self.comm.all_reduce(flat, "torchrec.dp")
+        for p, g in zip(params, torch.split(flat, [p.numel() for p in params])):
+            if id(p) not in self._dp_state:
+                self._dp_state[id(p)] = self.optim.init_state(p.data)
+            self.optim.apply_dense(p.data, self._dp_state[id(p)], g.view_as(p))
+            p.grad = None
 
     def forward(self, features: SparseFeatures) -> Tensor:
         features = self.checked(features)
@@ -126,4 +143,4 @@ class TorchRecCollection(EmbeddingCollection):
 
     @classmethod
     def build_distributed(cls, tables, optim, ctx, comm, *, stats=None, **options: Any) -> "TorchRecCollection":
-        return cls(tables, optim, ctx, **options)
+        return cls(tables, optim, ctx, comm=comm, **options)
