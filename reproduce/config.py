@@ -63,6 +63,17 @@ class RunPoint:
         if self.threads is not None and int(self.threads) <= 0:
             raise ValueError(f"threads must be > 0, got {self.threads}")
         check_world(self.world_size, self.gpus_per_node, self.nnodes, self.rdzv_endpoint, self.dist_timeout_s)
+        if self.world_size == 1:
+            from impls.api import registered_names
+
+            if self.impl in registered_names():
+                from impls.api import get_impl
+
+                try:
+                    if get_impl(self.impl).distributed_only:
+                        raise ValueError(f"{self.impl} runs over ranks only: give it a world size >= 2")
+                except ImportError:
+                    pass  # an optional dependency: the worker reports it
         if self.world_size > 1 and self.eval_every:
             raise ValueError("eval_every is single-process only (the final evaluation works distributed)")
 

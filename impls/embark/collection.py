@@ -65,15 +65,16 @@ class EmbarkCollection(EmbeddingCollection):
 
     name = "embark"
     supports_dist = True
+    distributed_only = True
 
     def __init__(self, tables: Sequence[TableSpec], optim: EmbeddingOptim, dist: DistContext | None = None, *,
                  plan: Plan | None = None, comm: Comm | None = None, device: str | torch.device = "cpu",
                  check_bounds: bool = True, seed: int = 0, storage: str = "dense",
                  storage_options: dict | None = None, fp16_comm: bool = False) -> None:
+        super().__init__(tables, optim, dist, check_bounds=check_bounds, seed=seed)
         if dist is None or plan is None:
             raise ValueError("embark shards tables over ranks: run it with --world-size >= 2 (it needs a plan "
                              "and a process group)")
-        super().__init__(tables, optim, dist, check_bounds=check_bounds, seed=seed)
         if storage not in STORAGES:
             raise ValueError(f"storage must be one of {sorted(STORAGES)}, got {storage!r}")
         if plan.world_size != dist.world_size:

@@ -28,15 +28,16 @@ GPU_SHARDINGS = ("row_wise", "table_row_wise")
 class TorchRecCollection(EmbeddingCollection):
     name = "torchrec"
     supports_dist = True
+    distributed_only = True
     fused_table_update = True
     comm_counted = False  # TorchRec's own collectives (only the data-parallel all-reduce goes through Comm)
 
     def __init__(self, tables: Sequence[TableSpec], optim: EmbeddingOptim, dist: Any | None = None, *,
                  device: str | torch.device = "cpu", check_bounds: bool = True, seed: int = 0,
                  sharding: str = "table_wise", comm: Comm | None = None) -> None:
+        super().__init__(tables, optim, dist, check_bounds=check_bounds, seed=seed)
         if dist is None:
             raise ValueError("torchrec runs DistributedModelParallel: run it with --world-size >= 2")
-        super().__init__(tables, optim, dist, check_bounds=check_bounds, seed=seed)
         _torchrec()
         from torchrec import EmbeddingBagCollection, EmbeddingBagConfig, PoolingType
         from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder

@@ -49,6 +49,8 @@ def test_bad_distributed_input(tmp_path):
             k: v for k, v in SMALL.items()})
     with pytest.raises(ValueError, match="needs --rdzv-endpoint"):
         RunPoint(impl="ttrec", batch_size=16, world_size=2, nnodes=2, **SMALL)
+    with pytest.raises(ValueError, match="embark runs over ranks only"):
+        RunPoint(impl="embark", batch_size=16, **SMALL)
     with pytest.raises(ValueError, match="whole number of nodes"):
         RunPoint(impl="ttrec", batch_size=16, world_size=4, gpus_per_node=3, **SMALL)
     unreachable = RunPoint(impl="ttrec", batch_size=16, world_size=2, nnodes=2,
