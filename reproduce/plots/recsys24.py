@@ -41,8 +41,12 @@ def predicted(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     rho = ok["predicted_step_ms"].rank().corr(ok["total_ms"].rank())
     fig, ax = plt.subplots(figsize=(5.5, 4))
     sns.scatterplot(data=ok, x="predicted_step_ms", y="total_ms", hue="label", style="data", ax=ax, s=60)
+    from matplotlib.ticker import NullFormatter
+
     ax.set_xscale("log")
     ax.set_yscale("log")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("predicted embedding step (ms, cost model)")
     ax.set_ylabel("measured step (ms)")
     ax.set_title(f"Cost model vs measurement: Spearman ρ = {rho:.2f} over {len(ok)} plans")
