@@ -116,7 +116,10 @@ def test_external_update_equals_fused(name, kind):
     assert all(c.grad is not None for c in external.tt["0"].cores)  # dense core gradients, FBTT sparse=False
     external.optimizer_step()
     step(fused, sf)
-    torch.testing.assert_close(external.materialize("t"), fused.materialize("t"), rtol=1e-5, atol=1e-7)
+    want = fused.materialize("t")
+    # fp32 sums in another order (threads, fused vs dense gradients): tolerance on the table's scale, as the
+    # contract suite does; an element that is a cancelling sum is off by ~1e-7 absolute
+    torch.testing.assert_close(external.materialize("t"), want, rtol=1e-5, atol=1e-5 * float(want.abs().max()))
 
 
 def test_only_large_tables_are_tt():
