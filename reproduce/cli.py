@@ -353,5 +353,13 @@ cli.add_command(plan)
 cli.add_command(calibrate)
 
 
+@cli.command()
+def report() -> None:
+    """Write results/REPORT.md: every claim of reproduce/claims.toml with measured / modeled values and a verdict."""
+    from reproduce.report import build_report
+
+    console.print(f"report: {build_report()}")
+
+
 def main() -> None:
     cli(prog_name="dlrmbench")
