@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Callable, Sequence
 
+import torch
 import torch.distributed as dist
 from torch import Tensor
 
@@ -68,6 +69,13 @@ class Comm:
         G = dist.get_world_size(group)
         self._count(phase, "ring", 2 * (G - 1) * t.numel() * t.element_size() // G)
         return self._blocking(phase, lambda: dist.all_reduce(t, group=group, async_op=async_op), async_op)
+
+    def all_reduce_coalesced(self, tensors: Sequence[Tensor], phase: str, group=None) -> list[Tensor]:
+        """Sum every tensor over the ranks in ONE all-reduce of their concatenation; returns the sums, shaped
+        as given (views of the flat buffer)."""
+        flat = torch.cat([t.reshape(-1) for t in tensors])
+        self.all_reduce(flat, phase, group=group)
+        return [part.view_as(t) for t, part in zip(tensors, torch.split(flat, [t.numel() for t in tensors]))]
 
     def reduce_scatter(self, out: Tensor, inp: Tensor, phase: str, group=None, async_op: bool = False):
         G = dist.get_world_size(group)

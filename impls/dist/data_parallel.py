@@ -47,13 +47,10 @@ class DataParallelCollection(ShardedCollection):
         """Sum every parameter's gradient over the replicas in one all-reduce."""
         cores = {id(p) for t in getattr(self.local, "tt", {}).values() for p in t.cores}
         params = list(self.local.parameters())
-        flat = torch.cat([torch.zeros_like(p).reshape(-1) if p.grad is None else p.grad.to_dense().reshape(-1)
-                          for p in params])
-        self.comm.all_reduce(flat, "emb.dp")
-        for p, part in zip(params, torch.split(flat, [p.numel() for p in params])):
-            g = part.view_as(p)
+        grads = [torch.zeros_like(p) if p.grad is None else p.grad.to_dense() for p in params]
+        for p, g in zip(params, self.comm.all_reduce_coalesced(grads, "emb.dp")):
             if id(p) in cores:
-                p.grad = g.clone()
+                p.grad = g
             else:  # a table: a row update for each row with a nonzero summed gradient
                 rows = g.abs().sum(1).nonzero().squeeze(1)
                 p.grad = torch.sparse_coo_tensor(rows.unsqueeze(0), g.index_select(0, rows), g.shape)

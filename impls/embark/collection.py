@@ -263,7 +263,7 @@ class EmbarkCollection(EmbeddingCollection):
                     pos += u * d
         if self.hier:
             mine = [y.detach() for y, (kind, _) in self._owner_outs if kind == "rbh"]
-            rows = [sizes_b for sizes_b in self._sources]
+            rows = self._sources
             partial = torch.cat(mine, 1) if mine else torch.zeros(sum(rows), 0)
             widths = [sum(d for _, _, d in lay) for lay in self.layout]
             for lay, part in zip(self.layout, hier.forward(self.comm, partial, rows, widths, self.payload_dtype)):

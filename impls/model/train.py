@@ -96,10 +96,9 @@ class TrainStep:
     @torch.no_grad()
     def _reduce_mlp(self) -> None:
         params = [p for g in self.dense_opt.param_groups for p in g["params"]]
-        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
-        self.comm.all_reduce(flat, "mlp.dp")
-        for p, part in zip(params, torch.split(flat, [p.numel() for p in params])):
-            p.grad = part.view_as(p).clone()
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+        for p, g in zip(params, self.comm.all_reduce_coalesced(grads, "mlp.dp")):
+            p.grad = g
 
     def update(self) -> None:
         if self.dense_opt is not None:

@@ -104,12 +104,10 @@ class TorchRecCollection(EmbeddingCollection):
         params = [p for p in self.model.parameters() if p.grad is not None]
         if not params:
             return
-        flat = torch.cat([p.grad.reshape(-1) for p in params])
-        self.comm.all_reduce(flat, "torchrec.dp")
-        for p, g in zip(params, torch.split(flat, [p.numel() for p in params])):
+        for p, g in zip(params, self.comm.all_reduce_coalesced([p.grad for p in params], "torchrec.dp")):
             if id(p) not in self._dp_state:
                 self._dp_state[id(p)] = self.optim.init_state(p.data)
-            self.optim.apply_dense(p.data, self._dp_state[id(p)], g.view_as(p))
+            self.optim.apply_dense(p.data, self._dp_state[id(p)], g)
             p.grad = None
 
     def forward(self, features: SparseFeatures) -> Tensor:

@@ -104,3 +104,31 @@ def check_case(ctx: DistContext, case: dict) -> dict:
     return {"loss": float(loss), "bytes": step_bytes, "owned": getattr(coll, "owned", None),
             "groups": getattr(coll, "groups", None), "local_batch": hi - lo, "work": coll.work_report()}
 
+
+
+TW = {"sharding": "table-wise"}
+CASES = {
+    "dense-tw-dlrm": {"impl": "dense-torch", "mode": "dlrm", "options": {}, "exact_forward": True},
+    "dense-dp-adagrad": {"impl": "dense-torch", "optim": "adagrad", "lr": 0.05,
+                         "options": {"sharding": "data-parallel"}},
+    "ttrec-tw": {"impl": "ttrec", "options": {"ranks": 4}},
+    "elrec-dp": {"impl": "elrec", "options": {"ranks": 4, "tt_min_rows": 100}},
+    "elrec-dp-dlrm-adagrad": {"impl": "elrec", "mode": "dlrm", "optim": "adagrad", "lr": 0.05,
+                              "options": {"ranks": 4, "tt_min_rows": 100}},
+    "ecorec-twp": {"impl": "ecorec", "options": {"ranks": 4, "micro_batches": 2}},
+    "ecorec-twp-sync": {"impl": "ecorec", "options": {"ranks": 4, "micro_batches": 2, "overlap": False}},
+    "ecorec-bwp": {"impl": "ecorec", "options": {"ranks": 4, "pipeline": "batch", "pipeline_micro_batches": 3}},
+    "elrec-tw-greedy": {"impl": "elrec", "mode": "dlrm", "options": {"ranks": 4, **TW, "placement": "greedy"}},
+}
+
+
+def run_cases(ctx, names) -> list[tuple]:
+    """Every named case on this rank, in one process group: (name, rank, loss, bytes, owned, local batch)."""
+    out = []
+    for name in names:
+        try:
+            facts = check_case(ctx, CASES[name])
+        except Exception as exc:
+            raise AssertionError(f"case {name}: {exc}") from exc
+        out.append((name, ctx.rank, facts["loss"], facts["bytes"], facts["owned"], facts["local_batch"]))
+    return out

@@ -1,8 +1,6 @@
 """`dlrmbench run --world-size N` under torchrun: one record from rank 0 with every rank's measurements, the
 same training as one process over the global batch, a crashed rank ending the run with a reason, and bad
 distributed input rejected before or at start-up."""
-import time
-
 import pytest
 
 from reproduce.config import RunPoint
@@ -31,12 +29,11 @@ def test_two_ranks_train_like_one_process_over_the_global_batch(tmp_path):
 
 def test_a_crashed_rank_fails_the_run_with_its_reason(tmp_path, monkeypatch):
     monkeypatch.setenv("DLRMBENCH_FAULT", "1:2")
-    t0 = time.time()
+    # a hang would end at the launcher's limit with "time limit ... exceeded" instead of the rank's reason
     rec = launch_point(RunPoint(impl="ttrec", batch_size=32, world_size=2, impl_options={"ranks": 4}, **SMALL),
-                       tmp_path)
+                       tmp_path, timeout_s=300)
     assert rec["status"] == "failed"
-    assert "rank 1 died (exit code 3)" in rec["reason"]
-    assert time.time() - t0 < 60  # well within the collective timeout plus start-up, never a hang
+    assert "rank 1 died (exit code 3)" in rec["reason"] and "time limit" not in rec["reason"]
 
 
 def test_bad_distributed_input(tmp_path):
