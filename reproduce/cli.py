@@ -1,6 +1,7 @@
 """`dlrmbench`: run, sweep, plot, env."""
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -95,39 +96,91 @@ def run(impls, out, timeout, no_check_bounds, options, **kw) -> None:
         sys.exit(1)
 
 
+def _point_line(point, record) -> str:
+    head = f"{point.impl}{' (' + point.label + ')' if point.label else ''} {point.data} b={point.batch_size}" + (
+        f" x{point.world_size}" if point.world_size > 1 else "")
+    if record is None:
+        return f"{head}: recorded earlier, skipped (resume)"
+    if record["status"] == "ok":
+        t = record["timing_ms"]["total"]["median"]
+        return f"{head}: ok, {t:.1f} ms/iter, {record['samples_per_s']:,.0f} samples/s"
+    if record["status"] == "skipped":
+        return f"{head}: [yellow]{escape(str(record['reason']))}[/]"
+    return f"{head}: [red]{record['status']}[/]: {escape(str(record['reason']))} (log: {record.get('log')})"
+
+
+def _duration(s: float | None) -> str:
+    if s is None:
+        return "?"
+    s = int(s)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
 @cli.command()
 @click.argument("experiment", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--dry-run", is_flag=True, help="list the points and exit")
+@click.option("--profile", default=None, help="a [profiles.NAME] of the experiment (default cpu)")
+@click.option("--dry-run", is_flag=True, help="list the points (done / todo) and exit")
 @click.option("--force", is_flag=True, help="rerun points that already have a record")
-@click.option("--timeout", type=float, default=None, help="seconds per point")
-def sweep(experiment, dry_run, force, timeout) -> None:
-    """Run every point of an experiment TOML (resumable), then write summary.csv and its figures."""
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="seconds per point (default: the experiment's point_timeout_s, else none; slurm: 3600)")
+@click.option("--launcher", type=click.Choice(["local", "slurm"]), default="local", show_default=True,
+              help="local: run the points here now; slurm: write an sbatch script that runs them with srun + torchrun")
+@click.option("--sbatch", "sbatch_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="where --launcher slurm writes its script (default results/NAME/sweep.sbatch)")
+@click.option("--partition", default=None, help="slurm partition")
+@click.option("--account", default=None, help="slurm account")
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=Path("."), show_default=True,
+              help="results/ and figures/ are written under it")
+def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, partition, account, root) -> None:
+    """Run every point of an experiment TOML (resumable: recorded points are skipped; a crashed, killed or
+    timed-out point is recorded and the sweep goes on), then write summary.csv and its figures."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     from reproduce.config import load_experiment
     from reproduce.plots import draw
-    from reproduce.sweep import is_done, run_experiment
+    from reproduce.sweep import is_done, run_experiment, todo
 
     try:
-        exp = load_experiment(experiment)
+        exp = load_experiment(experiment, root=root, profile=profile)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    timeout = timeout or exp.point_timeout_s
     if dry_run:
         for p in exp.points:
-            console.print(f"{'done' if is_done(p, exp.out_dir) else 'todo'}  {p.point_id}")
+            console.print(f"{'done' if is_done(p, exp.out_dir) else 'todo'}  {p.point_id}  {p.label}")
+        left = todo(exp, force)
+        console.print(f"{len(exp.points)} points ({exp.profile} profile), {len(left)} to run")
+        return
+    if launcher == "slurm":
+        from reproduce.slurm import write_sbatch
+
+        path = sbatch_path or exp.out_dir / "sweep.sbatch"
+        try:
+            write_sbatch(exp, experiment, todo(exp, force), timeout or 3600.0, path, partition=partition,
+                         account=account, root=root)
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+        console.print(f"sbatch script: {path}  (submit with `sbatch {path}`; resubmit to resume)")
         return
 
-    def report(i, n, point, record):
-        head = f"[{i + 1}/{n}] {point.impl} {point.data} b={point.batch_size}"
-        if record is None:
-            console.print(f"{head}: recorded earlier, skipped (resume)")
-        elif record["status"] == "ok":
-            t = record["timing_ms"]["total"]["median"]
-            console.print(f"{head}: ok, {t:.1f} ms/iter, {record['samples_per_s']:,.0f} samples/s")
-        elif record["status"] == "skipped":
-            console.print(f"{head}: [yellow]{escape(str(record['reason']))}[/]")
-        else:
-            console.print(f"{head}: [red]{record['status']}[/]: {escape(str(record['reason']))} (log: {record.get('log')})")
+    def terminate(signum, frame):  # SIGTERM (a scheduler, `kill`): stop the running point's processes too
+        raise KeyboardInterrupt(f"signal {signum}")
 
-    summary = run_experiment(exp, force=force, timeout_s=timeout, on_point=report)
+    signal.signal(signal.SIGTERM, terminate)
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("eta {task.fields[eta]}"), console=console, transient=True)
+    with bar:
+        task = bar.add_task(exp.name, total=len(exp.points), eta="?")
+
+        def start(point, progress):
+            bar.update(task, completed=progress.finished, eta=_duration(progress.eta_s()),
+                       description=f"{exp.name}: {point.impl} x{point.world_size}")
+
+        def done(i, n, point, record):
+            bar.console.print(f"[{i + 1}/{n}] " + _point_line(point, record))
+            bar.advance(task)
+
+        summary = run_experiment(exp, force=force, timeout_s=timeout, on_point=done, on_start=start)
     console.print(f"summary: {summary}")
     for path in draw(list(exp.plots), summary, exp.figures_dir):
         console.print(f"figure: {path}")

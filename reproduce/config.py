@@ -5,6 +5,7 @@ import hashlib
 import itertools
 import json
 import tomllib
+from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from impls.data.sources import check_source
 from impls.model.train import MODES
 
 OPTIMIZERS = ("sgd", "adagrad")
+DEFAULT_PROFILE = "cpu"
 
 
 @dataclass(frozen=True)
@@ -135,11 +137,15 @@ class Experiment:
     out_dir: Path
     figures_dir: Path
     plots: tuple[str, ...]
+    profile: str = DEFAULT_PROFILE
+    profiles: tuple[str, ...] = ()
+    point_timeout_s: float | None = None  # the per-point time limit (`sweep --timeout` overrides it)
 
 
-# max_rows: a data option; variant: a name from [variants.NAME] (impl, label, impl_options, ... of one system setup)
-GRID_KEYS = ("impl", "data", "batch_size", "mode", "optimizer", "world_size", "max_rows", "variant")
-
+# max_rows / rows: data options; variant: a name from [variants.NAME] (impl, label, impl_options, ... of one
+# system setup)
+GRID_KEYS = ("impl", "data", "batch_size", "mode", "optimizer", "world_size", "gpus_per_node", "max_rows", "rows",
+             "variant")
 
 def options_for(impl: str, impl_options: dict[str, Any]) -> dict[str, Any]:
     """The options one implementation gets: plain keys go to every implementation, a table named after
@@ -154,35 +160,51 @@ def options_for(impl: str, impl_options: dict[str, Any]) -> dict[str, Any]:
     return {**shared, **own}
 
 
-def load_experiment(path: str | Path, root: str | Path = ".") -> Experiment:
-    """Expand ``[grid]`` (lists) over ``[defaults]``; ``[data_options]`` apply to all points and
-    ``[impl_options]`` as resolved by ``options_for``; ``[[points]]`` add single points (their own
-    ``impl_options`` overlay the resolved ones)."""
-    path = Path(path)
+def _read(path: Path) -> dict[str, Any]:
     try:
-        doc = tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise ValueError(f"experiment file not found: {path}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: invalid TOML: {exc}") from None
-    name = doc.get("name") or path.stem
-    grid = doc.get("grid", {})
+
+
+def apply_profile(doc: dict[str, Any], profile: str | None, path: Path) -> tuple[dict[str, Any], str]:
+    """Overlay ``[profiles.NAME]`` on the experiment: its ``grid`` and ``defaults`` keys replace those of the
+    experiment, its ``grids`` / ``points`` (when given) replace the experiment's lists. Without ``profile`` an
+    experiment with profiles runs its ``cpu`` one."""
+    profiles = doc.get("profiles", {})
+    name = profile or DEFAULT_PROFILE
+    if name not in profiles:
+        if profile is None or (not profiles and name == DEFAULT_PROFILE):
+            return doc, DEFAULT_PROFILE  # no profiles: the file as written is the cpu profile
+        raise ValueError(f"{path}: no profile {name!r}; it has {sorted(profiles) or 'none'}")
+    over = profiles[name]
+    bad = sorted(set(over) - {"grid", "defaults", "grids", "points", "description"})
+    if bad:
+        raise ValueError(f"{path}: [profiles.{name}] has unknown keys {bad}")
+    out = dict(doc)
+    out["grid"] = {**doc.get("grid", {}), **over.get("grid", {})}
+    out["defaults"] = {**doc.get("defaults", {}), **over.get("defaults", {})}
+    for k in ("grids", "points", "description"):
+        if k in over:
+            out[k] = over[k]
+    return out, name
+
+
+def _expand(grid: dict[str, Any], where: str, base: dict[str, Any], variants: dict[str, Any]) -> list[RunPoint]:
     bad = sorted(set(grid) - set(GRID_KEYS))
     if bad:
-        raise ValueError(f"{path}: unknown [grid] keys {bad}; allowed: {GRID_KEYS}")
+        raise ValueError(f"{where}: unknown grid keys {bad}; allowed: {GRID_KEYS}")
     for k in ("data", "batch_size"):
         if k not in grid:
-            raise ValueError(f"{path}: [grid] needs a list for {k!r}")
+            raise ValueError(f"{where} needs a list for {k!r}")
     if "impl" not in grid and "variant" not in grid:
-        raise ValueError(f"{path}: [grid] needs a list for 'impl' (or 'variant')")
-    variants = doc.get("variants", {})
+        raise ValueError(f"{where} needs a list for 'impl' (or 'variant')")
     unknown = sorted(set(grid.get("variant", [])) - set(variants))
     if unknown:
-        raise ValueError(f"{path}: [grid] variant(s) {unknown} have no [variants.NAME] table")
+        raise ValueError(f"{where}: variant(s) {unknown} have no [variants.NAME] table")
     keys = list(grid)
-    base = dict(doc.get("defaults", {}))
-    base["data_options"] = dict(doc.get("data_options", {}))
-    base["impl_options"] = dict(doc.get("impl_options", {}))
     points = []
     for combo in itertools.product(*(grid[k] for k in keys)):
         try:
@@ -192,13 +214,35 @@ def load_experiment(path: str | Path, root: str | Path = ".") -> Experiment:
                 v = dict(variants[fields.pop("variant")])
                 own = dict(v.pop("impl_options", {}))
                 fields.update(v)
+            data_options = dict(base["data_options"])
             if "max_rows" in fields:  # the table-size axis: a cap on every table (0 = the preset's sizes)
                 cap = fields.pop("max_rows")
-                fields["data_options"] = {**base["data_options"], **({"max_rows": cap} if cap else {})}
+                data_options.update({"max_rows": cap} if cap else {})
+            if "rows" in fields:  # the row count of presets that take one (sc24-f4, uniform)
+                data_options["rows"] = fields.pop("rows")
+            fields["data_options"] = data_options
             fields["impl_options"] = {**options_for(fields["impl"], base["impl_options"]), **own}
             points.append(RunPoint.from_dict(fields))
         except (TypeError, ValueError, KeyError) as exc:
-            raise ValueError(f"{path}: bad point {dict(zip(keys, combo))}: {exc}") from None
+            raise ValueError(f"{where}: bad point {dict(zip(keys, combo))}: {exc}") from None
+    return points
+
+
+def load_experiment(path: str | Path, root: str | Path = ".", profile: str | None = None) -> Experiment:
+    """Expand ``[grid]`` and each ``[[grids]]`` (lists) over ``[defaults]``; ``[data_options]`` apply to all
+    points and ``[impl_options]`` as resolved by ``options_for``; ``[[points]]`` add single points (their own
+    ``impl_options`` overlay the resolved ones). ``profile`` picks a ``[profiles.NAME]`` overlay (default cpu);
+    a profile other than cpu writes to results/NAME_PROFILE."""
+    path = Path(path)
+    doc, profile = apply_profile(_read(path), profile, path)
+    name = doc.get("name") or path.stem
+    variants = doc.get("variants", {})
+    base = dict(doc.get("defaults", {}))
+    base["data_options"] = dict(doc.get("data_options", {}))
+    base["impl_options"] = dict(doc.get("impl_options", {}))
+    points = _expand(doc.get("grid", {}), f"{path}: [grid]", base, variants)
+    for i, grid in enumerate(doc.get("grids", [])):  # [[grids]]: further grids over the same defaults
+        points += _expand(grid, f"{path}: [[grids]] #{i + 1}", base, variants)
     for extra in doc.get("points", []):  # [[points]]: single points beside the grid (e.g. option variants)
         try:
             fields = {**base, **{k: v for k, v in extra.items() if k != "impl_options"}}
@@ -208,12 +252,19 @@ def load_experiment(path: str | Path, root: str | Path = ".") -> Experiment:
             points.append(RunPoint.from_dict(fields))
         except (TypeError, ValueError, KeyError) as exc:
             raise ValueError(f"{path}: bad [[points]] entry {extra}: {exc}") from None
+    dupes = [pid for pid, n in Counter(p.point_id for p in points).items() if n > 1]
+    if dupes:
+        raise ValueError(f"{path}: points listed twice: {dupes[:3]}")
     root = Path(root)
+    stem = name if profile == DEFAULT_PROFILE else f"{name}_{profile}"
     return Experiment(
         name=name,
         description=doc.get("description", ""),
         points=tuple(points),
-        out_dir=root / "results" / name,
-        figures_dir=root / "figures" / name,
+        out_dir=root / "results" / stem,
+        figures_dir=root / "figures" / stem,
         plots=tuple(doc.get("plots", [])),
+        point_timeout_s=doc.get("point_timeout_s"),
+        profile=profile,
+        profiles=tuple(doc.get("profiles", {})),
     )

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +21,23 @@ def record_path(out_dir: Path, point: RunPoint) -> Path:
     return Path(out_dir) / f"{point.point_id}.json"
 
 
+def skip_unregistered(point: RunPoint, out_dir: Path) -> dict[str, Any] | None:
+    """The `skipped` record of a point whose implementation is not registered (written), else None."""
+    if point.impl in registered_names():
+        return None
+    record = base_record(point.to_dict(), "skipped", f"not implemented: {point.impl!r} is not registered yet")
+    write_record(record_path(out_dir, point), record)
+    return record
+
+
 def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None) -> dict[str, Any]:
     """Run ``point`` in ``python -m reproduce.worker``; its output goes to ``out_dir/logs``. A point whose
     implementation is not registered yet is recorded as `skipped` without launching anything."""
     out_dir = Path(out_dir)
     rec_path = record_path(out_dir, point)
-    if point.impl not in registered_names():
-        record = base_record(point.to_dict(), "skipped", f"not implemented: {point.impl!r} is not registered yet")
-        write_record(rec_path, record)
-        return record
+    skipped = skip_unregistered(point, out_dir)
+    if skipped:
+        return skipped
     log = out_dir / "logs" / f"{point.point_id}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     rec_path.unlink(missing_ok=True)
@@ -42,12 +51,45 @@ def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None)
         cmd = [sys.executable, "-m", "torch.distributed.run", *torchrun_args(point), *worker]
     else:
         cmd = [sys.executable, *worker]
+    t0 = time.monotonic()
     with open(log, "w") as f:
+        code = run_in_group(cmd, f, timeout_s, env)
+    return finish_point(point, rec_path, log, code, timeout_s, time.monotonic() - t0)
+
+
+def run_in_group(cmd: list[str], log, timeout_s: float | None, env: dict | None = None) -> int | None:
+    """Run ``cmd`` in its own process group; its exit code, or None when it ran past ``timeout_s``. On the time
+    limit, or when this process is interrupted (Ctrl-C, SIGTERM raised as an exception), the whole group (torchrun
+    and every rank) is terminated, then killed, so no rank outlives the launcher."""
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        return proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _stop_group(proc)
+        return None
+    except BaseException:
+        _stop_group(proc)
+        raise
+
+
+def _stop_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """SIGTERM to the group (torchrun forwards it to its ranks), then SIGKILL to whatever is left of it."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
         try:
-            proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout_s, env=env)
-            code = proc.returncode
+            proc.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:
-            code = None
+            pass
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:  # the group is gone
+        pass
+    proc.wait()
+
+
+def finish_point(point: RunPoint, rec_path: Path, log: Path, code: int | None, timeout_s: float | None,
+                 wall_s: float | None = None) -> dict[str, Any]:
+    """The one record of a finished launch (``code`` None: the time limit): the worker's own, its reason sharpened
+    by what the ranks left behind, or a `failed` / `oom` record written here when the worker wrote none."""
     if rec_path.exists():
         record = read_record(rec_path)
         if record["status"] != "ok" and point.world_size > 1:
@@ -58,11 +100,13 @@ def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None)
         return {"status": "ok", "reason": "the record is written on the node of global rank 0", "log": str(log)}
     elif code is None:
         record = base_record(point.to_dict(), "failed", f"time limit of {timeout_s} s exceeded")
-    elif code == -signal.SIGKILL:
+    elif code in (-signal.SIGKILL, 128 + signal.SIGKILL):
         record = base_record(point.to_dict(), "oom", "worker killed by SIGKILL (most likely the kernel OOM killer)")
     else:
         record = base_record(point.to_dict(), *_why(point, rec_path, log, code))
     record["log"] = str(log)
+    if wall_s is not None:
+        record["wall_s"] = wall_s
     write_record(rec_path, record)
     return record
 

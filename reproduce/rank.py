@@ -2,9 +2,7 @@
 MASTER_ADDR, ...); the library gets everything as arguments. After the timed steps the ranks' measurements are
 gathered to rank 0, which writes the one record: per-iteration phase times are the slowest rank's, losses the
 sum of the ranks' shares, and per rank the bytes it sent and the time it was blocked in communication, per
-phase and per step.
-
-``DLRMBENCH_FAULT=R:I`` makes rank R exit abruptly at step I (a crashed rank), for the harness's own tests."""
+phase and per step."""
 from __future__ import annotations
 
 import os
@@ -12,8 +10,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-FAULT_ENV = "DLRMBENCH_FAULT"
 
 
 def rank_of_env() -> int | None:
@@ -29,7 +25,6 @@ def rank_error_path(out: str | Path, rank: int) -> Path:
 class Rank:
     ctx: Any
     comm: Any
-    fault: tuple[int, int] | None = None
     _sent0: dict = field(default_factory=dict)
     _blocked0: dict = field(default_factory=dict)
 
@@ -46,17 +41,11 @@ class Rank:
                              f"WORLD_SIZE={os.environ.get('WORLD_SIZE')} (use `dlrmbench run --world-size`)")
         ctx = DistContext.init(int(os.environ["RANK"]), env_world, "env://", point.ranks_per_node,
                                device=point.device, timeout_s=point.dist_timeout_s)
-        fault = None
-        if os.environ.get(FAULT_ENV):
-            r, _, i = os.environ[FAULT_ENV].partition(":")
-            fault = (int(r), int(i))
         # a host clock sees how long a CPU rank blocks; a GPU rank's waits are stream waits it cannot see
         clock = time.perf_counter if ctx.device.type == "cpu" else None
-        return Rank(ctx, Comm(ctx, clock=clock), fault)
+        return Rank(ctx, Comm(ctx, clock=clock))
 
     def at_step(self, it: int, warmup: int) -> None:
-        if self.fault == (self.ctx.rank, it):
-            os._exit(3)  # a crash: no cleanup, no message to the peers
         if it == warmup:  # the timed steps begin
             self._sent0 = dict(self.comm.sent)
             self._blocked0 = dict(self.comm.blocked_s)

@@ -16,6 +16,7 @@ import traceback
 from typing import Any
 
 from reproduce.config import RunPoint
+from reproduce.fault import Fault
 from reproduce.rank import Rank, rank_error_path, rank_of_env
 from reproduce.records import base_record, environment, write_record
 
@@ -56,6 +57,7 @@ def run_point(point: RunPoint) -> dict[str, Any]:
 
     rank = Rank.join(point)  # None for a single process
     G, me = (rank.ctx.world_size, rank.ctx.rank) if rank else (1, 0)
+    fault = Fault.from_env(point.impl)
     if point.threads or rank:
         torch.set_num_threads(point.threads or 1)
     device = rank.ctx.device if rank else torch.device(point.device)
@@ -103,6 +105,8 @@ def run_point(point: RunPoint) -> dict[str, Any]:
     curve: list[dict[str, float]] = []
     for it in range(point.warmup + point.iters):
         batch = batches[it % len(batches)]
+        if fault:
+            fault.at_step(me, it)
         if rank:
             rank.at_step(it, point.warmup)
         sync()

@@ -1,0 +1,137 @@
+"""`--launcher slurm`: an sbatch script that runs an experiment's points inside one allocation, each with srun
+(one task per node) and, for a world size above 1, torchrun on every node meeting at a c10d rendezvous on the
+allocation's first node. Each point runs under the per-point time limit; a point that leaves no record gets one
+from ``python -m reproduce.slurm finish`` (the same crash / OOM / time-limit records as a local sweep); the script
+skips points that have a record, so resubmitting it resumes; its last step writes summary.csv and the figures.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shlex
+import sys
+from pathlib import Path
+
+from reproduce.config import Experiment, RunPoint, load_experiment
+from reproduce.launch import finish_point, record_path, skip_unregistered
+
+TIMEOUT_EXIT = 124  # coreutils `timeout`: the command ran past its limit
+BASE_PORT = 29500
+
+
+def _q(x: object) -> str:
+    return shlex.quote(str(x))
+
+
+def point_command(point: RunPoint, rec: Path, port: int) -> list[str]:
+    """What srun starts on each of the point's nodes (``$PY`` and ``$HEAD`` are the script's variables)."""
+    worker = ["-m", "reproduce.worker", "--point-json", _q(json.dumps(point.to_dict())), "--out", _q(rec)]
+    threads = [f"OMP_NUM_THREADS={point.threads}"] if point.threads else []
+    if point.world_size == 1:
+        return ["env", *threads, '"$PY"', *worker]
+    rdzv = [f"--nnodes={point.nnodes}", f"--nproc-per-node={point.ranks_per_node}", "--rdzv-backend=c10d",
+            f'--rdzv-endpoint="$HEAD:{port}"', f"--rdzv-id=dlrmbench-{point.point_id}"]
+    if point.nnodes == 1:
+        rdzv = ["--standalone", f"--nproc-per-node={point.world_size}"]
+    return ["env", *threads, '"$PY"', "-m", "torch.distributed.run", *rdzv, *worker]
+
+
+def sbatch_script(exp: Experiment, experiment_file: Path, points: list[RunPoint], timeout_s: float,
+                  python: str = sys.executable, partition: str | None = None, account: str | None = None,
+                  root: Path | None = None) -> str:
+    """The sbatch script for ``points`` (those still to run) of ``exp``."""
+    if not points:
+        raise ValueError(f"every point of {experiment_file} has a record: nothing to submit (use --force to rerun)")
+    root = Path(root or Path.cwd()).resolve()
+    experiment_file = Path(experiment_file).resolve()
+    nodes = max(p.nnodes for p in points)
+    gpus = max(p.ranks_per_node for p in points) if any(p.device == "cuda" for p in points) else 0
+    limit = int(math.ceil(timeout_s))
+    total = len(points) * (limit + 60) + 600
+    out = exp.out_dir if exp.out_dir.is_absolute() else root / exp.out_dir
+    head = [
+        "#!/bin/bash",
+        f"# dlrmbench sweep {experiment_file} (profile {exp.profile}): {len(points)} of {len(exp.points)} points to run.",
+        "# Written by `dlrmbench sweep --launcher slurm`; resubmitting it runs only the points still without a record.",
+        f"#SBATCH --job-name=dlrmbench-{exp.name}",
+        f"#SBATCH --nodes={nodes}",
+        "#SBATCH --ntasks-per-node=1",
+        *([f"#SBATCH --gpus-per-node={gpus}"] if gpus else []),
+        f"#SBATCH --time={total // 3600:02d}:{total % 3600 // 60:02d}:{total % 60:02d}",
+        f"#SBATCH --output={out}/logs/slurm-%j.out",
+        *([f"#SBATCH --partition={partition}"] if partition else []),
+        *([f"#SBATCH --account={account}"] if account else []),
+        "set -uo pipefail",
+        f"cd {_q(root)}",
+        f'PY="${{DLRMBENCH_PYTHON:-{python}}}"',
+        'HEAD=$(scontrol show hostnames "${SLURM_JOB_NODELIST:?submit this script with sbatch}" | head -n 1)',
+        "export PY HEAD  # read by the command each srun task runs",
+        f"mkdir -p {_q(out / 'logs')}",
+        "",
+        "# run_point RECORD LOG NODES POINT_JSON COMMAND: skip a recorded point, else run it under the time limit",
+        "run_point() {",
+        '  local rec=$1 log=$2 nodes=$3 point=$4 cmd=$5',
+        '  if [ -f "$rec" ]; then echo "recorded earlier: $rec"; return 0; fi',
+        f'  timeout --kill-after=30 {limit} srun --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 '
+        '--kill-on-bad-exit=1 bash -c "$cmd" > "$log" 2>&1',
+        "  local code=$?",
+        f'  "$PY" -m reproduce.slurm finish --point-json "$point" --out "$rec" --log "$log" --code "$code" '
+        f"--timeout {limit}",
+        "}",
+        "",
+    ]
+    body = []
+    for i, p in enumerate(points):
+        rec = out / record_path(Path("."), p).name
+        log = out / "logs" / f"{p.point_id}.log"
+        cmd = " ".join(point_command(p, rec, BASE_PORT + i % 1000))
+        body.append(f"run_point {_q(rec)} {_q(log)} {p.nnodes} {_q(json.dumps(p.to_dict()))} {_q(cmd)}")
+    tail = ["", f'"$PY" -m reproduce.slurm summary {_q(experiment_file)} --profile {_q(exp.profile)}'
+                f" --root {_q(root)}", ""]
+    return "\n".join(head + body + tail)
+
+
+def write_sbatch(exp: Experiment, experiment_file: Path, points: list[RunPoint], timeout_s: float, path: Path,
+                 **kw) -> Path:
+    """Write the script (points of unregistered impls get their `skipped` record now, as a local sweep would)."""
+    runnable = [p for p in points if not skip_unregistered(p, exp.out_dir)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(sbatch_script(exp, experiment_file, runnable, timeout_s, **kw))
+    path.chmod(0o755)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="the steps of a dlrmbench sbatch script (internal)")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    fin = sub.add_parser("finish", help="record a point that left no record (crash, OOM kill, time limit)")
+    fin.add_argument("--point-json", required=True)
+    fin.add_argument("--out", required=True, type=Path)
+    fin.add_argument("--log", required=True, type=Path)
+    fin.add_argument("--code", required=True, type=int)
+    fin.add_argument("--timeout", required=True, type=float)
+    summ = sub.add_parser("summary", help="summary.csv and figures of an experiment")
+    summ.add_argument("experiment", type=Path)
+    summ.add_argument("--profile", default=None)
+    summ.add_argument("--root", type=Path, default=Path("."))
+    args = ap.parse_args(argv)
+    if args.cmd == "finish":
+        point = RunPoint.from_dict(json.loads(args.point_json))
+        code = None if args.code == TIMEOUT_EXIT else args.code
+        record = finish_point(point, args.out, args.log, code, args.timeout)
+        print(f"{point.point_id}: {record['status']}" + (f" ({record['reason']})" if record.get("reason") else ""))
+        return 0
+    from reproduce.plots import draw
+    from reproduce.sweep import summarize_experiment
+
+    exp = load_experiment(args.experiment, root=args.root, profile=args.profile)
+    summary = summarize_experiment(exp)
+    print(f"summary: {summary}")
+    for path in draw(list(exp.plots), summary, exp.figures_dir):
+        print(f"figure: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

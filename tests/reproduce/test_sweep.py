@@ -1,0 +1,198 @@
+"""The sweep engine under failure: a sweep killed midway resumes without redoing finished points; a point that
+crashes, is OOM-killed or hangs past the time limit is recorded and the sweep goes on; profiles and extra grids;
+the slurm launcher's script runs the same points (through a stand-in srun) and resumes on resubmission."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from reproduce.config import load_experiment
+from reproduce.fault import Fault
+from reproduce.launch import record_path
+from reproduce.records import read_record
+from reproduce.sweep import run_experiment, todo
+
+EXPERIMENT = """
+name = "tiny"
+point_timeout_s = 120
+[defaults]
+mode = "embedding-only"
+iters = 2
+warmup = 1
+num_batches = 1
+threads = 1
+[grid]
+impl = {impls}
+data = ["uniform"]
+batch_size = {batches}
+[data_options]
+num_tables = 2
+rows = 1000
+dim = 8
+"""
+
+
+def experiment(tmp_path: Path, impls=("dense-torch", "ttrec"), batches=(64,), extra: str = "") -> Path:
+    path = tmp_path / "tiny.toml"
+    path.write_text(EXPERIMENT.format(impls=json.dumps(list(impls)), batches=json.dumps(list(batches))) + extra)
+    return path
+
+
+def sweep_cmd(path: Path, root: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "reproduce", "sweep", str(path), "--root", str(root), *args]
+
+
+def workers_of(root: Path) -> list[int]:
+    """Live worker processes writing under ``root``."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        try:
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError):
+            continue
+        if "reproduce.worker" in cmd and str(root) in cmd:
+            pids.append(int(d.name))
+    return pids
+
+
+def test_killed_sweep_resumes_without_redoing_finished_points(tmp_path):
+    path = experiment(tmp_path, batches=(64, 128))
+    exp = load_experiment(path, root=tmp_path)
+    recs = [record_path(exp.out_dir, p) for p in exp.points]
+    proc = subprocess.Popen(sweep_cmd(path, tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 300
+    while not any(r.exists() for r in recs):  # let at least one point finish, then kill the sweep mid-run
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read().decode()
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    assert proc.returncode != 0
+    assert not workers_of(tmp_path)  # the point in flight was stopped with the sweep
+    finished = {r: (r.read_bytes(), r.stat().st_mtime_ns) for r in recs if r.exists()}
+    assert 1 <= len(finished) < len(recs)
+
+    out = subprocess.run(sweep_cmd(path, tmp_path), capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.count("recorded earlier, skipped (resume)") == len(finished)
+    for r, (content, mtime) in finished.items():  # never redone
+        assert r.read_bytes() == content and r.stat().st_mtime_ns == mtime
+    assert all(read_record(r)["status"] == "ok" for r in recs)
+    assert (exp.out_dir / "summary.csv").exists()
+    assert not todo(exp)
+
+
+def test_crashed_point_is_recorded_and_the_sweep_finishes(tmp_path, monkeypatch):
+    monkeypatch.setenv("DLRMBENCH_FAULT", "0:1:exit:ttrec")  # ttrec's worker dies at step 1, with no record
+    exp = load_experiment(experiment(tmp_path, impls=("dense-torch", "ttrec", "elrec")), root=tmp_path)
+    seen = []
+    summary = run_experiment(exp, on_point=lambda i, n, p, r: seen.append((p.impl, r["status"])))
+    assert seen == [("dense-torch", "ok"), ("ttrec", "failed"), ("elrec", "ok")]
+    rec = read_record(record_path(exp.out_dir, exp.points[1]))
+    assert "exited with code 3" in rec["reason"] and Path(rec["log"]).exists() and rec["wall_s"] > 0
+    rows = summary.read_text().splitlines()
+    assert len(rows) == 4 and "failed" in rows[2]
+    monkeypatch.delenv("DLRMBENCH_FAULT")
+    assert [p.impl for p in todo(exp)] == []  # a failed point has its record: resume does not retry it
+    assert [p.impl for p in todo(exp, force=True)] == ["dense-torch", "ttrec", "elrec"]
+
+
+def test_oom_kill_and_time_limit_are_recorded(tmp_path, monkeypatch):
+    exp = load_experiment(experiment(tmp_path, impls=("dense-torch",)), root=tmp_path)
+    monkeypatch.setenv("DLRMBENCH_FAULT", "0:0:kill")
+    run_experiment(exp)
+    rec = read_record(record_path(exp.out_dir, exp.points[0]))
+    assert rec["status"] == "oom" and "SIGKILL" in rec["reason"]
+    monkeypatch.setenv("DLRMBENCH_FAULT", "0:0:hang")
+    run_experiment(exp, force=True, timeout_s=10)
+    rec = read_record(record_path(exp.out_dir, exp.points[0]))
+    assert rec["status"] == "failed" and rec["reason"] == "time limit of 10 s exceeded"
+    assert not workers_of(tmp_path)  # the hung worker's process group was killed
+
+
+def test_launcher_error_is_that_points_failure(tmp_path):
+    extra = ('\n[[points]]\nimpl = "dense-torch"\ndata = "uniform"\nbatch_size = 64\nworld_size = 2\nnnodes = 2\n'
+             'rdzv_endpoint = "no-such-host.invalid:29500"\n')
+    exp = load_experiment(experiment(tmp_path, impls=("dense-torch",), extra=extra), root=tmp_path)
+    exp = type(exp)(**{**exp.__dict__, "points": exp.points[1:]})  # only the unreachable multi-node point
+    run_experiment(exp)
+    rec = read_record(record_path(exp.out_dir, exp.points[0]))
+    assert rec["status"] == "failed" and "cannot resolve" in rec["reason"]
+
+
+def test_fault_spec():
+    assert Fault.parse("1:2") == Fault(1, 2, "exit", "")
+    assert Fault.parse("0:3:hang:ecorec").impl == "ecorec"
+    with pytest.raises(ValueError, match="RANK:STEP"):
+        Fault.parse("1")
+    with pytest.raises(ValueError, match="kind 'boom'"):
+        Fault.parse("0:0:boom")
+
+
+def test_profiles_and_extra_grids(tmp_path):
+    extra = """
+[[grids]]
+impl = ["ttrec"]
+data = ["uniform"]
+batch_size = [256]
+
+[profiles.cpu]
+grid = { batch_size = [64] }
+
+[profiles.paper]
+grid = { batch_size = [4096, 8192] }
+defaults = { iters = 5 }
+grids = []
+"""
+    path = experiment(tmp_path, extra=extra)
+    cpu = load_experiment(path, root=tmp_path)
+    assert cpu.profile == "cpu" and cpu.out_dir == tmp_path / "results" / "tiny"
+    assert [(p.impl, p.batch_size) for p in cpu.points] == [("dense-torch", 64), ("ttrec", 64), ("ttrec", 256)]
+    paper = load_experiment(path, root=tmp_path, profile="paper")
+    assert paper.out_dir == tmp_path / "results" / "tiny_paper"
+    assert [(p.batch_size, p.iters) for p in paper.points] == [(4096, 5), (8192, 5)] * 2
+    with pytest.raises(ValueError, match="no profile 'gpu'"):
+        load_experiment(path, profile="gpu")
+    twice = experiment(tmp_path, extra='\n[[grids]]\nimpl = ["ttrec"]\ndata = ["uniform"]\nbatch_size = [64]\n')
+    with pytest.raises(ValueError, match="points listed twice"):
+        load_experiment(twice)
+
+
+def test_slurm_script_runs_the_points_and_resumes(tmp_path, monkeypatch):
+    extra = ('\n[[points]]\nimpl = "dense-torch"\ndata = "uniform"\nbatch_size = 64\nworld_size = 4\n'
+             'gpus_per_node = 2\nnnodes = 2\nrdzv_endpoint = "head:29500"\n')
+    path = experiment(tmp_path, extra=extra)
+    out = subprocess.run(sweep_cmd(path, tmp_path, "--launcher", "slurm", "--timeout", "90"), capture_output=True,
+                         text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    script = tmp_path / "results" / "tiny" / "sweep.sbatch"
+    text = script.read_text()
+    assert "#SBATCH --nodes=2" in text and "#SBATCH --time=" in text
+    assert "--nnodes=2 --nproc-per-node=2 --rdzv-backend=c10d" in text and '$HEAD:' in text
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+
+    # run it on this machine: a stand-in srun runs the task here; only the single-process points
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text('#!/bin/bash\nwhile [[ $1 == --* ]]; do shift; done\nexec "$@"\n')
+    (bin_dir / "scontrol").write_text("#!/bin/sh\necho localhost\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    lines = text.splitlines()
+    single = "\n".join(ln for ln in lines if "nnodes=2" not in ln)
+    script.write_text(single)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_NODELIST": "localhost",
+           "DLRMBENCH_PYTHON": sys.executable, "DLRMBENCH_FAULT": "0:1:exit:ttrec"}
+    run = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    exp = load_experiment(path, root=tmp_path)
+    status = {p.impl: read_record(record_path(exp.out_dir, p))["status"] for p in exp.points[:2]}
+    assert status == {"dense-torch": "ok", "ttrec": "failed"}
+    assert "exited with code 3" in read_record(record_path(exp.out_dir, exp.points[1]))["reason"]
+    assert (exp.out_dir / "summary.csv").exists()
+    again = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=600)
+    assert again.stdout.count("recorded earlier") == 2
