@@ -18,7 +18,7 @@ DEPS_STAMP := $(VENV)/.dlrmbench-deps
 EXT_STAMP := $(VENV)/.dlrmbench-ext
 CSRC := $(wildcard impls/core/csrc/*.cpp impls/core/csrc/cpu/*.cpp impls/core/csrc/cuda/*.cu impls/core/csrc/*.h impls/core/csrc/*/*.h)
 
-.PHONY: help venv deps install ext test test-fast bench redundancy reproduce-sc24 reproduce-sc24-table1 reproduce-recsys24 figures cuda-check device-check clean
+.PHONY: help venv deps install ext test test-fast bench redundancy reproduce reproduce-sc24 reproduce-sc24-table1 reproduce-table-size reproduce-recsys24 figures cuda-check device-check clean
 
 help:
 	@echo "make test            set up .venv, build the native ops, run pytest"
@@ -26,7 +26,9 @@ help:
 	@echo "make bench           pytest-benchmark: dense baselines and the TT kernel roofline; lookup redundancy"
 	@echo "make reproduce-sc24-table1  the 1e8-row Table 1 / Fig 11 analogue (about 25 minutes here)"
 	@echo "make reproduce-recsys24  EMBark planner vs baselines on gloo ranks, and modeled at 8-128 GPUs"
-	@echo "make figures         redraw every figure from the committed records (no compute)"
+	@echo "make reproduce       both (cpu profile: within 30 minutes on 2 cores); PROFILE=paper LAUNCHER=slurm for a cluster"
+	@echo "make reproduce-table-size  one table of 1e5..1e9 rows, dense vs TT"
+	@echo "make figures         redraw every figure and results/REPORT.md from the committed records (no runs)"
 	@echo "make install         set up .venv and build the native ops only"
 	@echo "make ext             rebuild the native ops after a C++ edit"
 	@echo "make cuda-check      compile-check the CUDA kernels in a separate venv (needs nvcc)"
@@ -76,22 +78,41 @@ redundancy: install
 	$(VENV)/bin/dlrmbench redundancy --data criteo-kaggle --data criteo-terabyte-40m --data dcnv2-multihot \
 		--data sc24-f4 --data sc24-f4-ranked -b 2048 -b 8192 -b 32768
 
+# PROFILE: cpu (default; sc24 + recsys24 within 30 minutes on 2 cores), cpu-full (every committed point) or paper
+# (the papers' sizes on a GPU cluster: add LAUNCHER=slurm to get an sbatch script); ROOT: where results/ and
+# figures/ go
+PROFILE ?= cpu
+LAUNCHER ?= local
+ROOT ?= .
+SWEEP = $(VENV)/bin/dlrmbench sweep --profile $(PROFILE) --launcher $(LAUNCHER) --root $(ROOT)
+
 reproduce-sc24: install
-	$(VENV)/bin/dlrmbench sweep reproduce/experiments/sc24.toml
+	$(SWEEP) reproduce/experiments/sc24.toml
+	@if [ "$(LAUNCHER)" = local ] && [ "$(PROFILE)" != paper ]; then \
+		$(PY) -m reproduce.scale_model --results $(ROOT)/results/sc24 --out $(ROOT)/results/scale_model \
+			--figures $(ROOT)/figures/scale_model; fi
 
 reproduce-sc24-table1: install
-	$(VENV)/bin/dlrmbench sweep reproduce/experiments/sc24_table1.toml
+	$(SWEEP) reproduce/experiments/sc24_table1.toml
+
+# one table of 1e5...1e9 rows, dense vs TT (about 15 minutes here)
+reproduce-table-size: install
+	$(SWEEP) reproduce/experiments/table_size.toml
+
+reproduce: reproduce-sc24 reproduce-recsys24
 
 # RecSys'24 (EMBark): the planner vs its baselines measured on 4 gloo ranks (scaled workloads), then the modeled
 # 8-128 GPU DGX-H100 speedups over table_row_wise
 reproduce-recsys24: install
-	$(VENV)/bin/dlrmbench sweep reproduce/experiments/recsys24.toml
-	$(PY) -m reproduce.recsys24_model
+	$(SWEEP) reproduce/experiments/recsys24.toml
+	$(PY) -m reproduce.recsys24_model $(ROOT)
 
 figures: install
-	$(VENV)/bin/dlrmbench plot reproduce/experiments/sc24.toml
-	$(VENV)/bin/dlrmbench plot reproduce/experiments/sc24_table1.toml
-	$(VENV)/bin/dlrmbench plot reproduce/experiments/recsys24.toml
+	for e in sc24 sc24_table1 recsys24 table_size accuracy; do \
+		$(VENV)/bin/dlrmbench plot reproduce/experiments/$$e.toml || exit 1; done
+	$(PY) -m reproduce.recsys24_model --plot-only
+	$(PY) -m reproduce.scale_model --plot-only
+	$(VENV)/bin/dlrmbench report
 
 # Compile-check the CUDA kernels on a machine with nvcc but no GPU (a separate 5.5 GB venv).
 CUDA_VENV ?= .venv-cuda

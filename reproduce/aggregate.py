@@ -7,7 +7,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-KEYS = ["data", "max_rows", "batch_size", "mode", "optimizer", "world_size"]
+KEYS = ["data", "max_rows", "rows", "batch_size", "mode", "optimizer", "world_size"]
 
 
 def flatten(record: dict[str, Any]) -> dict[str, Any]:
@@ -21,6 +21,7 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
         "optimizer": p.get("optimizer"),
         "iters": p.get("iters"),
         "max_rows": (p.get("data_options") or {}).get("max_rows", 0),  # 0: the preset's table sizes
+        "rows": (p.get("data_options") or {}).get("rows", 0),  # 0: the preset's own row counts
         "world_size": p.get("world_size", 1),
         "global_batch": p["batch_size"] * p.get("world_size", 1),
         "status": record["status"],

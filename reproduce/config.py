@@ -171,7 +171,7 @@ def _read(path: Path) -> dict[str, Any]:
 
 def apply_profile(doc: dict[str, Any], profile: str | None, path: Path) -> tuple[dict[str, Any], str]:
     """Overlay ``[profiles.NAME]`` on the experiment: its ``grid`` and ``defaults`` keys replace those of the
-    experiment, its ``grids`` / ``points`` (when given) replace the experiment's lists. Without ``profile`` an
+    experiment, its ``grids`` / ``points`` / ``results`` (when given) replace the experiment's. Without ``profile`` an
     experiment with profiles runs its ``cpu`` one."""
     profiles = doc.get("profiles", {})
     name = profile or DEFAULT_PROFILE
@@ -180,13 +180,13 @@ def apply_profile(doc: dict[str, Any], profile: str | None, path: Path) -> tuple
             return doc, DEFAULT_PROFILE  # no profiles: the file as written is the cpu profile
         raise ValueError(f"{path}: no profile {name!r}; it has {sorted(profiles) or 'none'}")
     over = profiles[name]
-    bad = sorted(set(over) - {"grid", "defaults", "grids", "points", "description"})
+    bad = sorted(set(over) - {"grid", "defaults", "grids", "points", "description", "results"})
     if bad:
         raise ValueError(f"{path}: [profiles.{name}] has unknown keys {bad}")
     out = dict(doc)
     out["grid"] = {**doc.get("grid", {}), **over.get("grid", {})}
     out["defaults"] = {**doc.get("defaults", {}), **over.get("defaults", {})}
-    for k in ("grids", "points", "description"):
+    for k in ("grids", "points", "description", "results"):
         if k in over:
             out[k] = over[k]
     return out, name
@@ -218,6 +218,10 @@ def _expand(grid: dict[str, Any], where: str, base: dict[str, Any], variants: di
             if "max_rows" in fields:  # the table-size axis: a cap on every table (0 = the preset's sizes)
                 cap = fields.pop("max_rows")
                 data_options.update({"max_rows": cap} if cap else {})
+            if fields.get("nnodes") == "auto":  # a cluster: as many nodes as the world needs at gpus_per_node each
+                if not fields.get("gpus_per_node"):
+                    raise ValueError("nnodes = 'auto' needs gpus_per_node")
+                fields["nnodes"] = max(1, int(fields.get("world_size", 1)) // int(fields["gpus_per_node"]))
             if "rows" in fields:  # the row count of presets that take one (sc24-f4, uniform)
                 data_options["rows"] = fields.pop("rows")
             fields["data_options"] = data_options
@@ -232,7 +236,7 @@ def load_experiment(path: str | Path, root: str | Path = ".", profile: str | Non
     """Expand ``[grid]`` and each ``[[grids]]`` (lists) over ``[defaults]``; ``[data_options]`` apply to all
     points and ``[impl_options]`` as resolved by ``options_for``; ``[[points]]`` add single points (their own
     ``impl_options`` overlay the resolved ones). ``profile`` picks a ``[profiles.NAME]`` overlay (default cpu);
-    a profile other than cpu writes to results/NAME_PROFILE."""
+    a profile other than cpu writes to results/NAME_PROFILE unless it names its ``results`` folder."""
     path = Path(path)
     doc, profile = apply_profile(_read(path), profile, path)
     name = doc.get("name") or path.stem
@@ -256,7 +260,7 @@ def load_experiment(path: str | Path, root: str | Path = ".", profile: str | Non
     if dupes:
         raise ValueError(f"{path}: points listed twice: {dupes[:3]}")
     root = Path(root)
-    stem = name if profile == DEFAULT_PROFILE else f"{name}_{profile}"
+    stem = doc.get("results") or (name if profile == DEFAULT_PROFILE else f"{name}_{profile}")
     return Experiment(
         name=name,
         description=doc.get("description", ""),

@@ -13,6 +13,12 @@ WORKLOADS = {"DLRM-DCNv2": "dcnv2-multihot", "T180": "embark-t180", "T200": "emb
 GPUS = (8, 16, 32, 64, 128)
 
 
+def comm_share(ev) -> float:
+    """Communication's share of the busiest bucket's modeled embedding step (the step excludes the MLPs)."""
+    worst = max(range(len(ev.comp)), key=lambda i: ev.comp[i] + ev.comm[i])
+    return ev.comm[worst] / (ev.comp[worst] + ev.comm[worst] + ev.shared)
+
+
 def model_rows(hw: str = "dgx-h100", local_batch: int = 8192) -> list[dict]:
     from impls.data.presets import get_preset
     from impls.embark.cost import HARDWARE, CostModel, evaluate
@@ -32,21 +38,30 @@ def model_rows(hw: str = "dgx-h100", local_batch: int = 8192) -> list[dict]:
                          "speedup": eb.step_s / ev.step_s, "planning_s": secs, "hierarchical": plan.hierarchical,
                          "dp": len(plan.dp), "ub": sum(p.cluster == "ub" for p in plan.mp),
                          "rb": sum(p.cluster == "rb" for p in plan.mp), "planner_oom": ev.oom,
-                         "baseline_oom": eb.oom})
+                         "baseline_oom": eb.oom, "planner_comm_share": comm_share(ev),
+                         "table_row_wise_comm_share": comm_share(eb)})
     return rows
 
 
-def main(root: str = ".") -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
     from reproduce.plots.recsys24 import modeled
 
-    out = Path(root) / "results" / "recsys24_model"
-    out.mkdir(parents=True, exist_ok=True)
-    df = pd.DataFrame(model_rows())
-    df.to_csv(out / "modeled.csv", index=False)
-    paths = modeled(df, Path(root) / "figures" / "recsys24_model")
-    print(df.to_string(index=False))
-    print(f"average speedup {df['speedup'].mean():.2f}x, max {df['speedup'].max():.2f}x (modeled)")
-    for p in paths:
+    ap = argparse.ArgumentParser(description="EMBark planner vs table_row_wise at 8-128 GPUs (cost model)")
+    ap.add_argument("root", nargs="?", default=".", help="results/ and figures/ are under it")
+    ap.add_argument("--plot-only", action="store_true", help="redraw from results/recsys24_model/modeled.csv")
+    args = ap.parse_args(argv)
+    out = Path(args.root) / "results" / "recsys24_model"
+    if args.plot_only:
+        df = pd.read_csv(out / "modeled.csv")
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+        df = pd.DataFrame(model_rows())
+        df.to_csv(out / "modeled.csv", index=False)
+        print(df.to_string(index=False))
+        print(f"average speedup {df['speedup'].mean():.2f}x, max {df['speedup'].max():.2f}x (modeled)")
+    for p in modeled(df, Path(args.root) / "figures" / "recsys24_model"):
         print(f"figure: {p}")
     return 0
 

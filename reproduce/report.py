@@ -47,9 +47,22 @@ def _hardware(df: pd.DataFrame) -> str:
     return f"{df['device'].dropna().iloc[0]}; ranks {', '.join(map(str, ranks))}"
 
 
+def _modeled(c: dict, root: Path) -> float | None:
+    """The claim's modeled value: ``modeled_column`` of ``modeled_csv`` (rows picked by ``modeled_query``)."""
+    path = root / c["modeled_csv"] if c.get("modeled_csv") else None
+    if path is None or not path.exists():
+        return None
+    m = pd.read_csv(path)
+    if c.get("modeled_query"):
+        m = m.query(c["modeled_query"])
+    vals = m[c["modeled_column"]].dropna()
+    return _agg(vals, c["modeled_aggregate"]) if len(vals) else None
+
+
 def evaluate_claim(c: dict, root: Path) -> dict[str, Any]:
     row = {"id": c["id"], "paper": c["paper"], "claim": c["text"], "paper_value": c["paper_value"],
            "measured": None, "modeled": None, "points": 0, "hardware": "", "verdict": "", "why": ""}
+    row["modeled"] = _modeled(c, root)
     if c["kind"] == "none":
         row.update(verdict="not measurable here", why=c["reason"])
         return row
@@ -67,9 +80,6 @@ def evaluate_claim(c: dict, root: Path) -> dict[str, Any]:
         df = pd.read_csv(path)
         value, n = _ratio(df, c)
         row.update(measured=value, points=n, hardware=_hardware(df))
-        if c.get("modeled_csv") and (root / c["modeled_csv"]).exists():
-            m = pd.read_csv(root / c["modeled_csv"])
-            row["modeled"] = _agg(m[c["modeled_column"]], c["modeled_aggregate"])
     value = row["measured"] if row["measured"] is not None else row["modeled"]
     if value is None or value != value:
         row.update(verdict="not measured yet", why="no matching records")

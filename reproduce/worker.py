@@ -53,7 +53,7 @@ def run_point(point: RunPoint) -> dict[str, Any]:
     from impls.data.loader import BatchIterator
     from impls.data.sources import held_out, open_source
     from impls.model.train import TrainStep
-    from reproduce.memory import peak_rss_bytes, reset_peak, rss_bytes
+    from reproduce.memory import check_fits, peak_rss_bytes, reset_peak, rss_bytes
 
     rank = Rank.join(point)  # None for a single process
     G, me = (rank.ctx.world_size, rank.ctx.rank) if rank else (1, 0)
@@ -78,6 +78,8 @@ def run_point(point: RunPoint) -> dict[str, Any]:
     gen_s = time.perf_counter() - t0
 
     cls = get_impl(point.impl)
+    sizes = cls.table_param_bytes(tables, point.impl_options)  # a rank holds at least the largest table it owns
+    check_fits(sum(sizes) if rank is None else max(sizes), device, f"{point.impl} on {point.data}")
     gc.collect()
     baseline = rss_bytes()
     peak_reset = reset_peak()

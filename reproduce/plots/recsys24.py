@@ -61,7 +61,21 @@ def modeled(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     for ax in g.axes.flat:
         ax.axhline(1.0, color="black", lw=0.8, ls="--")
     g.figure.suptitle("EMBark planner over table_row_wise, embedding step (cost model, not measured)", y=1.04)
-    return style.save(g.figure, out_dir, "modeled_speedup")
+    paths = style.save(g.figure, out_dir, "modeled_speedup")
+    if "planner_comm_share" in df:
+        long = df.melt(id_vars=["workload", "gpus"], value_vars=["planner_comm_share", "table_row_wise_comm_share"],
+                       var_name="plan", value_name="share")
+        long["plan"] = long["plan"].str.replace("_comm_share", "")
+        long["comm share (%)"] = 100 * long["share"]
+        g = sns.relplot(data=long, kind="line", x="gpus", y="comm share (%)", hue="workload", style="plan",
+                        marker="o", height=3.2, aspect=1.6)
+        for ax in g.axes.flat:
+            ax.set_xscale("log", base=2)
+        g.set_axis_labels("GPUs (DGX-H100 nodes of 8)", "communication, % of the embedding step (modeled)")
+        g.figure.suptitle("Communication share vs GPU count (cost model, embedding step only; the paper's 25 % -> "
+                          "51 % is of the whole training step)", y=1.04, fontsize=9)
+        paths += style.save(g.figure, out_dir, "modeled_comm_share")
+    return paths
 
 
 def world(df: pd.DataFrame, out_dir: Path) -> list[Path]:
