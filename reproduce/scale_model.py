@@ -294,7 +294,10 @@ def run(results: Path, out: Path, figures: Path, calibration: Path | None = None
     val = validate(fitted, records)
     val.to_csv(out / "validation.csv", index=False)
     options = {r["point"]["impl"]: r["point"]["impl_options"] for r in records}
-    p = records[0]["point"]
+    from collections import Counter
+
+    data = Counter(r["point"]["data"] for r in records).most_common(1)[0][0]  # the workload measured at most sizes
+    p = next(r["point"] for r in records if r["point"]["data"] == data)
     measured = Workload.of(p["data"], **p["data_options"])
     meta = Workload.of("meta-2022", dim=measured.dim)
     proj = project(cal, [(f"{measured.name} (measured workload)", measured),

@@ -11,31 +11,53 @@ import seaborn as sns
 from reproduce.plots import style
 
 
+def _ranks_axis(ax, worlds) -> None:
+    """A log2 axis with a labelled tick at each world size."""
+    from matplotlib.ticker import NullLocator
+
+    ticks = sorted(int(x) for x in pd.unique(worlds))
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ticks, labels=[str(x) for x in ticks])
+    ax.xaxis.set_minor_locator(NullLocator())
+
+
 def draw_scale(val: pd.DataFrame, proj: pd.DataFrame, cal, out_dir: Path) -> list[Path]:
     style.setup()
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    datas = list(dict.fromkeys(val["data"]))
+    widths = [3 if val[val["data"] == d]["world_size"].nunique() > 1 else 1.4 for d in datas]
+    fig, axes = plt.subplots(1, len(datas), figsize=(2.2 * sum(widths) + 2, 4.2), squeeze=False,
+                             gridspec_kw={"width_ratios": widths}, sharey=True)
     order = list(dict.fromkeys(val["impl"]))
-    sns.lineplot(data=val, x="world_size", y="measured_ms", hue="impl", hue_order=order, marker="o", ax=ax)
     pal = dict(zip(order, sns.color_palette("colorblind", len(order))))
-    for impl, part in val.groupby("impl"):
-        ax.plot(part["world_size"], part["modeled_ms"], ls="--", marker="x", color=pal[impl])
-        for _, r in part.iterrows():
-            ax.annotate(f"{r['error']:+.0%}", (r["world_size"], r["modeled_ms"]), fontsize=7, xytext=(4, 2),
-                        textcoords="offset points", color=pal[impl])
+    for ax, data in zip(axes[0], datas):
+        part = val[val["data"] == data]
+        for impl, rows in part.groupby("impl", sort=False):
+            rows = rows.sort_values("world_size")
+            ax.plot(rows["world_size"], rows["measured_ms"], marker="o", color=pal[impl], label=f"{impl} measured")
+            ax.plot(rows["world_size"], rows["modeled_ms"], marker="x", ls="--", color=pal[impl],
+                    label=f"{impl} modeled")
+            for _, r in rows.iterrows():
+                ax.annotate(f"{r['error']:+.0%}", (r["world_size"], r["modeled_ms"]), fontsize=7, xytext=(4, 2),
+                            textcoords="offset points", color=pal[impl])
+        ax.set(yscale="log", xlabel="ranks (world size)", ylabel="step ms", title=data)
+        _ranks_axis(ax, part["world_size"])
+    seen: dict = {}
+    for ax in axes[0]:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(lab, h)
+    axes[0][-1].legend(seen.values(), seen.keys(), loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False,
+                       fontsize=7)
     mape = val["error"].abs().mean()
-    ax.set(xscale="log", yscale="log", xlabel="ranks (world size)", ylabel="step ms")
-    ax.set_xticks(sorted(val["world_size"].unique()), labels=[str(x) for x in sorted(val["world_size"].unique())])
-    ax.set_title(f"Scale model validation: measured (solid) vs modeled (dashed); mean |error| {mape:.0%}\n"
-                 f"{cal.machine}, {cal.cores} cores shared by the ranks", fontsize=9)
-    sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    fig.suptitle(f"Scale model validation: measured (solid) vs modeled (dashed), error on each modeled point; "
+                 f"mean |error| {mape:.0%}\n{cal.machine}, {cal.cores} cores shared by the ranks", fontsize=9, y=1.02)
     paths = style.save(fig, out_dir, "validation")
 
     ok = proj[proj["feasible"]]
     g = sns.relplot(data=ok, kind="line", x="world_size", y="step_ms", hue="impl", col="workload", marker="o",
                     height=3.4, aspect=1.2, facet_kws={"sharey": False})
     for ax in g.axes.flat:
-        ax.set(xscale="log", yscale="log")
-        ax.set_xticks(list(ok["world_size"].unique()), labels=[str(x) for x in ok["world_size"].unique()])
+        ax.set(yscale="log")
+        _ranks_axis(ax, ok["world_size"])
     g.set_axis_labels("ranks, one per core/GPU (modeled)", "modeled step ms")
     g.set_titles("{col_name}")
     g.figure.suptitle("MODELED step time (per-op costs fitted on this machine's records, "
@@ -50,7 +72,7 @@ def draw_scale(val: pd.DataFrame, proj: pd.DataFrame, cal, out_dir: Path) -> lis
     g = sns.relplot(data=sp, kind="line", x="world_size", y="speedup", hue="over", col="workload", marker="o",
                     height=3.4, aspect=1.2)
     for ax in g.axes.flat:
-        ax.set_xscale("log")
+        _ranks_axis(ax, sp["world_size"])
         ax.axhline(1.0, color="black", lw=0.8, ls="--")
     g.set_axis_labels("ranks (modeled)", "EcoRec speedup (×, modeled)")
     g.set_titles("{col_name}")
