@@ -25,7 +25,27 @@ def is_done(point: RunPoint, out_dir: Path) -> bool:
     return not (rec["status"] == "skipped" and point.impl in registered_names())
 
 
+def adopt_older_records(exp: Experiment) -> int:
+    """Rename records written before a RunPoint field existed (their id hashed fewer fields) to the id their
+    point has now, when it is one of the experiment's points and has no record yet; returns how many."""
+    wanted = {p.point_id for p in exp.points}
+    moved = 0
+    for f in sorted(Path(exp.out_dir).glob("*.json")):
+        if f.stem in wanted:
+            continue
+        try:
+            pid = RunPoint.from_dict(read_record(f)["point"]).point_id
+        except (ValueError, KeyError, TypeError):
+            continue  # not a record of a point this code can read: left alone
+        target = f.with_name(f"{pid}.json")
+        if pid in wanted and not target.exists():
+            f.rename(target)
+            moved += 1
+    return moved
+
+
 def todo(exp: Experiment, force: bool = False) -> list[RunPoint]:
+    adopt_older_records(exp)
     return [p for p in exp.points if force or not is_done(p, exp.out_dir)]
 
 
@@ -88,6 +108,7 @@ def run_experiment(
 
 def summarize_experiment(exp: Experiment) -> Path:
     """summary.csv over the experiment's own points (records of other profiles in the folder are left out)."""
+    adopt_older_records(exp)
     order = list(dict.fromkeys(p.impl for p in exp.points))
     keep = {record_path(exp.out_dir, p).name for p in exp.points}
     return write_summary(exp.out_dir, baseline=order[0], order=order, only=keep)

@@ -37,7 +37,7 @@ def hardware(df) -> str:
         return ""
     threads = df["threads"].dropna()
     n = int(threads.iloc[0]) if not threads.empty else 0
-    t = f", {n} thread{'s' if n > 1 else ''}" + (" per rank" if (df.get("world_size", 1) != 1).any() else "") if n else ""
+    t = f", {n} thread{'s' if n > 1 else ''}" + (" per rank" if "world_size" in df and (df["world_size"] != 1).any() else "") if n else ""
     return f"{devs.dropna().iloc[0]}{t}"
 
 

@@ -196,3 +196,14 @@ def test_slurm_script_runs_the_points_and_resumes(tmp_path, monkeypatch):
     assert (exp.out_dir / "summary.csv").exists()
     again = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=600)
     assert again.stdout.count("recorded earlier") == 2
+
+
+def test_records_of_an_older_schema_are_adopted_not_rerun(tmp_path):
+    from reproduce.records import write_record
+
+    exp = load_experiment(experiment(tmp_path, impls=("dense-torch",)), root=tmp_path)
+    point = exp.points[0].to_dict()
+    old = {k: v for k, v in point.items() if k not in ("label", "eval_every", "world_size", "gpus_per_node")}
+    write_record(exp.out_dir / "dense-torch__uniform__b64__0000000000.json", {"point": old, "status": "ok"})
+    assert todo(exp) == []
+    assert record_path(exp.out_dir, exp.points[0]).exists()
