@@ -49,7 +49,7 @@ def sbatch_script(exp: Experiment, experiment_file: Path, points: list[RunPoint]
     gpus = max(p.ranks_per_node for p in points) if any(p.device == "cuda" for p in points) else 0
     limit = int(math.ceil(timeout_s))
     total = len(points) * (limit + 60) + 600
-    out = exp.out_dir if exp.out_dir.is_absolute() else root / exp.out_dir
+    out = Path(exp.out_dir).resolve()  # load_experiment put it under the root, relative to this directory
     head = [
         "#!/bin/bash",
         f"# dlrmbench sweep {experiment_file} (profile {exp.profile}): {len(points)} of {len(exp.points)} points to run.",
@@ -96,6 +96,7 @@ def write_sbatch(exp: Experiment, experiment_file: Path, points: list[RunPoint],
                  **kw) -> Path:
     """Write the script (points of unregistered impls get their `skipped` record now, as a local sweep would)."""
     runnable = [p for p in points if not skip_unregistered(p, exp.out_dir)]
+    (exp.out_dir / "logs").mkdir(parents=True, exist_ok=True)  # slurm opens --output before the script runs
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(sbatch_script(exp, experiment_file, runnable, timeout_s, **kw))
     path.chmod(0o755)
