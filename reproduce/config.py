@@ -138,7 +138,6 @@ class Experiment:
     figures_dir: Path
     plots: tuple[str, ...]
     profile: str = DEFAULT_PROFILE
-    profiles: tuple[str, ...] = ()
     point_timeout_s: float | None = None  # the per-point time limit (`sweep --timeout` overrides it)
 
 
@@ -146,6 +145,7 @@ class Experiment:
 # system setup)
 GRID_KEYS = ("impl", "data", "batch_size", "mode", "optimizer", "world_size", "gpus_per_node", "max_rows", "rows",
              "variant")
+
 
 def options_for(impl: str, impl_options: dict[str, Any]) -> dict[str, Any]:
     """The options one implementation gets: plain keys go to every implementation, a table named after
@@ -192,6 +192,16 @@ def apply_profile(doc: dict[str, Any], profile: str | None, path: Path) -> tuple
     return out, name
 
 
+def _point(fields: dict[str, Any]) -> RunPoint:
+    """The point of a grid combination or a [[points]] entry; ``nnodes = "auto"`` (a cluster profile) becomes as
+    many nodes as the world size needs at ``gpus_per_node`` ranks each."""
+    if fields.get("nnodes") == "auto":
+        if not fields.get("gpus_per_node"):
+            raise ValueError("nnodes = 'auto' needs gpus_per_node")
+        fields = {**fields, "nnodes": max(1, int(fields.get("world_size", 1)) // int(fields["gpus_per_node"]))}
+    return RunPoint.from_dict(fields)
+
+
 def _expand(grid: dict[str, Any], where: str, base: dict[str, Any], variants: dict[str, Any]) -> list[RunPoint]:
     bad = sorted(set(grid) - set(GRID_KEYS))
     if bad:
@@ -218,15 +228,11 @@ def _expand(grid: dict[str, Any], where: str, base: dict[str, Any], variants: di
             if "max_rows" in fields:  # the table-size axis: a cap on every table (0 = the preset's sizes)
                 cap = fields.pop("max_rows")
                 data_options.update({"max_rows": cap} if cap else {})
-            if fields.get("nnodes") == "auto":  # a cluster: as many nodes as the world needs at gpus_per_node each
-                if not fields.get("gpus_per_node"):
-                    raise ValueError("nnodes = 'auto' needs gpus_per_node")
-                fields["nnodes"] = max(1, int(fields.get("world_size", 1)) // int(fields["gpus_per_node"]))
             if "rows" in fields:  # the row count of presets that take one (sc24-f4, uniform)
                 data_options["rows"] = fields.pop("rows")
             fields["data_options"] = data_options
             fields["impl_options"] = {**options_for(fields["impl"], base["impl_options"]), **own}
-            points.append(RunPoint.from_dict(fields))
+            points.append(_point(fields))
         except (TypeError, ValueError, KeyError) as exc:
             raise ValueError(f"{where}: bad point {dict(zip(keys, combo))}: {exc}") from None
     return points
@@ -253,7 +259,7 @@ def load_experiment(path: str | Path, root: str | Path = ".", profile: str | Non
             own = dict(extra.get("impl_options", {}))
             fields["impl_options"] = {**options_for(fields["impl"], base["impl_options"]), **own}
             fields["data_options"] = {**base["data_options"], **extra.get("data_options", {})}
-            points.append(RunPoint.from_dict(fields))
+            points.append(_point(fields))
         except (TypeError, ValueError, KeyError) as exc:
             raise ValueError(f"{path}: bad [[points]] entry {extra}: {exc}") from None
     dupes = [pid for pid, n in Counter(p.point_id for p in points).items() if n > 1]
@@ -270,5 +276,4 @@ def load_experiment(path: str | Path, root: str | Path = ".", profile: str | Non
         plots=tuple(doc.get("plots", [])),
         point_timeout_s=doc.get("point_timeout_s"),
         profile=profile,
-        profiles=tuple(doc.get("profiles", {})),
     )

@@ -52,11 +52,9 @@ def todo(exp: Experiment, force: bool = False) -> list[RunPoint]:
 @dataclass
 class Progress:
     """Where a sweep stands: points finished (run now or earlier), and the wall time of the ones run now."""
-    total: int
     todo: int
     finished: int = 0
     walls: list[float] = field(default_factory=list)
-    started: float = field(default_factory=time.monotonic)
 
     @property
     def left(self) -> int:
@@ -88,7 +86,7 @@ def run_experiment(
     point about to run with the sweep's progress; ``on_point`` sees each point's record (None: recorded earlier)."""
     n = len(exp.points)
     pending = {p.point_id for p in todo(exp, force)}
-    progress = Progress(total=n, todo=len(pending))
+    progress = Progress(todo=len(pending))
     for i, point in enumerate(exp.points):
         if point.point_id not in pending:
             progress.finished += 1

@@ -147,6 +147,12 @@ grid = { batch_size = [64] }
 grid = { batch_size = [4096, 8192] }
 defaults = { iters = 5 }
 grids = []
+
+[profiles.cluster]
+grid = { world_size = [4, 8] }
+defaults = { gpus_per_node = 2, nnodes = "auto", rdzv_endpoint = "head:29500" }
+grids = []
+points = [{ impl = "ttrec", data = "uniform", batch_size = 32, world_size = 6 }]
 """
     path = experiment(tmp_path, extra=extra)
     cpu = load_experiment(path, root=tmp_path)
@@ -155,6 +161,8 @@ grids = []
     paper = load_experiment(path, root=tmp_path, profile="paper")
     assert paper.out_dir == tmp_path / "results" / "tiny_paper"
     assert [(p.batch_size, p.iters) for p in paper.points] == [(4096, 5), (8192, 5)] * 2
+    cluster = load_experiment(path, root=tmp_path, profile="cluster")  # nodes of 2 ranks, grid and [[points]]
+    assert [(p.world_size, p.nnodes) for p in cluster.points] == [(4, 2), (8, 4)] * 2 + [(6, 3)]
     with pytest.raises(ValueError, match="no profile 'gpu'"):
         load_experiment(path, profile="gpu")
     twice = experiment(tmp_path, extra='\n[[grids]]\nimpl = ["ttrec"]\ndata = ["uniform"]\nbatch_size = [64]\n')
