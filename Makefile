@@ -81,16 +81,21 @@ redundancy: install
 # PROFILE: cpu (default; sc24 + recsys24 within 30 minutes on 2 cores), cpu-full (every committed point) or paper
 # (the papers' sizes on a GPU cluster: add LAUNCHER=slurm to get an sbatch script); ROOT: where results/ and
 # figures/ go
+# MACHINE: the result set's name (default: this machine's slug, e.g. amd-epyc-2c; required with LAUNCHER=slurm);
+# REPEATS: runs per point, interleaved (default: the profile's, else 3)
 PROFILE ?= cpu
 LAUNCHER ?= local
 ROOT ?= .
-SWEEP = $(VENV)/bin/dlrmbench sweep --profile $(PROFILE) --launcher $(LAUNCHER) --root $(ROOT)
+MACHINE ?=
+REPEATS ?=
+MACHINE_ARG = $(if $(MACHINE),--machine $(MACHINE))
+SWEEP = $(VENV)/bin/dlrmbench sweep --profile $(PROFILE) --launcher $(LAUNCHER) --root $(ROOT) $(MACHINE_ARG) \
+	$(if $(REPEATS),--repeats $(REPEATS))
 
 reproduce-sc24: install
 	$(SWEEP) reproduce/experiments/sc24.toml
 	@if [ "$(LAUNCHER)" = local ] && [ "$(PROFILE)" != paper ]; then \
-		$(PY) -m reproduce.scale_model --results $(ROOT)/results/sc24 --out $(ROOT)/results/scale_model \
-			--figures $(ROOT)/figures/scale_model; fi
+		$(PY) -m reproduce.scale_model --root $(ROOT) $(MACHINE_ARG); fi
 
 reproduce-sc24-table1: install
 	$(SWEEP) reproduce/experiments/sc24_table1.toml
@@ -109,10 +114,10 @@ reproduce-recsys24: install
 
 figures: install
 	for e in sc24 sc24_table1 recsys24 table_size accuracy; do \
-		$(VENV)/bin/dlrmbench plot reproduce/experiments/$$e.toml || exit 1; done
+		$(VENV)/bin/dlrmbench plot reproduce/experiments/$$e.toml $(MACHINE_ARG) || exit 1; done
 	$(PY) -m reproduce.recsys24_model --plot-only
-	$(PY) -m reproduce.scale_model --plot-only
-	$(VENV)/bin/dlrmbench report
+	$(PY) -m reproduce.scale_model --plot-only $(MACHINE_ARG)
+	$(VENV)/bin/dlrmbench report $(MACHINE_ARG)
 
 # Compile-check the CUDA kernels on a machine with nvcc but no GPU (a separate 5.5 GB venv).
 CUDA_VENV ?= .venv-cuda

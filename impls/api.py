@@ -253,9 +253,9 @@ class EmbeddingCollection(nn.Module, abc.ABC):
     name: ClassVar[str] = ""
     supports_dist: ClassVar[bool] = False
     fused_table_update: ClassVar[bool] = False  # uncompressed tables updated inside backward (no .grad)
-    comm_counted: ClassVar[bool] = True  # its collectives go through impls/dist/comm.py (bytes and blocked time)
+    comm_counted: ClassVar[bool] = True  # its collectives go through impls/sharding/comm.py (bytes and blocked time)
     distributed_only: ClassVar[bool] = False  # needs a DistContext (EMBark's clusters, TorchRec's DMP)
-    # how the system shards over several ranks unless told otherwise (impls/dist/build.py)
+    # how the system shards over several ranks unless told otherwise (impls/sharding/build.py)
     dist_defaults: ClassVar[dict[str, Any]] = {"sharding": "table-wise", "placement": "sequential", "pipeline": "none"}
 
     def __init__(

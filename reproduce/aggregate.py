@@ -1,4 +1,5 @@
-"""Records -> one flat table (results/<exp>/summary.csv). The only place that does arithmetic on records."""
+"""Records -> flat tables: repeats.csv (one row per run) and summary.csv (one row per point: medians over its repeats,
+bootstrap 95 % intervals of the step time, throughput, memory and the speedup over the baseline)."""
 from __future__ import annotations
 
 import json
@@ -7,12 +8,17 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from reproduce.stats import median_ci, ratio_ci
+
 KEYS = ["data", "max_rows", "rows", "batch_size", "mode", "optimizer", "world_size"]
 
 
 def flatten(record: dict[str, Any]) -> dict[str, Any]:
     p = record["point"]
     row: dict[str, Any] = {
+        "point_id": record.get("point_id"),
+        "repeat": record.get("repeat", 0),
+        "machine": (record.get("env") or {}).get("machine_slug"),
         "impl": p["impl"],
         "label": p.get("label") or p["impl"],
         "data": p["data"],
@@ -66,37 +72,92 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+CI_METRICS = ("total_ms", "samples_per_s", "peak_rss_delta_bytes")
+
+
+def by_point(reps: pd.DataFrame) -> pd.DataFrame:
+    """One row per point from its repeats: every numeric column the median over the `ok` repeats, the others from
+    the first repeat; ``repeats`` (ok) and ``runs`` (all); ``<metric>_lo`` / ``_hi``: bootstrap 95 % interval of
+    the median for the CI_METRICS."""
+    rows = []
+    for _, g in reps.groupby("point_id", sort=False):
+        ok = g[g["status"] == "ok"]
+        src = ok if len(ok) else g
+        row = src.iloc[0].to_dict()
+        for col in g.columns:
+            if col not in ("repeat", "point_id") and pd.api.types.is_numeric_dtype(g[col]) and len(ok):
+                row[col] = ok[col].median()
+        row.update(status="ok" if len(ok) else g["status"].iloc[-1], repeats=len(ok), runs=len(g))
+        if len(ok) and len(ok) < len(g):
+            bad = g[g["status"] != "ok"].iloc[0]
+            row["reason"] = f"{len(g) - len(ok)} of {len(g)} repeats {bad['status']}: {bad['reason']}"
+        for m in CI_METRICS:
+            if m in ok and ok[m].notna().any():
+                _, row[f"{m}_lo"], row[f"{m}_hi"] = median_ci(ok[m].tolist())
+        row.pop("repeat", None)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def flat_repeats(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """One row per run (repeat) of a point."""
+    return pd.DataFrame([flatten(r) for r in records])
+
+
 def summarize(records: Iterable[dict[str, Any]], baseline: str | None = None) -> pd.DataFrame:
-    """One row per record, plus ``speedup`` = baseline total time / this total time within each
-    (data, batch_size, mode, optimizer) group. The baseline is ``baseline`` or the first impl seen."""
-    rows = [flatten(r) for r in records]
-    df = pd.DataFrame(rows)
-    if df.empty:
-        return df
+    """One row per point (medians over its repeats), plus ``speedup`` = baseline total time / this total time
+    within each (data, batch_size, mode, optimizer, world size) group, with its bootstrap 95 % interval
+    (``speedup_lo`` / ``speedup_hi``) over both sides' repeats. The baseline is ``baseline`` or the first impl."""
+    reps = flat_repeats(records)
+    if reps.empty:
+        return reps
+    df = by_point(reps)
     baseline = baseline or df["impl"].iloc[0]
     df["baseline"] = baseline
     if "total_ms" in df:
-        base = df[(df["impl"] == baseline) & (df["status"] == "ok")].drop_duplicates(KEYS).set_index(KEYS)["total_ms"]
-        joined = df.join(base.rename("baseline_total_ms"), on=KEYS)
-        df["speedup"] = joined["baseline_total_ms"] / df["total_ms"]
+        ok = reps[reps["status"] == "ok"]
+        base_ids = df[(df["impl"] == baseline) & (df["status"] == "ok")].drop_duplicates(KEYS)
+        base = {tuple(r[k] for k in KEYS): ok[ok["point_id"] == r["point_id"]]["total_ms"].tolist()
+                for _, r in base_ids.iterrows()}
+        cols: dict[str, list[float]] = {"speedup": [], "speedup_lo": [], "speedup_hi": []}
+        for _, r in df.iterrows():
+            b = base.get(tuple(r[k] for k in KEYS))
+            mine = ok[ok["point_id"] == r["point_id"]]["total_ms"].tolist()
+            s = ratio_ci(b, mine) if b and mine else (float("nan"),) * 3
+            for k, v in zip(cols, s):
+                cols[k].append(v)
+        for k, v in cols.items():
+            df[k] = v
     return df
 
 
 def load_records(directory: str | Path, only: set[str] | None = None) -> list[dict[str, Any]]:
-    """The records in ``directory`` (only the file names in ``only``, when given)."""
-    paths = sorted(Path(directory).glob("*.json"))
-    return [json.loads(p.read_text()) for p in paths if only is None or p.name in only]
+    """The records in ``directory`` (only the file names in ``only``, when given); a record from before repeats
+    gets its point id from its file name and repeat 0."""
+    out = []
+    for p in sorted(Path(directory).glob("*.json")):
+        if only is not None and p.name not in only:
+            continue
+        rec = json.loads(p.read_text())
+        stem, dot, rep = p.stem.rpartition(".r")
+        rec.setdefault("point_id", stem if dot and rep.isdigit() else p.stem)
+        rec.setdefault("repeat", int(rep) if dot and rep.isdigit() else 0)
+        out.append(rec)
+    return out
 
 
 def write_summary(
     directory: str | Path, baseline: str | None = None, order: list[str] | None = None, only: set[str] | None = None
 ) -> Path:
-    """Summarize the records in ``directory`` into ``directory/summary.csv`` (impls in ``order``)."""
+    """Summarize the records in ``directory`` into ``directory/summary.csv`` (impls in ``order``) and every run
+    into ``directory/repeats.csv``."""
     directory = Path(directory)
-    df = summarize(load_records(directory, only), baseline)
+    records = load_records(directory, only)
+    df = summarize(records, baseline)
     if order and not df.empty:
         rank = {n: i for i, n in enumerate(order)}
         df = df.sort_values(by=["impl"], key=lambda s: s.map(lambda x: rank.get(x, len(rank))), kind="stable")
+    flat_repeats(records).to_csv(directory / "repeats.csv", index=False)
     out = directory / "summary.csv"
     df.to_csv(out, index=False)
     return out

@@ -28,7 +28,7 @@ def _a2a_rank(rank, world, init, mb, reps, out):
     import torch
     import torch.distributed as dist
 
-    from impls.dist.context import DistContext
+    from impls.sharding.context import DistContext
 
     torch.set_num_threads(1)
     ctx = DistContext.init(rank, world, init, timeout_s=120)

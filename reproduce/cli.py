@@ -25,8 +25,17 @@ def _fmt(x, spec=".2f", scale=1.0) -> str:
     return "–" if x is None or x != x else format(x / scale, spec)
 
 
+def _ci(r, col: str) -> str:
+    lo, hi = r.get(f"{col}_lo"), r.get(f"{col}_hi")
+    if r.get("repeats", 1) < 2 or lo is None or lo != lo:
+        return ""
+    return f" [{lo:.2f}, {hi:.2f}]"
+
+
 def comparison_table(df) -> Table:
-    t = Table(title="dlrmbench run (medians over timed iterations)")
+    n = int(df["runs"].max()) if "runs" in df and len(df) else 1
+    t = Table(title="dlrmbench run (medians over timed iterations" + (
+        f", then over {n} interleaved repeats; [95 % bootstrap interval])" if n > 1 else "; one run each: no interval)"))
     has_auc = "auc" in df.columns
     cols = ["impl", "status", "fwd ms", "bwd ms", "update ms", "total ms", "samples/s", "peak RSS Δ MiB",
             "analytic MiB", "param MiB", "speedup"] + (["AUC"] if has_auc else [])
@@ -38,8 +47,8 @@ def comparison_table(df) -> Table:
             continue
         row = [
             r["impl"], "ok", _fmt(r["forward_ms"]), _fmt(r["backward_ms"]), _fmt(r["update_ms"]),
-            _fmt(r["total_ms"]), _fmt(r["samples_per_s"], ",.0f"), _fmt(r["peak_rss_delta_bytes"], ",.0f", 2**20),
-            _fmt(r["analytic_bytes"], ",.0f", 2**20), _fmt(r["param_bytes"], ",.0f", 2**20), _fmt(r["speedup"], ".2f") + "×",
+            _fmt(r["total_ms"]) + _ci(r, "total_ms"), _fmt(r["samples_per_s"], ",.0f"), _fmt(r["peak_rss_delta_bytes"], ",.0f", 2**20),
+            _fmt(r["analytic_bytes"], ",.0f", 2**20), _fmt(r["param_bytes"], ",.0f", 2**20), _fmt(r["speedup"], ".2f") + "×" + _ci(r, "speedup"),
         ]
         t.add_row(*row, *([_fmt(r["auc"], ".4f")] if has_auc else []))
     return t
@@ -53,11 +62,14 @@ def comparison_table(df) -> Table:
 @dist_options
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/runs"), show_default=True)
 @click.option("--timeout", type=float, default=None, help="seconds per implementation")
+@click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
+              help="independent runs of each implementation, interleaved (A B A B); > 1 gives intervals")
 @click.option("-o", "--option", "options", multiple=True, metavar="[IMPL.]KEY=VALUE",
               help="implementation option, e.g. ranks=16 (every impl) or ecorec.micro_batches=4 (one impl); "
                    "VALUE is read as JSON when it parses (numbers, lists, true), else as a string")
-def run(impls, out, timeout, no_check_bounds, options, **kw) -> None:
-    """Run each implementation on the same data, each in its own fresh process, and compare them."""
+def run(impls, out, timeout, repeats, no_check_bounds, options, **kw) -> None:
+    """Run each implementation on the same data, each in its own fresh process, and compare them (with
+    --repeats N, N rounds of every implementation in turn: medians and bootstrap 95 % intervals)."""
     from impls.api import registered_names
     from reproduce.aggregate import summarize
     from reproduce.config import RunPoint, options_for
@@ -82,13 +94,15 @@ def run(impls, out, timeout, no_check_bounds, options, **kw) -> None:
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     records = []
-    for p in points:
-        where = f", {p.world_size} ranks" if p.world_size > 1 else ""
-        console.print(f"[bold]{p.impl}[/] on {p.data}, batch {p.batch_size}{where} …")
-        rec = launch_point(p, out, timeout)
-        records.append(rec)
-        if rec["status"] != "ok":
-            console.print(f"  [red]{rec['status']}[/]: {escape(str(rec['reason']))} (log: {rec.get('log')})")
+    for r in range(repeats):
+        for p in points:
+            where = f", {p.world_size} ranks" if p.world_size > 1 else ""
+            again = f" (repeat {r + 1} of {repeats})" if repeats > 1 else ""
+            console.print(f"[bold]{p.impl}[/] on {p.data}, batch {p.batch_size}{where}{again} …")
+            rec = launch_point(p, out, timeout, repeat=r)
+            records.append(rec)
+            if rec["status"] != "ok":
+                console.print(f"  [red]{rec['status']}[/]: {escape(str(rec['reason']))} (log: {rec.get('log')})")
     df = summarize(records, baseline=impls[0])
     console.print(comparison_table(df))
     console.print(f"records: {out}/  (peak RSS Δ = measured process peak over a pre-build baseline)")
@@ -131,25 +145,36 @@ def _duration(s: float | None) -> str:
 @click.option("--account", default=None, help="slurm account")
 @click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=Path("."), show_default=True,
               help="results/ and figures/ are written under it")
-def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, partition, account, root) -> None:
-    """Run every point of an experiment TOML (resumable: recorded points are skipped; a crashed, killed or
-    timed-out point is recorded and the sweep goes on), then write summary.csv and its figures."""
+@click.option("--machine", default=None,
+              help="name of this machine's result set, results/EXP/MACHINE (default: its slug, e.g. amd-epyc-2c; "
+                   "required with --launcher slurm)")
+@click.option("--repeats", type=click.IntRange(min=1), default=None,
+              help="runs per point, interleaved across points (default: the profile's, else 3)")
+def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, partition, account, root, machine,
+          repeats) -> None:
+    """Run every point of an experiment TOML `repeats` times, interleaved (repeat 1 of every point, then repeat 2,
+    ...), into this machine's result set (resumable: recorded runs are skipped; a crashed, killed or timed-out
+    run is recorded and the sweep goes on), then write summary.csv and its figures."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from reproduce.config import load_experiment
     from reproduce.plots import draw
     from reproduce.sweep import is_done, run_experiment, todo
 
+    if launcher == "slurm" and not machine:
+        raise click.UsageError("--launcher slurm needs --machine NAME (the cluster's result set, e.g. 8x-h100-sxm): "
+                               "this node is not the machine the points run on")
     try:
-        exp = load_experiment(experiment, root=root, profile=profile)
+        exp = load_experiment(experiment, root=root, profile=profile, machine=machine, repeats=repeats)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     timeout = timeout or exp.point_timeout_s
     if dry_run:
-        for p in exp.points:
-            console.print(f"{'done' if is_done(p, exp.out_dir) else 'todo'}  {p.point_id}  {p.label}")
+        for p, r in exp.tasks():
+            console.print(f"{'done' if is_done(p, exp.out_dir, r) else 'todo'}  {p.point_id}.r{r}  {p.label}")
         left = todo(exp, force)
-        console.print(f"{len(exp.points)} points ({exp.profile} profile), {len(left)} to run")
+        console.print(f"{len(exp.points)} points x {exp.repeats} repeats ({exp.profile} profile) on machine "
+                      f"{exp.machine} ({exp.out_dir}), {len(left)} runs to do")
         return
     if launcher == "slurm":
         from reproduce.slurm import write_sbatch
@@ -170,14 +195,16 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    TextColumn("eta {task.fields[eta]}"), console=console, transient=True)
     with bar:
-        task = bar.add_task(exp.name, total=len(exp.points), eta="?")
+        console.print(f"{exp.name}: {len(exp.points)} points x {exp.repeats} repeats on machine {exp.machine} "
+                      f"-> {exp.out_dir}")
+        task = bar.add_task(exp.name, total=len(exp.tasks()), eta="?")
 
-        def start(point, progress):
+        def start(point, repeat, progress):
             bar.update(task, completed=progress.finished, eta=_duration(progress.eta_s()),
-                       description=f"{exp.name}: {point.impl} x{point.world_size}")
+                       description=f"{exp.name}: {point.impl} x{point.world_size} r{repeat}")
 
-        def done(i, n, point, record):
-            bar.console.print(f"[{i + 1}/{n}] " + _point_line(point, record))
+        def done(i, n, point, repeat, record):
+            bar.console.print(f"[{i + 1}/{n}] r{repeat} " + _point_line(point, record))
             bar.advance(task)
 
         summary = run_experiment(exp, force=force, timeout_s=timeout, on_point=done, on_start=start)
@@ -188,12 +215,17 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
 
 @cli.command()
 @click.argument("experiment", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-def plot(experiment) -> None:
-    """Redraw an experiment's figures from its summary.csv (no compute)."""
+@click.option("--profile", default=None, help="a [profiles.NAME] of the experiment (default cpu)")
+@click.option("--machine", default=None,
+              help="whose result set (default: this machine when it has records, else the reference set)")
+def plot(experiment, profile, machine) -> None:
+    """Redraw an experiment's figures from one machine's summary.csv (no compute)."""
     from reproduce.config import load_experiment
+    from reproduce.machine import pick_machine
     from reproduce.plots import draw
 
-    exp = load_experiment(experiment)
+    exp = load_experiment(experiment, profile=profile, machine=machine)
+    exp = exp.on(pick_machine(exp.out_dir.parent, Path("results"), machine))
     summary = exp.out_dir / "summary.csv"
     if not summary.exists():
         raise click.UsageError(f"{summary} does not exist: run `dlrmbench sweep {experiment}` first")
@@ -407,11 +439,21 @@ cli.add_command(calibrate)
 
 
 @cli.command()
-def report() -> None:
-    """Write results/REPORT.md: every claim of reproduce/claims.toml with measured / modeled values and a verdict."""
+@click.option("--machine", "machines", multiple=True,
+              help="whose result sets (repeat to put machines side by side; default: this machine when it has "
+                   "records, else the reference set)")
+@click.option("--readme/--no-readme", default=True, show_default=True,
+              help="also rewrite README.md's generated blocks (only from the reference set)")
+def report(machines, readme) -> None:
+    """Write results/REPORT.md (every claim of reproduce/claims.toml: measured value with its interval, modeled
+    value, verdict) and results/claims.csv, and README.md's generated blocks."""
     from reproduce.report import build_report
 
-    console.print(f"report: {build_report()}")
+    try:
+        for path in build_report(machines=list(machines), readme=readme):
+            console.print(f"report: {path}")
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 def main() -> None:

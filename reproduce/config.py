@@ -1,6 +1,7 @@
 """Run points (one measured configuration) and experiments (a grid of points from a TOML file)."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -15,6 +16,7 @@ from impls.model.train import MODES
 
 OPTIMIZERS = ("sgd", "adagrad")
 DEFAULT_PROFILE = "cpu"
+DEFAULT_REPEATS = 3  # independent processes per point, interleaved across points (A B C A B C)
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,7 @@ class RunPoint:
 
     @property
     def point_id(self) -> str:
-        """A stable file-name-safe id: readable head plus a hash of the full configuration (fields still at
+        """A stable id: readable head plus a hash of the full configuration (fields still at
         their defaults that were added later are left out, so earlier records keep their ids)."""
         d = self.to_dict()
         for k, v in _LATER_DEFAULTS.items():
@@ -139,6 +141,20 @@ class Experiment:
     plots: tuple[str, ...]
     profile: str = DEFAULT_PROFILE
     point_timeout_s: float | None = None  # the per-point time limit (`sweep --timeout` overrides it)
+    machine: str = ""  # the result set: out_dir = results/<stem>/<machine>
+    repeats: int = DEFAULT_REPEATS
+
+    def on(self, machine: str) -> "Experiment":
+        """The same experiment read from (or written to) another machine's result set."""
+        from reproduce.machine import check_slug
+
+        return dataclasses.replace(self, machine=check_slug(machine), out_dir=self.out_dir.parent / machine,
+                                   figures_dir=self.figures_dir.parent / machine)
+
+    def tasks(self) -> list[tuple[RunPoint, int]]:
+        """Every (point, repeat) in the order a sweep runs them: repeat 0 of every point, then repeat 1 of every
+        point, ... so that a slow drift of a shared machine hits every system and point alike."""
+        return [(p, r) for r in range(self.repeats) for p in self.points]
 
 
 # max_rows / rows: data options; variant: a name from [variants.NAME] (impl, label, impl_options, ... of one
@@ -180,13 +196,13 @@ def apply_profile(doc: dict[str, Any], profile: str | None, path: Path) -> tuple
             return doc, DEFAULT_PROFILE  # no profiles: the file as written is the cpu profile
         raise ValueError(f"{path}: no profile {name!r}; it has {sorted(profiles) or 'none'}")
     over = profiles[name]
-    bad = sorted(set(over) - {"grid", "defaults", "grids", "points", "description", "results"})
+    bad = sorted(set(over) - {"grid", "defaults", "grids", "points", "description", "results", "repeats"})
     if bad:
         raise ValueError(f"{path}: [profiles.{name}] has unknown keys {bad}")
     out = dict(doc)
     out["grid"] = {**doc.get("grid", {}), **over.get("grid", {})}
     out["defaults"] = {**doc.get("defaults", {}), **over.get("defaults", {})}
-    for k in ("grids", "points", "description", "results"):
+    for k in ("grids", "points", "description", "results", "repeats"):
         if k in over:
             out[k] = over[k]
     return out, name
@@ -238,11 +254,16 @@ def _expand(grid: dict[str, Any], where: str, base: dict[str, Any], variants: di
     return points
 
 
-def load_experiment(path: str | Path, root: str | Path = ".", profile: str | None = None) -> Experiment:
+def load_experiment(path: str | Path, root: str | Path = ".", profile: str | None = None, machine: str | None = None,
+                    repeats: int | None = None) -> Experiment:
     """Expand ``[grid]`` and each ``[[grids]]`` (lists) over ``[defaults]``; ``[data_options]`` apply to all
     points and ``[impl_options]`` as resolved by ``options_for``; ``[[points]]`` add single points (their own
     ``impl_options`` overlay the resolved ones). ``profile`` picks a ``[profiles.NAME]`` overlay (default cpu);
-    a profile other than cpu writes to results/NAME_PROFILE unless it names its ``results`` folder."""
+    a profile other than cpu writes to results/NAME_PROFILE unless it names its ``results`` folder. Records go to
+    that folder's ``machine`` subfolder (default: this machine's slug); ``repeats`` (default: the experiment's or
+    its profile's ``repeats``, else 3) processes measure each point."""
+    from reproduce.machine import this_machine
+
     path = Path(path)
     doc, profile = apply_profile(_read(path), profile, path)
     name = doc.get("name") or path.stem
@@ -267,13 +288,19 @@ def load_experiment(path: str | Path, root: str | Path = ".", profile: str | Non
         raise ValueError(f"{path}: points listed twice: {dupes[:3]}")
     root = Path(root)
     stem = doc.get("results") or (name if profile == DEFAULT_PROFILE else f"{name}_{profile}")
+    repeats = int(repeats if repeats is not None else doc.get("repeats", DEFAULT_REPEATS))
+    if repeats < 1:
+        raise ValueError(f"{path}: repeats must be >= 1, got {repeats}")
+    machine = this_machine(machine)
     return Experiment(
         name=name,
         description=doc.get("description", ""),
         points=tuple(points),
-        out_dir=root / "results" / stem,
-        figures_dir=root / "figures" / stem,
+        out_dir=root / "results" / stem / machine,
+        figures_dir=root / "figures" / stem / machine,
         plots=tuple(doc.get("plots", [])),
         point_timeout_s=doc.get("point_timeout_s"),
         profile=profile,
+        machine=machine,
+        repeats=repeats,
     )

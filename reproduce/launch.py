@@ -17,28 +17,30 @@ from reproduce.config import RunPoint
 from reproduce.records import base_record, read_record, write_record
 
 
-def record_path(out_dir: Path, point: RunPoint) -> Path:
-    return Path(out_dir) / f"{point.point_id}.json"
+def record_path(out_dir: Path, point: RunPoint, repeat: int = 0) -> Path:
+    """The record of one repeat of a point: ``<point_id>.r<repeat>.json``."""
+    return Path(out_dir) / f"{point.point_id}.r{repeat}.json"
 
 
-def skip_unregistered(point: RunPoint, out_dir: Path) -> dict[str, Any] | None:
+def skip_unregistered(point: RunPoint, out_dir: Path, repeat: int = 0) -> dict[str, Any] | None:
     """The `skipped` record of a point whose implementation is not registered (written), else None."""
     if point.impl in registered_names():
         return None
     record = base_record(point.to_dict(), "skipped", f"not implemented: {point.impl!r} is not registered yet")
-    write_record(record_path(out_dir, point), record)
+    record.update(point_id=point.point_id, repeat=repeat)
+    write_record(record_path(out_dir, point, repeat), record)
     return record
 
 
-def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None) -> dict[str, Any]:
-    """Run ``point`` in ``python -m reproduce.worker``; its output goes to ``out_dir/logs``. A point whose
-    implementation is not registered yet is recorded as `skipped` without launching anything."""
+def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None, repeat: int = 0) -> dict[str, Any]:
+    """Run repeat ``repeat`` of ``point`` in ``python -m reproduce.worker``; its output goes to ``out_dir/logs``.
+    A point whose implementation is not registered yet is recorded as `skipped` without launching anything."""
     out_dir = Path(out_dir)
-    rec_path = record_path(out_dir, point)
-    skipped = skip_unregistered(point, out_dir)
+    rec_path = record_path(out_dir, point, repeat)
+    skipped = skip_unregistered(point, out_dir, repeat)
     if skipped:
         return skipped
-    log = out_dir / "logs" / f"{point.point_id}.log"
+    log = out_dir / "logs" / f"{rec_path.stem}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     rec_path.unlink(missing_ok=True)
     for old in out_dir.glob(f"{point.point_id}.json.rank*.error"):
@@ -54,7 +56,7 @@ def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None)
     t0 = time.monotonic()
     with open(log, "w") as f:
         code = run_in_group(cmd, f, timeout_s, env)
-    return finish_point(point, rec_path, log, code, timeout_s, time.monotonic() - t0)
+    return finish_point(point, rec_path, log, code, timeout_s, time.monotonic() - t0, repeat)
 
 
 def run_in_group(cmd: list[str], log, timeout_s: float | None, env: dict | None = None) -> int | None:
@@ -87,7 +89,7 @@ def _stop_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
 
 
 def finish_point(point: RunPoint, rec_path: Path, log: Path, code: int | None, timeout_s: float | None,
-                 wall_s: float | None = None) -> dict[str, Any]:
+                 wall_s: float | None = None, repeat: int = 0) -> dict[str, Any]:
     """The one record of a finished launch (``code`` None: the time limit): the worker's own, its reason sharpened
     by what the ranks left behind, or a `failed` / `oom` record written here when the worker wrote none."""
     if rec_path.exists():
@@ -104,7 +106,7 @@ def finish_point(point: RunPoint, rec_path: Path, log: Path, code: int | None, t
         record = base_record(point.to_dict(), "oom", "worker killed by SIGKILL (most likely the kernel OOM killer)")
     else:
         record = base_record(point.to_dict(), *_why(point, rec_path, log, code))
-    record["log"] = str(log)
+    record.update(log=str(log), point_id=point.point_id, repeat=repeat)
     if wall_s is not None:
         record["wall_s"] = wall_s
     write_record(rec_path, record)

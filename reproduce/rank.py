@@ -32,8 +32,8 @@ class Rank:
     def join(point) -> "Rank | None":
         if point.world_size == 1:
             return None
-        from impls.dist.comm import Comm
-        from impls.dist.context import DistContext
+        from impls.sharding.comm import Comm
+        from impls.sharding.context import DistContext
 
         env_world = int(os.environ.get("WORLD_SIZE", "1"))
         if rank_of_env() is None or env_world != point.world_size:

@@ -22,41 +22,30 @@ def _git(*args: str) -> str | None:
         return None
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def environment() -> dict[str, Any]:
-    """Versions and hardware of this process (torch is imported here, never at CLI start-up)."""
+    """Versions and hardware of this process (torch is imported here, never at CLI start-up): the machine's
+    fingerprint and slug, git state, thread count."""
     import torch
 
-    try:
-        import fbgemm_gpu  # noqa: F401
+    from reproduce.machine import fingerprint, slug_of
 
-        fbgemm = getattr(fbgemm_gpu, "__version__", "unknown")
-    except Exception:  # noqa: BLE001 - any failure means "not usable"
-        fbgemm = None
-    env = {
+    fp = fingerprint()
+    return {
         "git_sha": _git("rev-parse", "HEAD"),
         "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "fbgemm_gpu": fbgemm,
-        "cuda": torch.version.cuda,
-        "cuda_device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-        "cpu": cpu_model(),
+        "python": fp["python"],
+        "torch": fp["torch"],
+        "fbgemm_gpu": fp["fbgemm_gpu"],
+        "cuda": fp["cuda"],
+        "cuda_device": fp["gpu"],
+        "cpu": fp["cpu"],
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "hostname": platform.node(),
         "platform": platform.platform(),
+        "machine": fp,
+        "machine_slug": slug_of(fp),
     }
-    return env
 
 
 def base_record(point: dict[str, Any], status: str, reason: str | None = None, log: str | None = None) -> dict:

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from impls.dist.plan import place_tables
+from impls.sharding.plan import place_tables
 from impls.embark.cost import expected_unique
 from reproduce.records import read_record
 
@@ -311,23 +311,32 @@ def run(results: Path, out: Path, figures: Path, calibration: Path | None = None
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="SC24 scale model: calibrate on results/sc24, validate, project")
-    ap.add_argument("--results", type=Path, default=Path("results/sc24"))
-    ap.add_argument("--out", type=Path, default=Path("results/scale_model"))
-    ap.add_argument("--figures", type=Path, default=Path("figures/scale_model"))
+    ap = argparse.ArgumentParser(description="SC24 scale model: calibrate on one machine's results/sc24 records, "
+                                             "validate out of sample, project")
+    ap.add_argument("--root", type=Path, default=Path("."), help="results/ and figures/ are under it")
+    ap.add_argument("--machine", default=None,
+                    help="whose sc24 records (default: this machine when it has some, else the reference set)")
+    ap.add_argument("--results", type=Path, default=None, help="default ROOT/results/sc24/MACHINE")
+    ap.add_argument("--out", type=Path, default=None, help="default ROOT/results/scale_model/MACHINE")
+    ap.add_argument("--figures", type=Path, default=None, help="default ROOT/figures/scale_model/MACHINE")
     ap.add_argument("--calibration", type=Path, default=None,
                     help="a stored calibration.json (e.g. one fitted on GPU records) to project with")
     ap.add_argument("--plot-only", action="store_true", help="redraw from the CSVs and calibration in --out")
     args = ap.parse_args(argv)
+    from reproduce.machine import pick_machine
+
+    machine = pick_machine(args.root / "results" / "sc24", args.root / "results", args.machine)
+    results = args.results or args.root / "results" / "sc24" / machine
+    out = args.out or args.root / "results" / "scale_model" / machine
+    figures = args.figures or args.root / "figures" / "scale_model" / machine
     if args.plot_only:
         from reproduce.plots.scale import draw_scale
 
-        cal = Calibration.from_json((args.out / "calibration.json").read_text())
-        paths = draw_scale(pd.read_csv(args.out / "validation.csv"), pd.read_csv(args.out / "projection.csv"), cal,
-                           args.figures)
+        cal = Calibration.from_json((out / "calibration.json").read_text())
+        paths = draw_scale(pd.read_csv(out / "validation.csv"), pd.read_csv(out / "projection.csv"), cal, figures)
         outputs = {p.name: p for p in paths}
     else:
-        outputs = run(args.results, args.out, args.figures, args.calibration)
+        outputs = run(results, out, figures, args.calibration)
     for name, path in outputs.items():
         print(f"{name}: {path}")
     return 0

@@ -1,6 +1,6 @@
 """`--launcher slurm`: an sbatch script that runs an experiment's points inside one allocation, each with srun
 (one task per node) and, for a world size above 1, torchrun on every node meeting at a c10d rendezvous on the
-allocation's first node. Each point runs under the per-point time limit; a point that leaves no record gets one
+allocation's first node, every repeat of every point in the sweep's interleaved order. Each run goes under the per-point time limit; a point that leaves no record gets one
 from ``python -m reproduce.slurm finish`` (the same crash / OOM / time-limit records as a local sweep); the script
 skips points that have a record, so resubmitting it resumes; its last step writes summary.csv and the figures.
 """
@@ -37,10 +37,11 @@ def point_command(point: RunPoint, rec: Path, port: int) -> list[str]:
     return ["env", *threads, '"$PY"', "-m", "torch.distributed.run", *rdzv, *worker]
 
 
-def sbatch_script(exp: Experiment, experiment_file: Path, points: list[RunPoint], timeout_s: float,
+def sbatch_script(exp: Experiment, experiment_file: Path, tasks: list[tuple[RunPoint, int]], timeout_s: float,
                   python: str = sys.executable, partition: str | None = None, account: str | None = None,
                   root: Path | None = None) -> str:
-    """The sbatch script for ``points`` (those still to run) of ``exp``."""
+    """The sbatch script for ``tasks`` (the (point, repeat) runs still to do, in the sweep's interleaved order)."""
+    points = [p for p, _ in tasks]
     if not points:
         raise ValueError(f"every point of {experiment_file} has a record: nothing to submit (use --force to rerun)")
     root = Path(root or Path.cwd()).resolve()
@@ -48,11 +49,12 @@ def sbatch_script(exp: Experiment, experiment_file: Path, points: list[RunPoint]
     nodes = max(p.nnodes for p in points)
     gpus = max(p.ranks_per_node for p in points) if any(p.device == "cuda" for p in points) else 0
     limit = int(math.ceil(timeout_s))
-    total = len(points) * (limit + 60) + 600
+    total = len(tasks) * (limit + 60) + 600
     out = Path(exp.out_dir).resolve()  # load_experiment put it under the root, relative to this directory
     head = [
         "#!/bin/bash",
-        f"# dlrmbench sweep {experiment_file} (profile {exp.profile}): {len(points)} of {len(exp.points)} points to run.",
+        f"# dlrmbench sweep {experiment_file} (profile {exp.profile}, machine {exp.machine}): {len(tasks)} of "
+        f"{len(exp.tasks())} runs to do ({len(exp.points)} points x {exp.repeats} repeats, interleaved).",
         "# Written by `dlrmbench sweep --launcher slurm`; resubmitting it runs only the points still without a record.",
         f"#SBATCH --job-name=dlrmbench-{exp.name}",
         f"#SBATCH --nodes={nodes}",
@@ -69,33 +71,33 @@ def sbatch_script(exp: Experiment, experiment_file: Path, points: list[RunPoint]
         "export PY HEAD  # read by the command each srun task runs",
         f"mkdir -p {_q(out / 'logs')}",
         "",
-        "# run_point RECORD LOG NODES POINT_JSON COMMAND: skip a recorded point, else run it under the time limit",
+        "# run_point RECORD LOG NODES POINT_JSON REPEAT COMMAND: skip a recorded run, else run it under the time limit",
         "run_point() {",
-        '  local rec=$1 log=$2 nodes=$3 point=$4 cmd=$5',
+        '  local rec=$1 log=$2 nodes=$3 point=$4 repeat=$5 cmd=$6',
         '  if [ -f "$rec" ]; then echo "recorded earlier: $rec"; return 0; fi',
         f'  timeout --kill-after=30 {limit} srun --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 '
         '--kill-on-bad-exit=1 bash -c "$cmd" > "$log" 2>&1',
         "  local code=$?",
         f'  "$PY" -m reproduce.slurm finish --point-json "$point" --out "$rec" --log "$log" --code "$code" '
-        f"--timeout {limit}",
+        f'--repeat "$repeat" --timeout {limit}',
         "}",
         "",
     ]
     body = []
-    for i, p in enumerate(points):
-        rec = out / record_path(Path("."), p).name
-        log = out / "logs" / f"{p.point_id}.log"
+    for i, (p, r) in enumerate(tasks):
+        rec = out / record_path(Path("."), p, r).name
+        log = out / "logs" / f"{rec.stem}.log"
         cmd = " ".join(point_command(p, rec, BASE_PORT + i % 1000))
-        body.append(f"run_point {_q(rec)} {_q(log)} {p.nnodes} {_q(json.dumps(p.to_dict()))} {_q(cmd)}")
+        body.append(f"run_point {_q(rec)} {_q(log)} {p.nnodes} {_q(json.dumps(p.to_dict()))} {r} {_q(cmd)}")
     tail = ["", f'"$PY" -m reproduce.slurm summary {_q(experiment_file)} --profile {_q(exp.profile)}'
-                f" --root {_q(root)}", ""]
+                f" --root {_q(root)} --machine {_q(exp.machine)} --repeats {exp.repeats}", ""]
     return "\n".join(head + body + tail)
 
 
-def write_sbatch(exp: Experiment, experiment_file: Path, points: list[RunPoint], timeout_s: float, path: Path,
-                 **kw) -> Path:
-    """Write the script (points of unregistered impls get their `skipped` record now, as a local sweep would)."""
-    runnable = [p for p in points if not skip_unregistered(p, exp.out_dir)]
+def write_sbatch(exp: Experiment, experiment_file: Path, tasks: list[tuple[RunPoint, int]], timeout_s: float,
+                 path: Path, **kw) -> Path:
+    """Write the script (runs of unregistered impls get their `skipped` record now, as a local sweep would)."""
+    runnable = [(p, r) for p, r in tasks if not skip_unregistered(p, exp.out_dir, r)]
     (exp.out_dir / "logs").mkdir(parents=True, exist_ok=True)  # slurm opens --output before the script runs
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(sbatch_script(exp, experiment_file, runnable, timeout_s, **kw))
@@ -112,21 +114,25 @@ def main(argv: list[str] | None = None) -> int:
     fin.add_argument("--log", required=True, type=Path)
     fin.add_argument("--code", required=True, type=int)
     fin.add_argument("--timeout", required=True, type=float)
+    fin.add_argument("--repeat", type=int, default=0)
     summ = sub.add_parser("summary", help="summary.csv and figures of an experiment")
     summ.add_argument("experiment", type=Path)
     summ.add_argument("--profile", default=None)
     summ.add_argument("--root", type=Path, default=Path("."))
+    summ.add_argument("--machine", required=True)
+    summ.add_argument("--repeats", type=int, default=None)
     args = ap.parse_args(argv)
     if args.cmd == "finish":
         point = RunPoint.from_dict(json.loads(args.point_json))
         code = None if args.code == TIMEOUT_EXIT else args.code
-        record = finish_point(point, args.out, args.log, code, args.timeout)
+        record = finish_point(point, args.out, args.log, code, args.timeout, repeat=args.repeat)
         print(f"{point.point_id}: {record['status']}" + (f" ({record['reason']})" if record.get("reason") else ""))
         return 0
     from reproduce.plots import draw
     from reproduce.sweep import summarize_experiment
 
-    exp = load_experiment(args.experiment, root=args.root, profile=args.profile)
+    exp = load_experiment(args.experiment, root=args.root, profile=args.profile, machine=args.machine,
+                          repeats=args.repeats)
     summary = summarize_experiment(exp)
     print(f"summary: {summary}")
     for path in draw(list(exp.plots), summary, exp.figures_dir):

@@ -1,5 +1,6 @@
-"""Expand an experiment grid and run each point in its own process: resumable (a point with a record is not run
-again), isolated (a crash, an OOM kill, a time limit or a launcher error becomes that point's record and the sweep
+"""Expand an experiment grid and run each point ``repeats`` times, each run in its own process and the repeats
+interleaved across points (A B C A B C): resumable (a run with a record in this machine's folder is not run again),
+isolated (a crash, an OOM kill, a time limit or a launcher error becomes that point's record and the sweep
 goes on), with an ETA from the points timed so far."""
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ from impls.api import registered_names
 from reproduce.aggregate import write_summary
 from reproduce.config import Experiment, RunPoint
 from reproduce.launch import launch_point, record_path
+from reproduce.noise import record_probe
 from reproduce.records import base_record, read_record, write_record
 
 
-def is_done(point: RunPoint, out_dir: Path) -> bool:
-    """A point is done when its record exists, unless it was skipped for an impl that now exists."""
-    path = record_path(out_dir, point)
+def is_done(point: RunPoint, out_dir: Path, repeat: int = 0) -> bool:
+    """A repeat is done when its record exists in this machine's folder, unless it was skipped for an impl that
+    now exists."""
+    path = record_path(out_dir, point, repeat)
     if not path.exists():
         return False
     rec = read_record(path)
@@ -26,32 +29,39 @@ def is_done(point: RunPoint, out_dir: Path) -> bool:
 
 
 def adopt_older_records(exp: Experiment) -> int:
-    """Rename records written before a RunPoint field existed (their id hashed fewer fields) to the id their
-    point has now, when it is one of the experiment's points and has no record yet; returns how many."""
+    """Rename records written under an older point id (before a RunPoint field existed, so their id hashed fewer
+    fields) or before repeats (``<id>.json``, which becomes repeat 0) to the name their point and repeat have now,
+    when that is one of the experiment's points and has no record yet; returns how many."""
     wanted = {p.point_id for p in exp.points}
     moved = 0
     for f in sorted(Path(exp.out_dir).glob("*.json")):
-        if f.stem in wanted:
+        stem, dot, rep = f.stem.rpartition(".r")
+        if dot and rep.isdigit() and stem in wanted:
             continue
         try:
-            pid = RunPoint.from_dict(read_record(f)["point"]).point_id
+            rec = read_record(f)
+            pid = RunPoint.from_dict(rec["point"]).point_id
         except (ValueError, KeyError, TypeError):
             continue  # not a record of a point this code can read: left alone
-        target = f.with_name(f"{pid}.json")
+        repeat = int(rec.get("repeat", rep if dot and rep.isdigit() else 0))
+        target = f.with_name(f"{pid}.r{repeat}.json")
         if pid in wanted and not target.exists():
-            f.rename(target)
+            rec.update(point_id=pid, repeat=repeat)
+            write_record(target, rec)
+            f.unlink()
             moved += 1
     return moved
 
 
-def todo(exp: Experiment, force: bool = False) -> list[RunPoint]:
+def todo(exp: Experiment, force: bool = False) -> list[tuple[RunPoint, int]]:
+    """The (point, repeat) pairs still to run on this machine, interleaved (repeat-major)."""
     adopt_older_records(exp)
-    return [p for p in exp.points if force or not is_done(p, exp.out_dir)]
+    return [(p, r) for p, r in exp.tasks() if force or not is_done(p, exp.out_dir, r)]
 
 
 @dataclass
 class Progress:
-    """Where a sweep stands: points finished (run now or earlier), and the wall time of the ones run now."""
+    """Where a sweep stands: runs finished (now or earlier), and the wall time of the ones run now."""
     todo: int
     finished: int = 0
     walls: list[float] = field(default_factory=list)
@@ -61,17 +71,18 @@ class Progress:
         return self.todo - len(self.walls)
 
     def eta_s(self) -> float | None:
-        """Seconds left: the median point's wall time so far times the points left (None before the first)."""
+        """Seconds left: the median run's wall time so far times the runs left (None before the first)."""
         return statistics.median(self.walls) * self.left if self.walls else None
 
 
-def run_point_isolated(point: RunPoint, out_dir: Path, timeout_s: float | None) -> dict:
-    """Launch one point; a launcher error (e.g. an unreachable rendezvous) is recorded as that point's failure."""
+def run_point_isolated(point: RunPoint, out_dir: Path, timeout_s: float | None, repeat: int = 0) -> dict:
+    """Launch one repeat; a launcher error (e.g. an unreachable rendezvous) is recorded as its failure."""
     try:
-        return launch_point(point, out_dir, timeout_s)
+        return launch_point(point, out_dir, timeout_s, repeat)
     except (OSError, ValueError, RuntimeError) as exc:
         record = base_record(point.to_dict(), "failed", f"launcher: {type(exc).__name__}: {exc}")
-        write_record(record_path(out_dir, point), record)
+        record.update(point_id=point.point_id, repeat=repeat)
+        write_record(record_path(out_dir, point, repeat), record)
         return record
 
 
@@ -79,34 +90,42 @@ def run_experiment(
     exp: Experiment,
     force: bool = False,
     timeout_s: float | None = None,
-    on_point: Callable[[int, int, RunPoint, dict | None], None] | None = None,
-    on_start: Callable[[RunPoint, Progress], None] | None = None,
+    on_point: Callable[[int, int, RunPoint, int, dict | None], None] | None = None,
+    on_start: Callable[[RunPoint, int, Progress], None] | None = None,
+    probe: bool = True,
 ) -> Path:
-    """Run every point not yet recorded (all with ``force``); return the summary.csv path. ``on_start`` sees each
-    point about to run with the sweep's progress; ``on_point`` sees each point's record (None: recorded earlier)."""
-    n = len(exp.points)
-    pending = {p.point_id for p in todo(exp, force)}
+    """Run every (point, repeat) not yet recorded on this machine (all with ``force``), repeat-major so the
+    implementations and points interleave; return the summary.csv path. A noise probe is recorded before and after
+    (``probe``). ``on_start`` sees each run about to start with the sweep's progress; ``on_point`` sees each run's
+    record (None: recorded earlier)."""
+    tasks = exp.tasks()
+    pending = set((p.point_id, r) for p, r in todo(exp, force))
     progress = Progress(todo=len(pending))
-    for i, point in enumerate(exp.points):
-        if point.point_id not in pending:
+    if pending and probe:
+        record_probe(exp.out_dir, "before")
+    for i, (point, repeat) in enumerate(tasks):
+        if (point.point_id, repeat) not in pending:
             progress.finished += 1
             if on_point:
-                on_point(i, n, point, None)
+                on_point(i, len(tasks), point, repeat, None)
             continue
         if on_start:
-            on_start(point, progress)
+            on_start(point, repeat, progress)
         t0 = time.monotonic()
-        record = run_point_isolated(point, exp.out_dir, timeout_s)
+        record = run_point_isolated(point, exp.out_dir, timeout_s, repeat)
         progress.walls.append(time.monotonic() - t0)
         progress.finished += 1
         if on_point:
-            on_point(i, n, point, record)
+            on_point(i, len(tasks), point, repeat, record)
+    if pending and probe:
+        record_probe(exp.out_dir, "after")
     return summarize_experiment(exp)
 
 
 def summarize_experiment(exp: Experiment) -> Path:
-    """summary.csv over the experiment's own points (records of other profiles in the folder are left out)."""
+    """summary.csv over every recorded repeat of the experiment's own points (records of other profiles' points in
+    the folder are left out)."""
     adopt_older_records(exp)
     order = list(dict.fromkeys(p.impl for p in exp.points))
-    keep = {record_path(exp.out_dir, p).name for p in exp.points}
+    keep = {f.name for p in exp.points for f in Path(exp.out_dir).glob(f"{p.point_id}.r*.json")}
     return write_summary(exp.out_dir, baseline=order[0], order=order, only=keep)

@@ -90,7 +90,7 @@ def run_point(point: RunPoint) -> dict[str, Any]:
     optim = EmbeddingOptim(point.optimizer, lr=point.lr)
     common = dict(device=device, check_bounds=point.check_bounds, seed=point.seed, **point.impl_options)
     if rank:
-        from impls.dist.build import build_sharded
+        from impls.sharding.build import build_sharded
 
         stats = source.batch(0, B).sparse if me == 0 else None  # greedy placement's sampled batch
         emb = build_sharded(cls, tables, optim, rank.ctx, rank.comm, stats=stats, **common)

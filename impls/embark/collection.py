@@ -1,6 +1,6 @@
 """EMBark's embedding clusters over gloo / NCCL ranks, from a Plan (shards.py).
 
-- DP tables: replicated, local lookups, one dense wgrad all-reduce per step (impls/dist/data_parallel.py).
+- DP tables: replicated, local lookups, one dense wgrad all-reduce per step (impls/sharding/data_parallel.py).
 - RB (reduction-based) shards: each source sends every owner the keys of its local batch that the owner's row
   shard holds (key % r; one owner per column group), with per-sample counts; the owner pools partial sums for
   every sample of the global batch and returns each source its rows; the source sums the r partials of each
@@ -29,10 +29,10 @@ from torch import Tensor
 from impls.api import (EmbeddingCollection, EmbeddingOptim, MemoryReport, SparseFeatures, TableSpec, WorkReport,
                        get_impl, register)
 from impls.dense.init import dense_table_init
-from impls.dist.comm import Comm
-from impls.dist.context import DistContext
-from impls.dist.data_parallel import DataParallelCollection
-from impls.dist.reports import merge_memory, merge_work
+from impls.sharding.comm import Comm
+from impls.sharding.context import DistContext
+from impls.sharding.data_parallel import DataParallelCollection
+from impls.sharding.reports import merge_memory, merge_work
 from impls.embark import hier
 from impls.embark.shards import Plan, Shard, shard_rows
 

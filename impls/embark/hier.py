@@ -15,7 +15,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from impls.dist.comm import Comm
+from impls.sharding.comm import Comm
 
 
 def _rows_of(sizes: Sequence[int], L: int, lr: int) -> Tensor:

@@ -17,7 +17,7 @@ from torch import Tensor
 
 from impls.api import EmbeddingCollection, EmbeddingOptim, MemoryReport, SparseFeatures, TableSpec, register
 from impls.dense.init import dense_table_init
-from impls.dist.comm import Comm
+from impls.sharding.comm import Comm
 from impls.torchrec_peer.kjt import _torchrec, to_kjt
 
 CPU_SHARDINGS = ("table_wise", "column_wise", "data_parallel")

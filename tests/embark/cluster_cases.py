@@ -7,11 +7,11 @@ import torch.distributed as dist
 
 from impls.api import EmbeddingOptim, TableSpec, get_impl
 from impls.data.loader import rank_rows, rank_slice
-from impls.dist.comm import Comm
+from impls.sharding.comm import Comm
 from impls.embark.collection import EmbarkCollection
 from impls.embark.shards import Plan, TablePlacement
 from impls.model.train import TrainStep
-from tests.dist.sharded_cases import close, global_batch
+from tests.sharding.sharded_cases import close, global_batch
 
 TABLES = (TableSpec("a", 50, 8), TableSpec("b", 40, 8), TableSpec("c", 30, 8, pooling="mean"),
           TableSpec("d", 60, 8), TableSpec("e", 20, 8), TableSpec("f", 25, 8), TableSpec("g", 16, 8))

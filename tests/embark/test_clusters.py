@@ -2,7 +2,7 @@
 single-device model; bytes equal §1.4's closed forms exactly; fp16 payloads halve the bytes."""
 import pytest
 
-from tests.dist.ranks import run_ranks
+from tests.sharding.ranks import run_ranks
 from tests.embark import cluster_cases as cc
 
 

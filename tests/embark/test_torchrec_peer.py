@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from impls.api import SparseFeatures
-from tests.dist.ranks import run_ranks
+from tests.sharding.ranks import run_ranks
 from tests.embark import torchrec_cases as tc
 
 torchrec = pytest.importorskip("torchrec", reason="torchrec is not installed (make install installs it on CPU)")
@@ -13,7 +13,7 @@ torchrec = pytest.importorskip("torchrec", reason="torchrec is not installed (ma
 
 def test_kjt_round_trip():
     from impls.torchrec_peer.kjt import from_kjt, to_kjt
-    from tests.dist.sharded_cases import global_batch
+    from tests.sharding.sharded_cases import global_batch
 
     f = global_batch(5, 1, tables=tc.TR_TABLES).sparse
     kjt = to_kjt(f, tc.TR_TABLES)

@@ -7,7 +7,7 @@ import torch.distributed as dist
 from impls.api import EmbeddingOptim, get_impl
 from impls.data.loader import rank_rows, rank_slice
 from impls.model.train import TrainStep
-from tests.dist.sharded_cases import close, global_batch
+from tests.sharding.sharded_cases import close, global_batch
 from tests.embark.cluster_cases import TABLES
 
 TR_TABLES = tuple(t for t in TABLES if t.dim % 4 == 0)
@@ -25,7 +25,7 @@ def check_torchrec(ctx, sharding: str) -> None:
         ref_out = ref(batch.sparse).clone()
     ref_loss = float(ref_step(batch))
     coll = TorchRecCollection(TR_TABLES, optim, ctx, seed=3, sharding=sharding)
-    from impls.dist.comm import Comm
+    from impls.sharding.comm import Comm
 
     step = TrainStep(coll, mode="embedding-only", seed=3, comm=Comm(ctx), global_batch=B)
     local = rank_slice(batch, ctx.rank, ctx.world_size)

@@ -51,7 +51,7 @@ def _records(cal: Calibration, impl: str) -> list[dict]:
                  "data_options": {"num_tables": 4, "rows": 5000, "dim": 8, "hotness": 3, "alpha": 1.05}}
         placement = None
         if sh.kind == "table-wise" and N > 1:
-            from impls.dist.plan import place_tables
+            from impls.sharding.plan import place_tables
 
             owned = place_tables([W.distinct(t, 64 * N) for t in range(4)], N, sh.placement)
             placement = {"owned": [[W.tables[t].name for t in mine] for mine in owned]}

@@ -20,6 +20,7 @@ from reproduce.sweep import run_experiment, todo
 EXPERIMENT = """
 name = "tiny"
 point_timeout_s = 120
+repeats = 1
 [defaults]
 mode = "embedding-only"
 iters = 2
@@ -90,15 +91,15 @@ def test_crashed_point_is_recorded_and_the_sweep_finishes(tmp_path, monkeypatch)
     monkeypatch.setenv("DLRMBENCH_FAULT", "0:1:exit:ttrec")  # ttrec's worker dies at step 1, with no record
     exp = load_experiment(experiment(tmp_path, impls=("dense-torch", "ttrec", "elrec")), root=tmp_path)
     seen = []
-    summary = run_experiment(exp, on_point=lambda i, n, p, r: seen.append((p.impl, r["status"])))
+    summary = run_experiment(exp, on_point=lambda i, n, p, k, r: seen.append((p.impl, r["status"])))
     assert seen == [("dense-torch", "ok"), ("ttrec", "failed"), ("elrec", "ok")]
     rec = read_record(record_path(exp.out_dir, exp.points[1]))
     assert "exited with code 3" in rec["reason"] and Path(rec["log"]).exists() and rec["wall_s"] > 0
     rows = summary.read_text().splitlines()
     assert len(rows) == 4 and "failed" in rows[2]
     monkeypatch.delenv("DLRMBENCH_FAULT")
-    assert [p.impl for p in todo(exp)] == []  # a failed point has its record: resume does not retry it
-    assert [p.impl for p in todo(exp, force=True)] == ["dense-torch", "ttrec", "elrec"]
+    assert [p.impl for p, _ in todo(exp)] == []  # a failed point has its record: resume does not retry it
+    assert [p.impl for p, _ in todo(exp, force=True)] == ["dense-torch", "ttrec", "elrec"]
 
 
 def test_oom_kill_and_time_limit_are_recorded(tmp_path, monkeypatch):
@@ -156,10 +157,10 @@ points = [{ impl = "ttrec", data = "uniform", batch_size = 32, world_size = 6 }]
 """
     path = experiment(tmp_path, extra=extra)
     cpu = load_experiment(path, root=tmp_path)
-    assert cpu.profile == "cpu" and cpu.out_dir == tmp_path / "results" / "tiny"
+    assert cpu.profile == "cpu" and cpu.out_dir == tmp_path / "results" / "tiny" / cpu.machine
     assert [(p.impl, p.batch_size) for p in cpu.points] == [("dense-torch", 64), ("ttrec", 64), ("ttrec", 256)]
     paper = load_experiment(path, root=tmp_path, profile="paper")
-    assert paper.out_dir == tmp_path / "results" / "tiny_paper"
+    assert paper.out_dir == tmp_path / "results" / "tiny_paper" / cpu.machine
     assert [(p.batch_size, p.iters) for p in paper.points] == [(4096, 5), (8192, 5)] * 2
     cluster = load_experiment(path, root=tmp_path, profile="cluster")  # nodes of 2 ranks, grid and [[points]]
     assert [(p.world_size, p.nnodes) for p in cluster.points] == [(4, 2), (8, 4)] * 2 + [(6, 3)]
@@ -174,10 +175,12 @@ def test_slurm_script_runs_the_points_and_resumes(tmp_path, monkeypatch):
     extra = ('\n[[points]]\nimpl = "dense-torch"\ndata = "uniform"\nbatch_size = 64\nworld_size = 4\n'
              'gpus_per_node = 2\nnnodes = 2\nrdzv_endpoint = "head:29500"\n')
     path = experiment(tmp_path, extra=extra)
-    out = subprocess.run(sweep_cmd(path, tmp_path, "--launcher", "slurm", "--timeout", "90"), capture_output=True,
-                         text=True)
+    refused = subprocess.run(sweep_cmd(path, tmp_path, "--launcher", "slurm"), capture_output=True, text=True)
+    assert refused.returncode == 2 and "needs --machine" in refused.stderr
+    out = subprocess.run(sweep_cmd(path, tmp_path, "--launcher", "slurm", "--timeout", "90", "--machine", "testbox"),
+                         capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
-    script = tmp_path / "results" / "tiny" / "sweep.sbatch"
+    script = tmp_path / "results" / "tiny" / "testbox" / "sweep.sbatch"
     text = script.read_text()
     assert "#SBATCH --nodes=2" in text and "#SBATCH --time=" in text
     assert "--nnodes=2 --nproc-per-node=2 --rdzv-backend=c10d" in text and '$HEAD:' in text
@@ -197,7 +200,7 @@ def test_slurm_script_runs_the_points_and_resumes(tmp_path, monkeypatch):
            "DLRMBENCH_PYTHON": sys.executable, "DLRMBENCH_FAULT": "0:1:exit:ttrec"}
     run = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
-    exp = load_experiment(path, root=tmp_path)
+    exp = load_experiment(path, root=tmp_path, machine="testbox")
     status = {p.impl: read_record(record_path(exp.out_dir, p))["status"] for p in exp.points[:2]}
     assert status == {"dense-torch": "ok", "ttrec": "failed"}
     assert "exited with code 3" in read_record(record_path(exp.out_dir, exp.points[1]))["reason"]
@@ -214,4 +217,41 @@ def test_records_of_an_older_schema_are_adopted_not_rerun(tmp_path):
     old = {k: v for k, v in point.items() if k not in ("label", "eval_every", "world_size", "gpus_per_node")}
     write_record(exp.out_dir / "dense-torch__uniform__b64__0000000000.json", {"point": old, "status": "ok"})
     assert todo(exp) == []
-    assert record_path(exp.out_dir, exp.points[0]).exists()
+    assert record_path(exp.out_dir, exp.points[0]).exists()  # became repeat 0 of the point's current id
+
+
+def test_repeats_interleave_and_summarize_with_intervals(tmp_path):
+    exp = load_experiment(experiment(tmp_path, impls=("dense-torch", "ttrec")), root=tmp_path, repeats=2)
+    order = []
+    summary = run_experiment(exp, on_start=lambda p, k, progress: order.append((p.impl, k)))
+    assert order == [("dense-torch", 0), ("ttrec", 0), ("dense-torch", 1), ("ttrec", 1)]  # A B A B
+    for p, k in exp.tasks():
+        rec = read_record(record_path(exp.out_dir, p, k))
+        assert rec["status"] == "ok" and rec["repeat"] == k and rec["point_id"] == p.point_id
+        assert rec["env"]["machine_slug"] and rec["env"]["machine"]["cores"] >= 1
+    import pandas as pd
+
+    df = pd.read_csv(summary)
+    assert list(df["repeats"]) == [2, 2] and len(pd.read_csv(exp.out_dir / "repeats.csv")) == 4
+    assert (df["total_ms_lo"] <= df["total_ms"]).all() and (df["total_ms"] <= df["total_ms_hi"]).all()
+    tt = df[df["impl"] == "ttrec"].iloc[0]
+    assert tt["speedup_lo"] <= tt["speedup"] <= tt["speedup_hi"]
+    probes = sorted((exp.out_dir / "noise").glob("*.json"))
+    assert [json.loads(f.read_text())["stage"] for f in probes] == ["before", "after"]
+    assert all(json.loads(f.read_text())["gflops_median"] > 0 for f in probes)
+    more = load_experiment(experiment(tmp_path, impls=("dense-torch", "ttrec")), root=tmp_path, repeats=3)
+    assert [(p.impl, k) for p, k in todo(more)] == [("dense-torch", 2), ("ttrec", 2)]  # more repeats: only those
+
+
+def test_another_machines_records_never_count_here(tmp_path):
+    from reproduce.records import write_record
+
+    exp = load_experiment(experiment(tmp_path, impls=("dense-torch",)), root=tmp_path)
+    other = exp.on("8x-h100-sxm")
+    point = exp.points[0]
+    write_record(record_path(other.out_dir, point), {"point": point.to_dict(), "status": "ok"})
+    assert other.out_dir != exp.out_dir and [p.impl for p, _ in todo(exp)] == ["dense-torch"]
+    assert todo(other) == []
+    out = subprocess.run(sweep_cmd(experiment(tmp_path, impls=("dense-torch",)), tmp_path, "--dry-run"),
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and "1 runs to do" in out.stdout and exp.machine in out.stdout

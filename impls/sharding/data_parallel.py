@@ -1,0 +1,78 @@
+"""Data parallelism over any single-device implementation: every rank holds a full replica and looks up its
+local batch; gradients are summed over the replicas before the update, so every replica applies the update of
+the global batch (EL-Rec's multi-GPU configuration in the EcoRec paper; HugeCTR's DP cluster).
+
+One coalesced all-reduce per step carries every table's gradient (EL-Rec syncs its replicated cores with one
+all_reduce_coalesced per step): TT cores as their dense gradients (a TT system runs with its core update
+after backward instead of inside it, which changes no number), uncompressed tables as one dense wgrad buffer
+of sum V_t * d_t elements whether or not this rank looked a row up (HugeCTR's dense all-reduce strategy),
+applied afterwards as row updates. The losses are sums over the global batch divided by its size, so the
+reduction is a sum."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+from torch import Tensor
+
+from impls.api import EmbeddingOptim, MemoryReport, SparseFeatures, TableSpec, WorkReport
+from impls.sharding.context import DistContext
+from impls.sharding.reports import merge_work
+from impls.sharding.sharded import ShardedCollection, is_tt
+
+# options whose state is per replica and would need its own synchronization
+_UNSUPPORTED = {"cache_rows": "TT-Rec's hot-row cache", "host_pipeline": "EL-Rec's host-memory pipeline"}
+
+
+class DataParallelCollection(ShardedCollection):
+    def __init__(self, tables: Sequence[TableSpec], optim: EmbeddingOptim, dist: DistContext, **common: Any) -> None:
+        super().__init__(tables, optim, dist, **common)
+        options = self.local_options
+        for key, what in _UNSUPPORTED.items():
+            if options.get(key):
+                raise ValueError(f"{what} ({key}) is not supported with data-parallel sharding yet")
+        if self.local_cls.fused_table_update:
+            raise ValueError(f"{self.name} updates its tables inside backward; data-parallel sharding needs "
+                             f"their gradients (use table-wise sharding)")
+        if is_tt(self.local_cls):
+            options["fused"] = False  # core gradients wait in .grad for the all-reduce
+        self.local = self.build_local(self.tables, **options)
+
+    def forward(self, features: SparseFeatures) -> Tensor:
+        self.mark_step()
+        return self.local(self.checked(features))
+
+    @torch.no_grad()
+    def _reduce(self) -> None:
+        """Sum every parameter's gradient over the replicas in one all-reduce."""
+        cores = {id(p) for t in getattr(self.local, "tt", {}).values() for p in t.cores}
+        params = list(self.local.parameters())
+        grads = [torch.zeros_like(p) if p.grad is None else p.grad.to_dense() for p in params]
+        for p, g in zip(params, self.comm.all_reduce_coalesced(grads, "emb.dp")):
+            if id(p) in cores:
+                p.grad = g
+            else:  # a table: a row update for each row with a nonzero summed gradient
+                rows = g.abs().sum(1).nonzero().squeeze(1)
+                p.grad = torch.sparse_coo_tensor(rows.unsqueeze(0), g.index_select(0, rows), g.shape)
+
+    def optimizer_step(self) -> None:
+        self._reduce()
+        self.local.optimizer_step()
+
+    def materialize(self, table: str) -> Tensor:
+        return self.local.materialize(table)
+
+    def table_parameters(self, table: str) -> list[Tensor]:
+        return self.local.table_parameters(table)
+
+    def materialize_from(self, table: str, params: Sequence[Tensor]) -> Tensor:
+        return self.local.materialize_from(table, params)
+
+    def memory_report(self) -> MemoryReport:
+        r = self.local.memory_report()
+        dense = sum(p.numel() * p.element_size() for p in self.local.parameters())
+        r.peak_intermediates += dense  # the all-reduce buffer
+        return r
+
+    def work_report(self) -> WorkReport:
+        return merge_work([self.local.work_report()], self.comm, self._comm_mark)

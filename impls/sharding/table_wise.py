@@ -1,0 +1,179 @@
+"""Table-wise model parallelism over any single-device implementation: each rank owns whole tables, receives
+their lookups over the global batch (id AlltoAll), looks them up with the system's own schedule and returns
+the pooled rows (output AlltoAll, reverse in backward). Options:
+
+placement        sequential | greedy | random (plan.py); greedy needs per-table costs
+pipeline         none (one stage, TT-Rec's and the dense baseline's) | table (EcoRec's table-group pipeline)
+                 | batch (its batch-wise ablation: sample micro-batches)
+pipeline_groups  table groups per rank (EcoRec's num_micro_keys), default 4
+skew             slope of the group sizes in [0, 1] (EcoRec's skew_degree)
+reorder          reverse each rank's cost-ordered list before grouping (cheap tables first)
+pipeline_micro_batches   sample micro-batches of the batch-wise pipeline, default 4
+overlap          issue AlltoAlls asynchronously (default); False waits on each, same numbers
+capacity_bytes   per-rank parameter budget; a placement that cannot fit is an error"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import torch
+from torch import Tensor
+
+from impls.api import EmbeddingCollection, EmbeddingOptim, MemoryReport, SparseFeatures, TableSpec, WorkReport
+from impls.sharding.context import DistContext
+from impls.sharding.exchange import exchange_ids
+from impls.sharding.pipeline import Stage, run_stages
+from impls.sharding.plan import group_tables, place_tables
+from impls.sharding.reports import merge_memory, merge_work
+from impls.sharding.sharded import ShardedCollection, is_tt
+
+PIPELINES = ("none", "table", "batch")
+
+
+def restrict_options(options: Mapping[str, Any], names: set[str]) -> dict[str, Any]:
+    """Per-table options (``{table: value}`` mappings, the ``tt_tables`` list) cut down to ``names``."""
+    out = {}
+    for k, v in options.items():
+        if isinstance(v, Mapping):
+            v = {t: x for t, x in v.items() if t in names}
+        elif k == "tt_tables" and v is not None:
+            v = [t for t in v if t in names]
+        out[k] = v
+    return out
+
+
+class TableWiseCollection(ShardedCollection):
+    def __init__(
+        self,
+        tables: Sequence[TableSpec],
+        optim: EmbeddingOptim,
+        dist: DistContext,
+        *,
+        costs: Sequence[float] | None = None,
+        placement: str = "sequential",
+        pipeline: str = "none",
+        pipeline_groups: int = 4,
+        skew: float = 0.0,
+        reorder: bool = False,
+        pipeline_micro_batches: int = 4,
+        overlap: bool = True,
+        capacity_bytes: int | None = None,
+        **common: Any,
+    ) -> None:
+        super().__init__(tables, optim, dist, **common)
+        if pipeline not in PIPELINES:
+            raise ValueError(f"pipeline must be one of {PIPELINES}, got {pipeline!r}")
+        if pipeline_groups < 1 or pipeline_micro_batches < 1:
+            raise ValueError(f"pipeline_groups and pipeline_micro_batches must be >= 1, got "
+                             f"{pipeline_groups}, {pipeline_micro_batches}")
+        if placement == "greedy" and costs is None:
+            raise ValueError("greedy placement needs per-table costs (unique ids of a sampled batch)")
+        self.pipeline, self.overlap, self.micro_batches = pipeline, bool(overlap), int(pipeline_micro_batches)
+        local_cls, local_options = self.local_cls, self.local_options
+        G, me = dist.world_size, dist.rank
+        sizes = local_cls.table_param_bytes(self.tables, local_options)
+        self.owned = place_tables(costs if costs is not None else [1.0] * len(self.tables), G, placement,
+                                  sizes, capacity_bytes, self.seed, [t.name for t in self.tables])
+        ngroups = pipeline_groups if pipeline == "table" else 1
+        # every rank's groups (global table indices), in the order they run: all ranks know all of them
+        self.groups = [group_tables(o, ngroups, skew, reorder) for o in self.owned]
+        dims = [t.dim for t in self.tables]
+        col0 = [sum(dims[:i]) for i in range(len(dims))]
+        self._widths = [[sum(dims[i] for i in g[s]) for g in self.groups] for s in range(ngroups)]
+        self._columns = [
+            [torch.tensor([c for i in g[s] for c in range(col0[i], col0[i] + dims[i])], dtype=torch.int64,
+                          device=dist.device) for g in self.groups]
+            for s in range(ngroups)
+        ]
+        if pipeline == "batch" and is_tt(local_cls):
+            # several backward passes per step: the core update waits for all of them (same math as fused)
+            local_options["fused"] = False
+        self.local = torch.nn.ModuleList()
+        self._local_pos: list[list[int]] = []  # per stage group: positions in this rank's received table order
+        for grp in self.groups[me]:
+            if grp:
+                specs = [self.tables[i] for i in grp]
+                self.local.append(self.build_local(specs, **restrict_options(local_options, {t.name for t in specs})))
+            else:
+                self.local.append(None)
+            self._local_pos.append([self.owned[me].index(i) for i in grp])
+        self._earlier: list[WorkReport] = []  # batch pipeline: forward counters of the earlier micro-batches
+        self._calls = 0
+
+    # --- where tables live -------------------------------------------------------------------------
+    def placement(self) -> dict[str, list]:
+        """Table names per rank, and per rank its pipeline groups in running order (for records)."""
+        names = [t.name for t in self.tables]
+        return {"owned": [[names[i] for i in o] for o in self.owned],
+                "groups": [[[names[i] for i in g] for g in gs] for gs in self.groups]}
+
+    def owner_of(self, table: str) -> int:
+        i = self.table_index(table)
+        return next(r for r, o in enumerate(self.owned) if i in o)
+
+    def _local_of(self, table: str) -> EmbeddingCollection:
+        i = self.table_index(table)
+        for grp, coll in zip(self.groups[self.dist.rank], self.local):
+            if i in grp:
+                return coll
+        raise KeyError(f"table {table!r} lives on rank {self.owner_of(table)}, not on rank {self.dist.rank}")
+
+    # --- the step ------------------------------------------------------------------------------------
+    def _stages(self, features: SparseFeatures) -> list[Stage]:
+        me = self.dist.rank
+        B = features.batch_size
+        if self.pipeline == "batch":
+            if B < self.micro_batches:
+                raise ValueError(f"local batch {B} is smaller than pipeline_micro_batches={self.micro_batches}")
+            parts, starts = features.split_batch(self.micro_batches), []
+            acc = 0
+            for p in parts:
+                starts.append(acc)
+                acc += p.batch_size
+            routed = [exchange_ids(self.comm, p, self.owned, "emb.ids") for p in parts]
+            plan = [(r, 0, st, p.batch_size) for r, st, p in zip(routed, starts, parts)]
+        else:
+            r = exchange_ids(self.comm, features, self.owned, "emb.ids")
+            plan = [(r, s, 0, B) for s in range(len(self.groups[me]))]
+        stages = []
+        for routed, s, row_start, rows in plan:
+            coll, pos = self.local[s], self._local_pos[s]
+            total = routed.features.batch_size
+
+            def compute(coll=coll, pos=pos, f=routed.features, total=total) -> Tensor:
+                if coll is None:
+                    return torch.zeros(total, 0, device=self.dist.device)
+                if self.pipeline == "batch" and self._calls:  # the previous micro-batch's forward counters
+                    self._earlier.append(coll.work_report())
+                self._calls += 1
+                return coll(f.select_tables(pos))
+
+            stages.append(Stage(compute, routed.batch_sizes, rows, row_start, self._widths[s], self._columns[s]))
+        return stages
+
+    def forward(self, features: SparseFeatures) -> Tensor:
+        features = self.checked(features)
+        self.mark_step()
+        self._earlier, self._calls = [], 0
+        return run_stages(self.comm, self._stages(features), features.batch_size, self.output_dim, self.overlap)
+
+    def optimizer_step(self) -> None:
+        for coll in self.local:
+            if coll is not None:
+                coll.optimizer_step()
+
+    def materialize(self, table: str) -> Tensor:
+        return self._local_of(table).materialize(table)
+
+    def table_parameters(self, table: str) -> list[Tensor]:
+        return self._local_of(table).table_parameters(table)
+
+    def materialize_from(self, table: str, params: Sequence[Tensor]) -> Tensor:
+        return self._local_of(table).materialize_from(table, params)
+
+    def memory_report(self) -> MemoryReport:
+        return merge_memory([c.memory_report() for c in self.local if c is not None])
+
+    def work_report(self) -> WorkReport:
+        reports = [c.work_report() for c in self.local if c is not None]
+        return merge_work(reports + self._earlier, self.comm, self._comm_mark)
+

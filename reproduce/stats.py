@@ -1,0 +1,68 @@
+"""Bootstrap confidence intervals over repeats: of a median, of a ratio of two medians (the repeats of each side
+resampled independently), and of an aggregate (median / max / mean) of such ratios over groups. Seeded, so the same
+records always give the same report."""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+RESAMPLES = 4000
+LEVEL = 0.95
+SEED = 0
+
+AGGREGATES: dict[str, Callable[..., np.ndarray]] = {"median": np.median, "max": np.max, "mean": np.mean,
+                                                    "min": np.min}
+
+
+def _resampled_medians(x: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
+    """``n`` bootstrap medians of ``x`` (one per row of a resampled index matrix)."""
+    idx = rng.integers(0, len(x), size=(n, len(x)))
+    return np.median(x[idx], axis=1)
+
+
+def _interval(draws: np.ndarray) -> tuple[float, float]:
+    a = (1 - LEVEL) / 2
+    lo, hi = np.quantile(draws, [a, 1 - a])
+    return float(lo), float(hi)
+
+
+def median_ci(x: Sequence[float], seed: int = SEED) -> tuple[float, float, float]:
+    """Median of ``x`` and its bootstrap 95 % interval (a single value: the interval is that value)."""
+    x = np.asarray([v for v in x if v == v], dtype=float)
+    if len(x) == 0:
+        return float("nan"), float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    return float(np.median(x)), *_interval(_resampled_medians(x, rng, RESAMPLES))
+
+
+def ratio_draws(num: Sequence[float], den: Sequence[float], rng: np.random.Generator,
+                n: int = RESAMPLES) -> np.ndarray:
+    num, den = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
+    return _resampled_medians(num, rng, n) / _resampled_medians(den, rng, n)
+
+
+def ratio_ci(num: Sequence[float], den: Sequence[float], seed: int = SEED) -> tuple[float, float, float]:
+    """median(num) / median(den) and its bootstrap 95 % interval."""
+    num = [v for v in num if v == v]
+    den = [v for v in den if v == v]
+    if not num or not den:
+        return float("nan"), float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    return float(np.median(num) / np.median(den)), *_interval(ratio_draws(num, den, rng))
+
+
+def aggregate_ci(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], how: str,
+                 transform: Callable[[np.ndarray], np.ndarray] = lambda r: r,
+                 seed: int = SEED) -> tuple[float, float, float, list[float]]:
+    """An aggregate (``how``: median, max, mean) over groups of ``transform(median(num) / median(den))``, its
+    bootstrap 95 % interval (every group's repeats resampled in each draw), and the per-group values."""
+    if how not in AGGREGATES:
+        raise ValueError(f"aggregate must be one of {sorted(AGGREGATES)}, got {how!r}")
+    agg = AGGREGATES[how]
+    if not pairs:
+        return float("nan"), float("nan"), float("nan"), []
+    rng = np.random.default_rng(seed)
+    values = [float(transform(np.asarray(np.median(n) / np.median(d)))) for n, d in pairs]
+    draws = np.stack([transform(ratio_draws(n, d, rng)) for n, d in pairs])  # groups x resamples
+    return float(agg(np.asarray(values))), *_interval(agg(draws, axis=0)), values
