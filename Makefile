@@ -69,10 +69,11 @@ install: $(EXT_STAMP)
 test: install
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
+# the record lands in this machine's result set: results/bench/<machine>/benchmarks.json
 bench: install redundancy
-	mkdir -p results/bench
+	dir=results/bench/$$($(PY) -m reproduce.machine $(MACHINE)) && mkdir -p $$dir && \
 	$(PY) -m pytest -q -p no:cacheprovider benchmarks --benchmark-only --benchmark-columns=median,iqr,rounds \
-		--benchmark-json=results/bench/benchmarks.json
+		--benchmark-json=$$dir/benchmarks.json
 
 redundancy: install
 	$(VENV)/bin/dlrmbench redundancy --data criteo-kaggle --data criteo-terabyte-40m --data dcnv2-multihot \

@@ -32,6 +32,7 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
         "global_batch": p["batch_size"] * p.get("world_size", 1),
         "status": record["status"],
         "reason": record.get("reason"),
+        "wall_s": record.get("wall_s"),  # the run's process, start to record (launch, data, build, steps)
     }
     if record["status"] == "ok":
         for phase, s in record["timing_ms"].items():
@@ -157,7 +158,11 @@ def write_summary(
     if order and not df.empty:
         rank = {n: i for i, n in enumerate(order)}
         df = df.sort_values(by=["impl"], key=lambda s: s.map(lambda x: rank.get(x, len(rank))), kind="stable")
-    flat_repeats(records).to_csv(directory / "repeats.csv", index=False)
+    reps = flat_repeats(records)
+    for frame in (df, reps):  # records from before fingerprints: the result set's folder names their machine
+        if "machine" in frame:
+            frame["machine"] = frame["machine"].fillna(directory.name)
+    reps.to_csv(directory / "repeats.csv", index=False)
     out = directory / "summary.csv"
     df.to_csv(out, index=False)
     return out

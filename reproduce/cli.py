@@ -219,16 +219,18 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
 @click.option("--machine", default=None,
               help="whose result set (default: this machine when it has records, else the reference set)")
 def plot(experiment, profile, machine) -> None:
-    """Redraw an experiment's figures from one machine's summary.csv (no compute)."""
+    """Summarize one machine's records of an experiment again (summary.csv, repeats.csv) and redraw its figures
+    (no runs)."""
     from reproduce.config import load_experiment
     from reproduce.machine import pick_machine
     from reproduce.plots import draw
+    from reproduce.sweep import summarize_experiment
 
     exp = load_experiment(experiment, profile=profile, machine=machine)
     exp = exp.on(pick_machine(exp.out_dir.parent, Path("results"), machine))
-    summary = exp.out_dir / "summary.csv"
-    if not summary.exists():
-        raise click.UsageError(f"{summary} does not exist: run `dlrmbench sweep {experiment}` first")
+    if not any(exp.out_dir.glob("*.json")):
+        raise click.UsageError(f"{exp.out_dir} has no records: run `dlrmbench sweep {experiment}` first")
+    summary = summarize_experiment(exp)
     for path in draw(list(exp.plots), summary, exp.figures_dir):
         console.print(f"figure: {path}")
 

@@ -52,17 +52,18 @@ def ratio_ci(num: Sequence[float], den: Sequence[float], seed: int = SEED) -> tu
     return float(np.median(num) / np.median(den)), *_interval(ratio_draws(num, den, rng))
 
 
-def aggregate_ci(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], how: str,
+def aggregate_ci(groups: Sequence[tuple[Sequence[float], Sequence[float], float]], how: str,
                  transform: Callable[[np.ndarray], np.ndarray] = lambda r: r,
                  seed: int = SEED) -> tuple[float, float, float, list[float]]:
-    """An aggregate (``how``: median, max, mean) over groups of ``transform(median(num) / median(den))``, its
-    bootstrap 95 % interval (every group's repeats resampled in each draw), and the per-group values."""
+    """An aggregate (``how``: median, max, mean) over groups ``(num, den, power)`` of
+    ``transform((median(num) / median(den)) ** power)``, its bootstrap 95 % interval (every group's repeats
+    resampled in each draw), and the per-group values."""
     if how not in AGGREGATES:
         raise ValueError(f"aggregate must be one of {sorted(AGGREGATES)}, got {how!r}")
     agg = AGGREGATES[how]
-    if not pairs:
+    if not groups:
         return float("nan"), float("nan"), float("nan"), []
     rng = np.random.default_rng(seed)
-    values = [float(transform(np.asarray(np.median(n) / np.median(d)))) for n, d in pairs]
-    draws = np.stack([transform(ratio_draws(n, d, rng)) for n, d in pairs])  # groups x resamples
+    values = [float(transform(np.asarray((np.median(n) / np.median(d)) ** p))) for n, d, p in groups]
+    draws = np.stack([transform(ratio_draws(n, d, rng) ** p) for n, d, p in groups])  # groups x resamples
     return float(agg(np.asarray(values))), *_interval(agg(draws, axis=0)), values

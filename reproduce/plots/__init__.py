@@ -1,4 +1,5 @@
-"""Figures, one module per figure family; each reads summary.csv only (seaborn + matplotlib)."""
+"""Figures, one module per figure family; each reads summary.csv (and, for intervals of ratios it computes itself,
+the runs in repeats.csv beside it) only (seaborn + matplotlib)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,6 +28,8 @@ def draw(names: list[str], summary_csv: Path, out_dir: Path) -> list[Path]:
     if unknown:
         raise ValueError(f"unknown plots {unknown}; known: {sorted(plots)}")
     df = pd.read_csv(summary_csv)
+    reps = Path(summary_csv).with_name("repeats.csv")
+    df.attrs["repeats"] = pd.read_csv(reps) if reps.exists() else None  # every run, for intervals of ratios
     out: list[Path] = []
     for n in names:
         out += plots[n](df, Path(out_dir))

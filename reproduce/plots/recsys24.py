@@ -21,13 +21,51 @@ def measured(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     paths = []
     for y, stem in (("total_ms", "measured_step"), ("comm MB per step", "measured_bytes"),
                     ("comm share (%)", "measured_comm_share")):
-        g = sns.catplot(data=ok, kind="bar", x="data", y=y, hue="label", hue_order=order, height=3.2, aspect=2.2)
+        g = sns.catplot(data=ok, kind="bar", x="data", y=y, hue="label", hue_order=order, height=3.2, aspect=2.2,
+                        errorbar=None)
+        for ax in g.axes.flat:
+            style.whiskers(ax, ok, y, "label", f"{y}_lo", f"{y}_hi")
         g.set_axis_labels("workload (scaled)", {"total_ms": "embedding step (ms, median)"}.get(y, y))
         g.figure.suptitle(f"EMBark plans on {int(ok['world_size'].max())} gloo ranks (measured; "
-                          f"{style.hardware(ok)})", y=1.04)
+                          f"{style.hardware(ok)})\n{style.caption(ok)}", y=1.08, fontsize=9)
         style.footnote(df, g.figure)
         paths += style.save(g.figure, out_dir, stem)
-    return paths
+    return paths + speedup(df, out_dir)
+
+
+def speedup(df: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """Each plan's speedup over table_row_wise per workload and rank count, with bootstrap 95 % intervals over the
+    repeats, and the paper's 1.5x average / 1.77x maximum as reference lines."""
+    from reproduce.stats import ratio_ci
+
+    style.setup()
+    ok = df[df["status"] == "ok"]
+    reps = df.attrs.get("repeats")
+    runs = reps[reps["status"] == "ok"] if reps is not None else None
+    rows = []
+    for (data, world), g in ok.groupby(["data", "world_size"]):
+        totals = {lab: (runs[runs["point_id"] == pid]["total_ms"].tolist() if runs is not None else [t])
+                  for lab, pid, t in zip(g["label"], g["point_id"], g["total_ms"])}
+        base = totals.get("table_row_wise")
+        for lab, mine in totals.items():
+            if base and lab != "table_row_wise":
+                v, lo, hi = ratio_ci(base, mine)
+                rows.append({"data": data, "world": f"{data}, {world} ranks", "plan": lab, "speedup": v,
+                             "speedup_lo": lo, "speedup_hi": hi})
+    sp = pd.DataFrame(rows)
+    if sp.empty:
+        return []
+    g = sns.catplot(data=sp, kind="bar", x="world", y="speedup", hue="plan", height=3.4, aspect=2.6, errorbar=None)
+    for ax in g.axes.flat:
+        ax.axhline(1.0, color="black", lw=0.8, ls="--")
+        style.whiskers(ax, sp, "speedup", "plan", "speedup_lo", "speedup_hi")
+        style.paper_line(ax, 1.5, "planner 1.5× on average (8-128 H100, end to end)")
+        style.paper_line(ax, 1.77, "1.77× maximum")
+        ax.tick_params(axis="x", labelrotation=20, labelsize=7)
+    g.set_axis_labels("", "speedup over table_row_wise (×)")
+    g.figure.suptitle(f"EMBark plans over table_row_wise (measured embedding step; {style.hardware(ok)})\n"
+                      f"{style.caption(ok)}", y=1.08, fontsize=9)
+    return style.save(g.figure, out_dir, "measured_speedup")
 
 
 def predicted(df: pd.DataFrame, out_dir: Path) -> list[Path]:
@@ -49,7 +87,8 @@ def predicted(df: pd.DataFrame, out_dir: Path) -> list[Path]:
         axis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("predicted embedding step (ms, cost model)")
     ax.set_ylabel("measured step (ms)")
-    ax.set_title(f"Cost model vs measurement: Spearman ρ = {rho:.2f} over {len(ok)} plans")
+    ax.set_title(f"Cost model vs measurement: Spearman ρ = {rho:.2f} over {len(ok)} plans\n{style.caption(ok)}",
+                 fontsize=8)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     return style.save(fig, out_dir, "predicted_vs_measured")
 
@@ -60,6 +99,8 @@ def modeled(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     g.set_axis_labels("GPUs (DGX-H100 nodes of 8)", "planner / table_row_wise (×, modeled)")
     for ax in g.axes.flat:
         ax.axhline(1.0, color="black", lw=0.8, ls="--")
+    for ax in g.axes.flat:
+        style.paper_line(ax, 1.5, "1.5× average, 1.77× max (end to end, measured on H100s)")
     g.figure.suptitle("EMBark planner over table_row_wise, embedding step (cost model, not measured)", y=1.04)
     paths = style.save(g.figure, out_dir, "modeled_speedup")
     if "planner_comm_share" in df:
@@ -94,6 +135,7 @@ def world(df: pd.DataFrame, out_dir: Path) -> list[Path]:
         g = sns.relplot(data=ok, kind="line", x="world_size", y=y, hue="label", col="data", marker="o",
                         height=3.0, aspect=1.3, facet_kws={"sharey": False})
         g.set_axis_labels("gloo ranks", ylabel)
-        g.figure.suptitle(f"EMBark plans over ranks (measured; {style.hardware(ok)})", y=1.04)
+        g.figure.suptitle(f"EMBark plans over ranks (measured medians; {style.hardware(ok)})\n{style.caption(ok)}",
+                          y=1.08, fontsize=9)
         paths += style.save(g.figure, out_dir, stem)
     return paths

@@ -36,7 +36,7 @@ def draw_scale(val: pd.DataFrame, proj: pd.DataFrame, cal, out_dir: Path) -> lis
             ax.plot(rows["world_size"], rows["measured_ms"], marker="o", color=pal[impl], label=f"{impl} measured")
             ax.plot(rows["world_size"], rows["modeled_ms"], marker="x", ls="--", color=pal[impl],
                     label=f"{impl} modeled")
-            for _, r in rows.iterrows():
+            for _, r in rows[rows["error"].notna()].iterrows():
                 ax.annotate(f"{r['error']:+.0%}", (r["world_size"], r["modeled_ms"]), fontsize=7, xytext=(4, 2),
                             textcoords="offset points", color=pal[impl])
         ax.set(yscale="log", xlabel="ranks (world size)", ylabel="step ms", title=data)
@@ -48,8 +48,10 @@ def draw_scale(val: pd.DataFrame, proj: pd.DataFrame, cal, out_dir: Path) -> lis
     axes[0][-1].legend(seen.values(), seen.keys(), loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False,
                        fontsize=7)
     mape = val["error"].abs().mean()
-    fig.suptitle(f"Scale model validation: measured (solid) vs modeled (dashed), error on each modeled point; "
-                 f"mean |error| {mape:.0%}\n{cal.machine}, {cal.cores} cores shared by the ranks", fontsize=9, y=1.02)
+    inside = val["in_sample_error"].abs().mean() if "in_sample_error" in val else float("nan")
+    fig.suptitle(f"Scale model validation, leave one world size out: measured (solid) vs predicted by a fit on the "
+                 f"other world sizes (dashed); mean |error| {mape:.0%} out of sample ({inside:.0%} in sample)\n"
+                 f"{cal.machine}, {cal.cores} cores shared by the ranks", fontsize=9, y=1.02)
     paths = style.save(fig, out_dir, "validation")
 
     ok = proj[proj["feasible"]]

@@ -35,6 +35,8 @@ def batch_scaling(df: pd.DataFrame, out_dir: Path) -> list[Path]:
             row[1].annotate(f"{r['impl']}: {r['status']}", (r["batch_size"], row[1].get_ylim()[1]), fontsize=7,
                             rotation=90, va="top")
     fig.subplots_adjust(hspace=0.5, wspace=0.3)
-    fig.suptitle(f"Step time and peak memory vs batch size (measured; {style.hardware(ok)})", y=0.99)
+    fig.suptitle(f"Step time and peak memory vs batch size (measured medians; {style.hardware(ok)})\n"
+                 f"{style.caption(ok)}; paper (Table 1): TT-Rec's memory doubles when the batch doubles", y=1.01,
+                 fontsize=10)
     style.footnote(df, fig)
     return style.save(fig, out_dir, "batch_scaling")

@@ -31,6 +31,45 @@ def footnote(df, fig) -> None:
         fig.text(0.01, -0.02, "no bar — " + "; ".join(notes), fontsize=8, ha="left", va="top")
 
 
+def caption(df) -> str:
+    """Machine, repeats and what the whiskers are, for a figure of measured medians."""
+    machine = df["machine"].dropna().iloc[0] if "machine" in df and df["machine"].notna().any() else None
+    reps = df["repeats"].dropna().astype(int) if "repeats" in df else None
+    if reps is None or reps.empty:
+        n = "runs per point unknown"
+    else:
+        n = (f"{reps.min()} repeats" if reps.min() == reps.max() else f"{reps.min()}-{reps.max()} repeats") + \
+            " per point"
+    ci = "bars: medians, whiskers: bootstrap 95 % CI over repeats" if reps is not None and len(reps) and \
+        reps.max() > 1 else "one run per point: no interval"
+    return f"machine {machine or '?'}; {n}; {ci}"
+
+
+def whiskers(ax, data, y: str, hue: str, lo: str, hi: str, scale: float = 1.0) -> None:
+    """Error bars [lo, hi] on a seaborn bar plot whose bars show ``data[y]``: each bar is matched to its row by its
+    hue level and its height."""
+    import numpy as np
+
+    if lo not in data or hi not in data:
+        return
+    for cont in ax.containers:
+        sub = data[data[hue].astype(str) == str(cont.get_label())]
+        for p in cont.patches:
+            h = p.get_height()
+            m = sub[np.isclose(sub[y] / scale, h, rtol=1e-9, atol=0)]
+            if len(m) and m[lo].notna().iloc[0]:
+                low, high = m[lo].iloc[0] / scale, m[hi].iloc[0] / scale
+                ax.errorbar(p.get_x() + p.get_width() / 2, h, yerr=[[max(h - low, 0)], [max(high - h, 0)]],
+                            fmt="none", ecolor="black", elinewidth=0.8, capsize=2)
+
+
+def paper_line(ax, value: float, text: str) -> None:
+    """The paper's value as a reference line."""
+    ax.axhline(value, color="tab:red", lw=1.0, ls=":")
+    ax.annotate(f"paper: {text}", xy=(0.01, value), xycoords=("axes fraction", "data"), color="tab:red",
+                fontsize=7, va="bottom")
+
+
 def hardware(df) -> str:
     devs = df.get("device")
     if devs is None or devs.dropna().empty:

@@ -34,13 +34,17 @@ def world_speedup(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     for y, stem, label in (("speedup", "world_speedup", f"speedup over {base} (×)"),
                            ("samples_per_s", "world_throughput", "samples / s (global batch)")):
         g = sns.catplot(data=ok, kind="bar", x="world_size", y=y, hue="label", hue_order=_order(ok),
-                        col="tables", row="batch_size", sharey=False, height=3.0, aspect=1.4)
+                        col="tables", row="batch_size", sharey=False, height=3.0, aspect=1.4, errorbar=None)
         g.set_axis_labels("ranks (world size)", label)
-        if y == "speedup":
-            for ax in g.axes.flat:
+        for ax in g.axes.flat:
+            style.whiskers(ax, ok, y, "label", f"{y}_lo", f"{y}_hi")
+            if y == "speedup":
                 ax.axhline(1.0, color="black", lw=0.8, ls="--")
+                if base == "ttrec" and "ecorec" in set(ok["label"]):
+                    style.paper_line(ax, 6.82, "EcoRec over TT-Rec 6.82× (setting unpublished)")
         g.set_titles("{col_name}, local batch {row_name}")
-        g.figure.suptitle(f"Training step over world size (measured; {style.hardware(ok)})", y=1.03)
+        g.figure.suptitle(f"Training step over world size (measured; {style.hardware(ok)})\n{style.caption(ok)}",
+                          y=1.06, fontsize=9)
         style.footnote(df, g.figure)
         paths += style.save(g.figure, out_dir, stem)
     return paths
@@ -50,23 +54,30 @@ def world_memory(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     """Per-rank memory (the largest rank's peak RSS Δ) and the comm share of the step."""
     style.setup()
     ok = _main(df)
-    ok["peak GiB per rank"] = ok["peak_rss_delta_bytes"] / 2**30
+    for k in ("", "_lo", "_hi"):
+        if f"peak_rss_delta_bytes{k}" in ok:
+            ok[f"peak GiB per rank{k}"] = ok[f"peak_rss_delta_bytes{k}"] / 2**30
     paths = []
     g = sns.catplot(data=ok, kind="bar", x="world_size", y="peak GiB per rank", hue="label", hue_order=_order(ok),
-                    col="tables", row="batch_size", sharey=False, height=3.0, aspect=1.4)
+                    col="tables", row="batch_size", sharey=False, height=3.0, aspect=1.4, errorbar=None)
+    for ax in g.axes.flat:
+        style.whiskers(ax, ok, "peak GiB per rank", "label", "peak GiB per rank_lo", "peak GiB per rank_hi")
     g.set_axis_labels("ranks (world size)", "peak RSS Δ of the largest rank (GiB)")
     g.set_titles("{col_name}, local batch {row_name}")
-    g.figure.suptitle(f"Memory per rank over world size (measured; {style.hardware(ok)})", y=1.03)
+    g.figure.suptitle(f"Memory per rank over world size (measured; {style.hardware(ok)})\n{style.caption(ok)}",
+                      y=1.06, fontsize=9)
     style.footnote(df, g.figure)
     paths += style.save(g.figure, out_dir, "world_memory")
     multi = ok[ok["world_size"] > 1].copy()
     if not multi.empty:
         multi["comm share (%)"] = 100 * multi["comm_share"]
         g = sns.catplot(data=multi, kind="bar", x="world_size", y="comm share (%)", hue="label",
-                        hue_order=_order(multi), col="tables", row="batch_size", height=3.0, aspect=1.4)
+                        hue_order=_order(multi), col="tables", row="batch_size", height=3.0, aspect=1.4,
+                        errorbar=None)
         g.set_axis_labels("ranks (world size)", "blocked in communication (% of step)")
         g.set_titles("{col_name}, local batch {row_name}")
-        g.figure.suptitle("Exposed communication of the busiest rank (measured)", y=1.03)
+        g.figure.suptitle(f"Exposed communication of the busiest rank (measured, median over repeats)\n"
+                          f"{style.caption(multi)}", y=1.06, fontsize=9)
         paths += style.save(g.figure, out_dir, "world_comm_share")
     return paths
 
@@ -90,7 +101,10 @@ def pipeline_ablation(df: pd.DataFrame, out_dir: Path) -> list[Path]:
             for v in both["variant"].unique()}
     order = sorted(_order(both, "variant"), key=lambda v: rank[v])
     g = sns.catplot(data=both, kind="bar", x="world_size", y="total_ms", hue="variant", hue_order=order,
-                    height=3.2, aspect=1.6)
+                    height=3.2, aspect=1.6, errorbar=None)
+    for ax in g.axes.flat:
+        style.whiskers(ax, both, "total_ms", "variant", "total_ms_lo", "total_ms_hi")
     g.set_axis_labels("ranks (world size)", "step time (ms, median)")
-    g.figure.suptitle(f"EcoRec embedding pipeline ablation (measured; {style.hardware(both)})", y=1.04)
+    g.figure.suptitle(f"EcoRec embedding pipeline ablation (measured; {style.hardware(both)})\n"
+                      f"{style.caption(both)}", y=1.08, fontsize=9)
     return style.save(g.figure, out_dir, "pipeline_ablation")

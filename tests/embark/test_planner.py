@@ -50,7 +50,7 @@ def test_cost_model_hand_cases():
     assert rows.comp == [2 * 100 * 10 * 64] * 2 and rows.comm == [80 * 100 * 64] * 2
     cols = evaluate(Plan(2, 2, mp=(TablePlacement(0, (0, 1), c=2),)), t, m)  # c = 2: both halve per shard
     assert cols.comp == [2 * 100 * 10 * 64] * 2 and cols.comm == [40 * 100 * 64] * 2
-    assert cols.bytes == [500 * 64 * 4 * 2 / 2] * 2 or cols.bytes == [1000 * 32 * 4] * 2
+    assert cols.bytes == [1000 * 32 * 4] * 2  # each GPU holds every row of half the columns
     h = CostModel(HW, 4, 2, batch_size=100, w_s=4, rho=80, hierarchical=True)
     hier = evaluate(Plan(4, 2, mp=(TablePlacement(0, (0, 1)),), hierarchical=True), t, h)  # one node shard
     assert hier.comp == [4 * 100 * 10 * 64 / 2, 0] and hier.comm == [1.5 * 80 * 100 * 64 / 2, 0]
@@ -73,8 +73,7 @@ def test_cluster_thresholds_follow_the_sort_keys():
     m = CostModel(HW, 8, 8, 8192 * 8)
     dp, ub, rb = assign_clusters(tables, m, dp_tables=2, ub_tables=2)
     assert dp == [1, 3]  # smallest V*d: t3 (50 rows), then t0 / t1 tie on size -> the hotter t1
-    assert sorted(ub) == [0, 5] or sorted(ub) == [0, 2]  # lowest hotness (1, then size)
-    assert ub == [0, 2] and rb == [4, 5]
+    assert ub == [0, 2] and rb == [4, 5]  # lowest hotness (1), then the smaller table; the rest RB
     dp, ub, rb = assign_clusters(tables, m)  # the cost rules
     assert set(dp) >= {0, 1, 3} and 4 in rb
     assert not set(dp) & set(ub) and sorted(dp + ub + rb) == list(range(6))
@@ -104,12 +103,12 @@ def test_planner_invariants(sizes, shape, column_wise):
         assert len(set(p.gpus)) == len(p.gpus)  # one shard of a table per GPU
         for x in (p.r, p.c):
             assert x & (x - 1) == 0  # powers of two (UB spans all GPUs: a power of two here)
-    # the chosen plan is no worse than the uniform candidate or table-wise round robin when they fit
-    for other in ("uniform",):
-        o, _ = make_plan(tables, m, other, clusters=True)
-        eo = evaluate(o, tables, m)
-        if not eo.oom and not plan.hierarchical:
-            assert ev.max_cost <= eo.max_cost * (1 + 1e-9)
+    # the chosen plan is no worse than the uniform plan, one of the candidates it chooses from, when that fits
+    # (table-wise round robin is not a candidate: the greedy search is not guaranteed to beat it)
+    o, _ = make_plan(tables, m, "uniform", clusters=True)
+    eo = evaluate(o, tables, m)
+    if not eo.oom and not plan.hierarchical:
+        assert ev.max_cost <= eo.max_cost * (1 + 1e-9)
 
 
 def _brute_force(tables, m, splits=(1, 2, 4)):

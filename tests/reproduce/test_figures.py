@@ -1,36 +1,47 @@
 """`make figures`: every experiment's figures, the scale model's and the EMBark model's are drawn from the
-committed records alone (no runs), each as PNG + PDF."""
+committed reference set alone (no runs), each as PNG + PDF, each naming its machine and repeats."""
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from reproduce.config import load_experiment
-from reproduce.plots import draw
+from reproduce.machine import reference_machine
+from reproduce.plots import draw, style
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPERIMENTS = sorted((ROOT / "reproduce" / "experiments").glob("*.toml"))
+REF = reference_machine(ROOT / "results")
 
 
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.stem)
 def test_every_plot_of_every_experiment_draws_from_committed_records(path, tmp_path):
-    exp = load_experiment(path, root=ROOT)
+    exp = load_experiment(path, root=ROOT, machine=REF)
     summary = exp.out_dir / "summary.csv"
     assert summary.exists(), f"{summary} is not committed: run the experiment"
     for name in exp.plots:
         paths = draw([name], summary, tmp_path)
         assert paths, f"{path.stem}: plot {name} drew nothing from {summary}"
         assert {p.suffix for p in paths} == {".png", ".pdf"} and all(p.stat().st_size > 0 for p in paths)
+    caption = style.caption(pd.read_csv(summary))
+    assert caption.startswith(f"machine {REF}") and "per point" in caption
+
+
+def test_caption_says_machine_repeats_and_interval():
+    df = pd.DataFrame({"machine": ["box", "box"], "repeats": [3, 3]})
+    assert style.caption(df) == ("machine box; 3 repeats per point; bars: medians, whiskers: bootstrap 95 % CI over "
+                                 "repeats")
+    assert "no interval" in style.caption(pd.DataFrame({"machine": ["box"], "repeats": [1]}))
 
 
 def test_models_redraw_from_their_committed_csvs(tmp_path):
     from reproduce import recsys24_model, scale_model
 
-    assert scale_model.main(["--plot-only", "--out", str(ROOT / "results" / "scale_model"),
+    assert scale_model.main(["--plot-only", "--root", str(ROOT), "--machine", REF,
                              "--figures", str(tmp_path / "scale")]) == 0
     assert {p.name for p in (tmp_path / "scale").iterdir()} >= {"validation.png", "projection.png",
                                                                "projection_speedup.png"}
-    proj = pd.read_csv(ROOT / "results" / "scale_model" / "projection.csv")
+    proj = pd.read_csv(ROOT / "results" / "scale_model" / REF / "projection.csv")
     assert proj["modeled"].all()
     import shutil
 

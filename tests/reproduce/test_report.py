@@ -1,50 +1,100 @@
-"""`dlrmbench report`: claim values computed from records, verdicts against 80 % of the paper's value."""
+"""`dlrmbench report`: claim values aggregated as the papers phrase them, bootstrap intervals over repeats, two-sided
+verdicts, `not comparable` and modeled values without verdicts, growth per doubling, the noise warning; and the
+committed REPORT.md and README blocks equal what the report generates from the committed records."""
+import json
+import shutil
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
-from reproduce.report import build_report, evaluate_claim
+from reproduce.claims import evaluate_claim, how
+from reproduce.machine import reference_machine
+from reproduce.report import build_report, render, update_readme
 
 ROOT = Path(__file__).resolve().parents[2]
+M = "test-box"
 
 
-def test_ratio_reduction_and_verdicts(tmp_path):
-    rows = [
-        {"impl": "a", "label": "a", "data": "d", "world_size": w, "status": "ok", "total_ms": t, "peak": p}
-        for w, t, p in ((1, 300.0, 100.0), (2, 200.0, 100.0))
-    ] + [
-        {"impl": "b", "label": "b", "data": "d", "world_size": w, "status": "ok", "total_ms": t, "peak": p}
-        for w, t, p in ((1, 100.0, 60.0), (2, 100.0, 50.0))
-    ] + [{"impl": "b", "label": "b ablation", "data": "d", "world_size": 1, "status": "ok", "total_ms": 1.0,
-          "peak": 1.0}]
-    (tmp_path / "r").mkdir()
-    pd.DataFrame(rows).to_csv(tmp_path / "r" / "summary.csv", index=False)
-    base = {"id": "x", "paper": "P", "text": "t", "csv": "r/summary.csv", "group": ["data", "world_size"]}
-    speed = evaluate_claim({**base, "kind": "ratio", "paper_value": 3.0, "metric": "total_ms", "numerator": "a",
-                            "denominator": "b", "aggregate": "max"}, tmp_path)
-    assert speed["measured"] == 3.0 and speed["points"] == 2 and speed["verdict"] == "reproduced"
-    mean = evaluate_claim({**base, "kind": "ratio", "paper_value": 3.0, "metric": "total_ms", "numerator": "a",
-                           "denominator": "b", "aggregate": "mean"}, tmp_path)
-    assert mean["measured"] == 2.5 and mean["verdict"] == "reproduced"  # 2.5 >= 0.8 * 3
-    mem = evaluate_claim({**base, "kind": "reduction", "paper_value": 0.6, "metric": "peak", "numerator": "b",
-                          "denominator": "a", "aggregate": "max"}, tmp_path)
-    assert mem["measured"] == 0.5 and mem["verdict"] == "reproduced"
-    far = evaluate_claim({**base, "kind": "ratio", "paper_value": 10.0, "metric": "total_ms", "numerator": "a",
-                          "denominator": "b", "aggregate": "max"}, tmp_path)
-    assert far["verdict"] == "not reproduced" and "< 80 %" in far["why"]
-    none = evaluate_claim({**base, "kind": "none", "paper_value": 0.5, "reason": "needs GPUs"}, tmp_path)
+def _runs(tmp_path: Path, exp: str, rows: list[dict]) -> None:
+    d = tmp_path / "results" / exp / M
+    d.mkdir(parents=True)
+    pd.DataFrame(rows).to_csv(d / "repeats.csv", index=False)
+
+
+def _rows(label: str, world: int, totals: list[float], **extra) -> list[dict]:
+    return [{"point_id": f"{label}{world}", "repeat": k, "impl": label, "label": label, "data": "d",
+             "world_size": world, "status": "ok", "total_ms": t, **extra} for k, t in enumerate(totals)]
+
+
+BASE = {"id": "x", "paper": "P", "text": "t", "experiment": "e", "group": ["data", "world_size"], "kind": "ratio",
+        "metric": "total_ms", "numerator": "a", "denominator": "b", "comparable": True}
+
+
+def test_aggregate_follows_the_wording():
+    assert how({"phrase": "up to"}) == "max" and how({"phrase": "Up To "}) == "max"
+    assert how({"phrase": ""}) == "median" and how({}) == "median"
+
+
+def test_ratio_interval_and_two_sided_verdicts(tmp_path):
+    _runs(tmp_path, "e", _rows("a", 1, [300, 310, 290]) + _rows("b", 1, [100, 101, 99])
+          + _rows("a", 2, [200, 210, 190]) + _rows("b", 2, [100, 102, 98]) + _rows("a", 4, [100, 101, 99]))
+    up_to = evaluate_claim({**BASE, "paper_value": 3.0, "phrase": "up to"}, tmp_path, M)
+    assert up_to["aggregate"] == "max" and up_to["value"] == pytest.approx(3.0)
+    assert up_to["lo"] < 3.0 < up_to["hi"] and up_to["runs"] == 3 and len(up_to["groups"]) == 2  # world 4: no b
+    assert up_to["verdict"] == "reproduced"
+    med = evaluate_claim({**BASE, "paper_value": 3.0}, tmp_path, M)
+    assert med["aggregate"] == "median" and med["value"] == pytest.approx(2.5)
+    assert med["verdict"] == "reproduced"  # 2.5 in [2.4, 3.75]
+    assert evaluate_claim({**BASE, "paper_value": 1.0}, tmp_path, M)["verdict"] == "exceeds"
+    below = evaluate_claim({**BASE, "paper_value": 10.0}, tmp_path, M)
+    assert below["verdict"] == "below" and "under [8, 12.5]" in below["why"]
+    other = evaluate_claim({**BASE, "paper_value": 10.0, "comparable": False, "not_comparable": "32 GPUs"},
+                           tmp_path, M)
+    assert other["verdict"] == "not comparable" and other["why"] == "32 GPUs" and other["value"] == pytest.approx(2.5)
+    red = evaluate_claim({**BASE, "kind": "reduction", "numerator": "b", "denominator": "a", "paper_value": 0.6},
+                         tmp_path, M)
+    assert red["value"] == pytest.approx(1 - (1 / 3 + 1 / 2) / 2) and red["verdict"] == "reproduced"
+
+
+def test_growth_is_per_doubling(tmp_path):
+    rows = [{"point_id": f"t{b}", "repeat": 0, "impl": "t", "label": "t", "data": "d", "world_size": 1,
+             "batch_size": b, "status": "ok", "mem": m} for b, m in ((2048, 100.0), (8192, 400.0))]
+    _runs(tmp_path, "e", rows)
+    c = {**BASE, "kind": "growth", "metric": "mem", "numerator": "t", "growth": "batch_size", "group": ["data"],
+         "paper_value": 2.0}
+    r = evaluate_claim(c, tmp_path, M)
+    assert r["value"] == pytest.approx(2.0)  # 4x over two doublings
+    assert r["verdict"] == "reproduced" and "one run per point" in r["why"]
+
+
+def test_modeled_values_never_give_a_verdict_and_noise_warns(tmp_path):
+    (tmp_path / "m.csv").write_text("speedup\n1.4\n1.6\n")
+    modeled = [{"label": "cost model", "csv": "m.csv", "column": "speedup", "aggregate": "mean"}]
+    missing = evaluate_claim({**BASE, "paper_value": 1.5, "modeled": modeled}, tmp_path, M)
+    assert missing["verdict"] == "not measured yet" and missing["modeled"] == [("cost model", pytest.approx(1.5))]
+    none = evaluate_claim({**BASE, "kind": "none", "paper_value": 0.5, "reason": "needs GPUs", "modeled": modeled},
+                          tmp_path, M)
     assert none["verdict"] == "not measurable here" and none["why"] == "needs GPUs"
-    missing = evaluate_claim({**base, "csv": "nope.csv", "kind": "ratio", "paper_value": 1.0}, tmp_path)
-    assert missing["verdict"] == "not measured yet"
+    _runs(tmp_path, "e", _rows("a", 1, [105, 104, 106]) + _rows("b", 1, [100, 101, 99]))
+    noise = tmp_path / "results" / "e" / M / "noise"
+    noise.mkdir()
+    for i, rates in enumerate(([100.0, 80.0, 120.0], [100.0, 100.0, 100.0])):
+        (noise / f"{i}.json").write_text(json.dumps({"gflops": rates, "gflops_median": 100.0, "spread": 0.4,
+                                                     "loadavg": [1.0, 1.0, 1.0], "cores": 2}))
+    r = evaluate_claim({**BASE, "paper_value": 1.05}, tmp_path, M)
+    assert "within this machine's noise (40%" in r["noise"]
 
 
-def test_every_claim_gets_a_verdict_from_the_committed_records(tmp_path):
-    import shutil
-
-    shutil.copytree(ROOT / "results", tmp_path / "results", ignore=shutil.ignore_patterns("logs", "*.json"))
-    (tmp_path / "reproduce").mkdir()
-    shutil.copy(ROOT / "reproduce" / "claims.toml", tmp_path / "reproduce" / "claims.toml")
-    text = build_report(tmp_path).read_text()
-    rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| paper")]
-    assert len(rows) == 9
-    assert all(any(v in r for v in ("| reproduced", "| not reproduced", "| not measurable here")) for r in rows)
+def test_committed_report_and_readme_are_generated(tmp_path):
+    ref = reference_machine(ROOT / "results")
+    assert ref, "results/REFERENCE_MACHINE names the committed reference set"
+    out = tmp_path / "REPORT.md"
+    build_report(ROOT, machines=[ref], readme=False, out=out)
+    assert (ROOT / "results" / "REPORT.md").read_text() == out.read_text(), "run `dlrmbench report` and commit"
+    assert (ROOT / "results" / "claims.csv").read_text() == (tmp_path / "claims.csv").read_text()
+    readme = tmp_path / "README.md"
+    shutil.copy(ROOT / "README.md", readme)
+    _, blocks, _ = render(ROOT, __import__("tomllib").loads((ROOT / "reproduce/claims.toml").read_text()), [ref])
+    assert not update_readme(readme, blocks), "README's generated blocks are stale: run `dlrmbench report`"
+    assert "<!-- report:claims -->" in readme.read_text()

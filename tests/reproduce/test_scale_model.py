@@ -7,7 +7,7 @@ import torch
 
 from impls.data.sources import open_source
 from reproduce.scale_model import (Calibration, Coefficients, Sharding, Workload, calibrate, project, rank_loads,
-                                   step_ms, validate)
+                                   step_ms, validate, validate_out_of_sample)
 
 W = Workload.of("uniform", num_tables=4, rows=5000, dim=8, hotness=3, alpha=1.05)
 
@@ -80,6 +80,9 @@ def test_fit_recovers_the_coefficients_of_model_made_records():
             assert cost(got) == pytest.approx(cost(want), rel=1e-6)
     assert validate(fit, recs)["error"].abs().max() < 1e-6
     assert Calibration.from_json(fit.to_json()) == fit
+    held = validate_out_of_sample(recs, "synthetic")  # each world size predicted by a fit on the others
+    assert (held["held_out"] == held["world_size"]).all() and len(held) == 6
+    assert held["error"].abs().max() < 1e-3 and held["in_sample_error"].abs().max() < 1e-6
 
 
 def test_projection_marks_table_wise_beyond_the_table_count():
