@@ -88,6 +88,8 @@ def by_point(reps: pd.DataFrame) -> pd.DataFrame:
         for col in g.columns:
             if col not in ("repeat", "point_id") and pd.api.types.is_numeric_dtype(g[col]) and len(ok):
                 row[col] = ok[col].median()
+                if pd.api.types.is_integer_dtype(g[col]) and row[col] == row[col]:
+                    row[col] = int(round(row[col]))
         row.update(status="ok" if len(ok) else g["status"].iloc[-1], repeats=len(ok), runs=len(g))
         if len(ok) and len(ok) < len(g):
             bad = g[g["status"] != "ok"].iloc[0]

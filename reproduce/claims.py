@@ -115,7 +115,8 @@ def evaluate_claim(c: dict, root: Path, machine: str) -> dict[str, Any]:
     row.update(value=value, lo=lo, hi=hi, groups=[(k, v) for (k, *_), v in zip(pairs, per)],
                runs=min(min(len(n), len(d)) for _, n, d, _ in pairs))
     level = noise_level(load_probes(Path(root) / "results" / c["experiment"] / machine))
-    if level and level["noise"] > _difference(c, value):
+    timed = c["metric"].endswith("_ms")  # the SGEMM probe speaks for times, not for memory
+    if timed and level and level["noise"] > _difference(c, value):
         row["noise"] = (f"the measured difference ({_difference(c, value):.0%}) is within this machine's noise "
                         f"({level['noise']:.0%} SGEMM spread)")
     if not c.get("comparable", False):

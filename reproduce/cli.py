@@ -60,7 +60,8 @@ def comparison_table(df) -> Table:
 @model_options
 @timing_options
 @dist_options
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results/runs"), show_default=True)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="record folder (default results/runs/<this machine>)")
 @click.option("--timeout", type=float, default=None, help="seconds per implementation")
 @click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
               help="independent runs of each implementation, interleaved (A B A B); > 1 gives intervals")
@@ -79,6 +80,10 @@ def run(impls, out, timeout, repeats, no_check_bounds, options, **kw) -> None:
     if unknown:
         raise click.BadParameter(f"unknown implementation(s) {unknown}; known: {', '.join(registered_names())}",
                                  param_hint="--impl")
+    if out is None:
+        from reproduce.machine import this_machine
+
+        out = Path("results") / "runs" / this_machine()
     if len(set(impls)) != len(impls):
         raise click.BadParameter(f"an implementation is named twice: {list(impls)}", param_hint="--impl")
     data_opts = collect_data_options(kw)

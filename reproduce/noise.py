@@ -16,9 +16,9 @@ from reproduce.records import write_record
 NOISE_DIR = "noise"
 
 
-def probe(size: int = 1024, runs: int = 9, threads: int | None = None) -> dict[str, Any]:
-    """Time ``runs`` SGEMMs of ``size``^3 (after one warm-up) on ``threads`` threads (default: all cores of this
-    process); the rates, their median and relative spread ((max - min) / median), and the load average."""
+def probe(size: int = 2048, runs: int = 7, threads: int | None = None, warmup: int = 2) -> dict[str, Any]:
+    """Time ``runs`` SGEMMs of ``size``^3 (after ``warmup`` untimed ones) on ``threads`` threads (default: all cores
+    of this process); the rates, their median and relative spread ((max - min) / median), and the load average."""
     import torch
 
     from reproduce.machine import cores
@@ -28,7 +28,8 @@ def probe(size: int = 1024, runs: int = 9, threads: int | None = None) -> dict[s
     try:
         a = torch.randn(size, size, generator=torch.Generator().manual_seed(0))
         b = torch.randn(size, size, generator=torch.Generator().manual_seed(1))
-        torch.mm(a, b)
+        for _ in range(warmup):
+            torch.mm(a, b)
         rates = []
         for _ in range(runs):
             t0 = time.perf_counter()

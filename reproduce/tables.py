@@ -94,7 +94,10 @@ def measured_tables(root: Path, machine: str) -> dict[str, list[str]]:
     if sc24 is not None:
         main = sc24[~sc24["label"].astype(str).str.startswith("ablation")]
         out["sc24"] = ratio_table(main, [("data", "dataset"), ("max_rows", "tables"), ("world_size", "ranks")], SC24)
-        out["sc24-ablation"] = ratio_table(sc24[sc24["impl"] == "ecorec"],
+        eco = sc24[sc24["impl"] == "ecorec"]
+        keys = ["data", "max_rows", "world_size"]
+        ablated = eco[eco["label"].astype(str).str.startswith("ablation")][keys].drop_duplicates()
+        out["sc24-ablation"] = ratio_table(eco.merge(ablated, on=keys),
                                            [("data", "dataset"), ("max_rows", "tables"), ("world_size", "ranks")],
                                            ABLATION)
     t1 = repeats_of(root, "sc24_table1", machine)

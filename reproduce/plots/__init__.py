@@ -29,7 +29,7 @@ def draw(names: list[str], summary_csv: Path, out_dir: Path) -> list[Path]:
         raise ValueError(f"unknown plots {unknown}; known: {sorted(plots)}")
     df = pd.read_csv(summary_csv)
     reps = Path(summary_csv).with_name("repeats.csv")
-    df.attrs["repeats"] = pd.read_csv(reps) if reps.exists() else None  # every run, for intervals of ratios
+    df.attrs["repeats_csv"] = str(reps) if reps.exists() else ""  # every run, for intervals of ratios
     out: list[Path] = []
     for n in names:
         out += plots[n](df, Path(out_dir))

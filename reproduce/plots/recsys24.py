@@ -24,7 +24,7 @@ def measured(df: pd.DataFrame, out_dir: Path) -> list[Path]:
         g = sns.catplot(data=ok, kind="bar", x="data", y=y, hue="label", hue_order=order, height=3.2, aspect=2.2,
                         errorbar=None)
         for ax in g.axes.flat:
-            style.whiskers(ax, ok, y, "label", f"{y}_lo", f"{y}_hi")
+            style.whiskers(ax, ok, "data", y, f"{y}_lo", f"{y}_hi")
         g.set_axis_labels("workload (scaled)", {"total_ms": "embedding step (ms, median)"}.get(y, y))
         g.figure.suptitle(f"EMBark plans on {int(ok['world_size'].max())} gloo ranks (measured; "
                           f"{style.hardware(ok)})\n{style.caption(ok)}", y=1.08, fontsize=9)
@@ -40,12 +40,10 @@ def speedup(df: pd.DataFrame, out_dir: Path) -> list[Path]:
 
     style.setup()
     ok = df[df["status"] == "ok"]
-    reps = df.attrs.get("repeats")
-    runs = reps[reps["status"] == "ok"] if reps is not None else None
+    runs = style.runs(df)
     rows = []
     for (data, world), g in ok.groupby(["data", "world_size"]):
-        totals = {lab: (runs[runs["point_id"] == pid]["total_ms"].tolist() if runs is not None else [t])
-                  for lab, pid, t in zip(g["label"], g["point_id"], g["total_ms"])}
+        totals = style.totals(g, runs)
         base = totals.get("table_row_wise")
         for lab, mine in totals.items():
             if base and lab != "table_row_wise":
@@ -58,9 +56,9 @@ def speedup(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     g = sns.catplot(data=sp, kind="bar", x="world", y="speedup", hue="plan", height=3.4, aspect=2.6, errorbar=None)
     for ax in g.axes.flat:
         ax.axhline(1.0, color="black", lw=0.8, ls="--")
-        style.whiskers(ax, sp, "speedup", "plan", "speedup_lo", "speedup_hi")
+        style.whiskers(ax, sp, "world", "speedup", "speedup_lo", "speedup_hi")
         style.paper_line(ax, 1.5, "planner 1.5× on average (8-128 H100, end to end)")
-        style.paper_line(ax, 1.77, "1.77× maximum")
+        style.paper_line(ax, 1.77, "1.77× maximum", x=0.55)
         ax.tick_params(axis="x", labelrotation=20, labelsize=7)
     g.set_axis_labels("", "speedup over table_row_wise (×)")
     g.figure.suptitle(f"EMBark plans over table_row_wise (measured embedding step; {style.hardware(ok)})\n"

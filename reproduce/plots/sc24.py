@@ -25,7 +25,7 @@ def speedup(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     g.set_axis_labels("batch size", f"speedup over {base} (×)")
     for ax in g.axes.flat:
         ax.axhline(1.0, color="black", lw=0.8, ls="--")
-        style.whiskers(ax, ok, "speedup", "impl", "speedup_lo", "speedup_hi")
+        style.whiskers(ax, ok, "batch_size", "speedup", "speedup_lo", "speedup_hi")
     g.figure.suptitle(f"Training-step speedup (measured; {style.hardware(ok)})\n{style.caption(ok)}", y=1.08,
                       fontsize=9)
     style.footnote(df, g.figure)
@@ -61,13 +61,11 @@ def datasets(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     style.setup()
     ok = _ok(df)
     ok = ok[(ok["max_rows"] == 0) & (ok["label"] == ok["impl"])]
-    reps = df.attrs.get("repeats")
-    runs = reps[reps["status"] == "ok"] if reps is not None else None
+    runs = style.runs(df)
     keys = ["data", "world_size", "batch_size"]
     rows = []
     for idx, g in ok.groupby(keys):
-        totals = {impl: (runs[runs["point_id"] == pid]["total_ms"].tolist() if runs is not None else [t])
-                  for impl, pid, t in zip(g["impl"], g["point_id"], g["total_ms"])}
+        totals = style.totals(g, runs)  # labels are the impls here
         for base in ("elrec", "ttrec"):
             if "ecorec" in totals and base in totals:
                 v, lo, hi = ratio_ci(totals[base], totals["ecorec"])
@@ -83,8 +81,8 @@ def datasets(df: pd.DataFrame, out_dir: Path) -> list[Path]:
         ax.axhline(1.0, color="black", lw=0.8, ls="--")
         for c in ax.containers:
             ax.bar_label(c, fmt="%.2f×", fontsize=7, padding=6)
-        style.whiskers(ax, sp, "speedup", "over", "speedup_lo", "speedup_hi")
-        style.paper_line(ax, 3.1, "up to 3.1× over EL-Rec (32 GPUs)")
+        style.whiskers(ax, sp, "data", "speedup", "speedup_lo", "speedup_hi")
+        style.paper_line(ax, 3.1, "up to 3.1× over EL-Rec (32 GPUs)", x=0.55)
         style.paper_line(ax, 6.82, "6.82× over TT-Rec")
     n = int(sp["world_size"].iloc[0])
     g.set_axis_labels("dataset", "EcoRec speedup (×)")

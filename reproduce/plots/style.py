@@ -31,6 +31,23 @@ def footnote(df, fig) -> None:
         fig.text(0.01, -0.02, "no bar — " + "; ".join(notes), fontsize=8, ha="left", va="top")
 
 
+def runs(df):
+    """The `ok` runs (repeats.csv) behind a summary, or None when it has none."""
+    import pandas as pd
+
+    path = df.attrs.get("repeats_csv")
+    if not path:
+        return None
+    reps = pd.read_csv(path)
+    return reps[reps["status"] == "ok"]
+
+
+def totals(g, runs) -> dict:
+    """label -> the total_ms of every run of that point (its summary median when there are no runs)."""
+    return {lab: (runs[runs["point_id"] == pid]["total_ms"].tolist() if runs is not None else [t])
+            for lab, pid, t in zip(g["label"], g["point_id"], g["total_ms"])}
+
+
 def caption(df) -> str:
     """Machine, repeats and what the whiskers are, for a figure of measured medians."""
     machine = df["machine"].dropna().iloc[0] if "machine" in df and df["machine"].notna().any() else None
@@ -38,35 +55,38 @@ def caption(df) -> str:
     if reps is None or reps.empty:
         n = "runs per point unknown"
     else:
-        n = (f"{reps.min()} repeats" if reps.min() == reps.max() else f"{reps.min()}-{reps.max()} repeats") + \
-            " per point"
+        n = ("1 run" if reps.max() == 1 else f"{reps.min()} repeats" if reps.min() == reps.max()
+             else f"{reps.min()}-{reps.max()} repeats") + " per point"
     ci = "bars: medians, whiskers: bootstrap 95 % CI over repeats" if reps is not None and len(reps) and \
         reps.max() > 1 else "one run per point: no interval"
     return f"machine {machine or '?'}; {n}; {ci}"
 
 
-def whiskers(ax, data, y: str, hue: str, lo: str, hi: str, scale: float = 1.0) -> None:
-    """Error bars [lo, hi] on a seaborn bar plot whose bars show ``data[y]``: each bar is matched to its row by its
-    hue level and its height."""
+def whiskers(ax, data, x: str, y: str, lo: str, hi: str, scale: float = 1.0) -> None:
+    """Error bars [lo, hi] on a seaborn bar plot whose bars show ``data[y]``: each bar is matched to its row by the
+    x category under it and its height."""
     import numpy as np
 
     if lo not in data or hi not in data:
         return
+    ticks = [(t, lab.get_text()) for t, lab in zip(ax.get_xticks(), ax.get_xticklabels())]
     for cont in ax.containers:
-        sub = data[data[hue].astype(str) == str(cont.get_label())]
-        for p in cont.patches:
-            h = p.get_height()
-            m = sub[np.isclose(sub[y] / scale, h, rtol=1e-9, atol=0)]
+        for p in getattr(cont, "patches", []):
+            h, mid = p.get_height(), p.get_x() + p.get_width() / 2
+            if not ticks or h != h:
+                continue
+            cat = min(ticks, key=lambda t: abs(t[0] - mid))[1]
+            m = data[(data[x].astype(str) == cat) & np.isclose(data[y] / scale, h, rtol=1e-9, atol=0)]
             if len(m) and m[lo].notna().iloc[0]:
                 low, high = m[lo].iloc[0] / scale, m[hi].iloc[0] / scale
-                ax.errorbar(p.get_x() + p.get_width() / 2, h, yerr=[[max(h - low, 0)], [max(high - h, 0)]],
-                            fmt="none", ecolor="black", elinewidth=0.8, capsize=2)
+                ax.errorbar(mid, h, yerr=[[max(h - low, 0)], [max(high - h, 0)]], fmt="none", ecolor="black",
+                            elinewidth=0.8, capsize=2)
 
 
-def paper_line(ax, value: float, text: str) -> None:
-    """The paper's value as a reference line."""
+def paper_line(ax, value: float, text: str, x: float = 0.01) -> None:
+    """The paper's value as a reference line, labelled at ``x`` (a fraction of the axis width)."""
     ax.axhline(value, color="tab:red", lw=1.0, ls=":")
-    ax.annotate(f"paper: {text}", xy=(0.01, value), xycoords=("axes fraction", "data"), color="tab:red",
+    ax.annotate(f"paper: {text}", xy=(x, value), xycoords=("axes fraction", "data"), color="tab:red",
                 fontsize=7, va="bottom")
 
 

@@ -16,7 +16,10 @@ ABLATION = "ablation: "
 
 
 def _main(df: pd.DataFrame) -> pd.DataFrame:
+    """The main points of the datasets measured at more than one world size (one bar per system and size; the
+    datasets measured at one size are the per-dataset figure's)."""
     ok = df[(df["status"] == "ok") & ~df["label"].astype(str).str.startswith(ABLATION)].copy()
+    ok = ok[ok.groupby("data")["world_size"].transform("nunique") > 1]
     ok["tables"] = ok["max_rows"].map(lambda m: f"rows ≤ {int(m):,}" if m else "full tables")
     return ok
 
@@ -37,12 +40,12 @@ def world_speedup(df: pd.DataFrame, out_dir: Path) -> list[Path]:
                         col="tables", row="batch_size", sharey=False, height=3.0, aspect=1.4, errorbar=None)
         g.set_axis_labels("ranks (world size)", label)
         for ax in g.axes.flat:
-            style.whiskers(ax, ok, y, "label", f"{y}_lo", f"{y}_hi")
+            style.whiskers(ax, ok, "world_size", y, f"{y}_lo", f"{y}_hi")
             if y == "speedup":
                 ax.axhline(1.0, color="black", lw=0.8, ls="--")
                 if base == "ttrec" and "ecorec" in set(ok["label"]):
                     style.paper_line(ax, 6.82, "EcoRec over TT-Rec 6.82× (setting unpublished)")
-        g.set_titles("{col_name}, local batch {row_name}")
+        g.set_titles(f"{', '.join(sorted(set(ok['data'])))}: " + "{col_name}, local batch {row_name}")
         g.figure.suptitle(f"Training step over world size (measured; {style.hardware(ok)})\n{style.caption(ok)}",
                           y=1.06, fontsize=9)
         style.footnote(df, g.figure)
@@ -61,7 +64,8 @@ def world_memory(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     g = sns.catplot(data=ok, kind="bar", x="world_size", y="peak GiB per rank", hue="label", hue_order=_order(ok),
                     col="tables", row="batch_size", sharey=False, height=3.0, aspect=1.4, errorbar=None)
     for ax in g.axes.flat:
-        style.whiskers(ax, ok, "peak GiB per rank", "label", "peak GiB per rank_lo", "peak GiB per rank_hi")
+        style.whiskers(ax, ok, "world_size", "peak GiB per rank", "peak GiB per rank_lo",
+                       "peak GiB per rank_hi")
     g.set_axis_labels("ranks (world size)", "peak RSS Δ of the largest rank (GiB)")
     g.set_titles("{col_name}, local batch {row_name}")
     g.figure.suptitle(f"Memory per rank over world size (measured; {style.hardware(ok)})\n{style.caption(ok)}",
@@ -90,9 +94,9 @@ def pipeline_ablation(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     if abl.empty:
         return []
     abl["variant"] = abl["label"].str[len(ABLATION):]
-    keys = set(zip(abl["world_size"], abl["batch_size"], abl["max_rows"]))
+    keys = set(zip(abl["data"], abl["world_size"], abl["batch_size"], abl["max_rows"]))
     full = ok[(ok["impl"] == "ecorec") & (ok["label"] == "ecorec")].copy()  # the default: all of them on
-    full = full[[k in keys for k in zip(full["world_size"], full["batch_size"], full["max_rows"])]]
+    full = full[[k in keys for k in zip(full["data"], full["world_size"], full["batch_size"], full["max_rows"])]]
     full["variant"] = "twp + reordering + slope (default)"
     both = pd.concat([abl, full])
     # the paper's order: batch-wise, table-wise, + reordering, + slope; others after them
@@ -103,7 +107,7 @@ def pipeline_ablation(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     g = sns.catplot(data=both, kind="bar", x="world_size", y="total_ms", hue="variant", hue_order=order,
                     height=3.2, aspect=1.6, errorbar=None)
     for ax in g.axes.flat:
-        style.whiskers(ax, both, "total_ms", "variant", "total_ms_lo", "total_ms_hi")
+        style.whiskers(ax, both, "world_size", "total_ms", "total_ms_lo", "total_ms_hi")
     g.set_axis_labels("ranks (world size)", "step time (ms, median)")
     g.figure.suptitle(f"EcoRec embedding pipeline ablation (measured; {style.hardware(both)})\n"
                       f"{style.caption(both)}", y=1.08, fontsize=9)
