@@ -2,6 +2,7 @@
 bootstrap 95 % intervals of the step time, throughput, memory and the speedup over the baseline)."""
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any, Iterable
@@ -16,7 +17,9 @@ KEYS = ["data", "max_rows", "rows", "batch_size", "mode", "optimizer", "world_si
 def flatten(record: dict[str, Any]) -> dict[str, Any]:
     p = record["point"]
     row: dict[str, Any] = {
-        "point_id": record.get("point_id"),
+        # a record handed over without its id (not read from a result set): its point's own hash
+        "point_id": record.get("point_id") or hashlib.sha1(json.dumps(p, sort_keys=True, default=str).encode()
+                                                           ).hexdigest()[:10],
         "repeat": record.get("repeat", 0),
         "machine": (record.get("env") or {}).get("machine_slug"),
         "impl": p["impl"],
@@ -108,10 +111,14 @@ def flat_repeats(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
 
 
 def summarize(records: Iterable[dict[str, Any]], baseline: str | None = None) -> pd.DataFrame:
+    """One row per point of ``records`` (medians over its repeats), with speedups: see ``summarize_runs``."""
+    return summarize_runs(flat_repeats(records), baseline)
+
+
+def summarize_runs(reps: pd.DataFrame, baseline: str | None = None) -> pd.DataFrame:
     """One row per point (medians over its repeats), plus ``speedup`` = baseline total time / this total time
     within each (data, batch_size, mode, optimizer, world size) group, with its bootstrap 95 % interval
     (``speedup_lo`` / ``speedup_hi``) over both sides' repeats. The baseline is ``baseline`` or the first impl."""
-    reps = flat_repeats(records)
     if reps.empty:
         return reps
     df = by_point(reps)
@@ -119,18 +126,14 @@ def summarize(records: Iterable[dict[str, Any]], baseline: str | None = None) ->
     df["baseline"] = baseline
     if "total_ms" in df:
         ok = reps[reps["status"] == "ok"]
+        runs = ok.groupby("point_id")["total_ms"].apply(list).to_dict()
         base_ids = df[(df["impl"] == baseline) & (df["status"] == "ok")].drop_duplicates(KEYS)
-        base = {tuple(r[k] for k in KEYS): ok[ok["point_id"] == r["point_id"]]["total_ms"].tolist()
-                for _, r in base_ids.iterrows()}
-        cols: dict[str, list[float]] = {"speedup": [], "speedup_lo": [], "speedup_hi": []}
+        base = {tuple(r[k] for k in KEYS): runs.get(r["point_id"]) for _, r in base_ids.iterrows()}
+        speedups = []
         for _, r in df.iterrows():
-            b = base.get(tuple(r[k] for k in KEYS))
-            mine = ok[ok["point_id"] == r["point_id"]]["total_ms"].tolist()
-            s = ratio_ci(b, mine) if b and mine else (float("nan"),) * 3
-            for k, v in zip(cols, s):
-                cols[k].append(v)
-        for k, v in cols.items():
-            df[k] = v
+            b, mine = base.get(tuple(r[k] for k in KEYS)), runs.get(r["point_id"])
+            speedups.append(ratio_ci(b, mine) if b and mine else (float("nan"),) * 3)
+        df[["speedup", "speedup_lo", "speedup_hi"]] = pd.DataFrame(speedups, index=df.index)
     return df
 
 
@@ -155,15 +158,13 @@ def write_summary(
     """Summarize the records in ``directory`` into ``directory/summary.csv`` (impls in ``order``) and every run
     into ``directory/repeats.csv``."""
     directory = Path(directory)
-    records = load_records(directory, only)
-    df = summarize(records, baseline)
+    reps = flat_repeats(load_records(directory, only))
+    if "machine" in reps:  # records from before fingerprints: the result set's folder names their machine
+        reps["machine"] = reps["machine"].fillna(directory.name)
+    df = summarize_runs(reps, baseline)
     if order and not df.empty:
         rank = {n: i for i, n in enumerate(order)}
         df = df.sort_values(by=["impl"], key=lambda s: s.map(lambda x: rank.get(x, len(rank))), kind="stable")
-    reps = flat_repeats(records)
-    for frame in (df, reps):  # records from before fingerprints: the result set's folder names their machine
-        if "machine" in frame:
-            frame["machine"] = frame["machine"].fillna(directory.name)
     reps.to_csv(directory / "repeats.csv", index=False)
     out = directory / "summary.csv"
     df.to_csv(out, index=False)

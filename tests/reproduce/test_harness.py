@@ -69,6 +69,7 @@ def test_sweep_resumes_and_draws(tmp_path, monkeypatch):
     exp_file = tmp_path / "tiny.toml"
     exp_file.write_text("""
 name = "tiny"
+repeats = 1
 plots = ["sc24-speedup", "sc24-memory"]
 [defaults]
 mode = "embedding-only"
@@ -87,10 +88,10 @@ dim = 8
     exp = load_experiment(exp_file, root=tmp_path)
     assert len(exp.points) == 2
     seen = []
-    summary = run_experiment(exp, on_point=lambda i, n, p, r: seen.append(r and r["status"]))
+    summary = run_experiment(exp, on_point=lambda i, n, p, k, r: seen.append(r and r["status"]))
     assert seen == ["ok", "skipped"]
     seen.clear()
-    run_experiment(exp, on_point=lambda i, n, p, r: seen.append(r))
+    run_experiment(exp, on_point=lambda i, n, p, k, r: seen.append(r))
     assert seen == [None, None]  # both recorded: nothing relaunched
     from reproduce.plots import draw
 
