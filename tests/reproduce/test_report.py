@@ -98,3 +98,24 @@ def test_committed_report_and_readme_are_generated(tmp_path):
     _, blocks, _ = render(ROOT, __import__("tomllib").loads((ROOT / "reproduce/claims.toml").read_text()), [ref])
     assert not update_readme(readme, blocks), "README's generated blocks are stale: run `dlrmbench report`"
     assert "<!-- report:claims -->" in readme.read_text()
+
+
+def test_machines_side_by_side(tmp_path):
+    claims = tmp_path / "claims.toml"
+    claims.write_text('[[claim]]\nid = "x"\npaper = "P"\ntext = "t"\npaper_value = 2.0\nkind = "ratio"\n'
+                      'experiment = "e"\nmetric = "total_ms"\nnumerator = "a"\ndenominator = "b"\n'
+                      'group = ["data", "world_size"]\ncomparable = true\n')
+    for m, slow in (("box-one", 200.0), ("box-two", 300.0)):
+        d = tmp_path / "results" / "e" / m
+        d.mkdir(parents=True)
+        rows = _rows("a", 1, [slow, slow + 1, slow - 1]) + _rows("b", 1, [100.0, 101.0, 99.0])
+        pd.DataFrame(rows).to_csv(d / "repeats.csv", index=False)
+        (d / "a1.r0.json").write_text("{}")
+    (tmp_path / "results" / "REFERENCE_MACHINE").write_text("box-one\n")
+    build_report(tmp_path, claims="claims.toml", machines=["box-one", "box-two"], readme=False)
+    text = (tmp_path / "results" / "REPORT.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| P |")]
+    assert len(rows) == 2 and "box-one" in rows[0] and "box-two" in rows[1]
+    assert "| 2 [" in rows[0] and "reproduced" in rows[0] and "| 3 [" in rows[1] and "exceeds" in rows[1]
+    with pytest.raises(ValueError, match="no records of machine 'nope'"):
+        build_report(tmp_path, claims="claims.toml", machines=["nope"], readme=False)
