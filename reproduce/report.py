@@ -108,16 +108,15 @@ def render(root: Path, doc: dict, machines: list[str] | None
             "the sweep bound the differences a result set can resolve; the load per core (1-minute average) includes "
             "the sweep's own processes.", "", *noise_lines(root, used), ""]
     blocks: dict[str, list[str]] = {}
+    tables = {m: measured_tables(root, m) for m in {*used, *([ref] if ref else [])}}
     for m in used:
-        tables = measured_tables(root, m)
-        for name, lines in tables.items():
+        for name, lines in tables[m].items():
             text += [f"## {name} on {m}", "", *lines, ""]
     text += ["## Every group's value", "", *group_lines(rows, doc), ""]
     if ref:
         ref_rows = rows if machines is None and used == [ref] else claim_rows(doc, root, [ref])
         blocks["claims"] = [f"Reference set: {machine_line(root, ref)}.", "", *verdict_table(ref_rows, False)]
-        for name, lines in measured_tables(root, ref).items():
-            blocks[name] = lines
+        blocks.update(tables[ref])
     return "\n".join(text), blocks, rows
 
 
