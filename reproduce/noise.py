@@ -17,29 +17,35 @@ NOISE_DIR = "noise"
 
 
 def probe(size: int = 2048, runs: int = 7, threads: int | None = None, warmup: int = 2) -> dict[str, Any]:
-    """Time ``runs`` SGEMMs of ``size``^3 (after ``warmup`` untimed ones) on ``threads`` threads (default: all cores
-    of this process); the rates, their median and relative spread ((max - min) / median), and the load average."""
+    """Time ``runs`` SGEMMs of ``size``^3 (after ``warmup`` untimed ones) on the first GPU when there is one, else on
+    ``threads`` threads (default: all cores of this process); the rates, their median and relative spread
+    ((max - min) / median), and the load average."""
     import torch
 
     from reproduce.machine import cores
 
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     before = torch.get_num_threads()
     torch.set_num_threads(threads or cores())
     try:
-        a = torch.randn(size, size, generator=torch.Generator().manual_seed(0))
-        b = torch.randn(size, size, generator=torch.Generator().manual_seed(1))
+        a = torch.randn(size, size, generator=torch.Generator().manual_seed(0)).to(device)
+        b = torch.randn(size, size, generator=torch.Generator().manual_seed(1)).to(device)
         for _ in range(warmup):
             torch.mm(a, b)
         rates = []
         for _ in range(runs):
+            sync()
             t0 = time.perf_counter()
             torch.mm(a, b)
+            sync()
             rates.append(2 * size**3 / (time.perf_counter() - t0) / 1e9)
     finally:
         torch.set_num_threads(before)
     med = statistics.median(rates)
     return {
         "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": str(device),
         "sgemm_size": size,
         "threads": threads or cores(),
         "gflops": rates,
