@@ -8,13 +8,13 @@ row_offsets[i+1]]). ``train`` holds batches 0, 1, ... of the source; ``val`` the
 evaluates on (the source's batches from HELD_OUT_START on). Written into ``<out>.partial``, renamed, COMPLETE last."""
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
-from impls.data.prepare import MARKER, Prepared
+from impls.data.prepare import Prepared
+from impls.data.staging import staged
 from impls.data.sources import HELD_OUT_START
 from impls.data.synthetic import SyntheticSource, SyntheticSpec
 
@@ -63,18 +63,13 @@ def write_synthetic(name: str, spec: SyntheticSpec, out: Path, samples: int, val
     if val_samples < 0 or chunk <= 0:
         raise ValueError(f"need val_samples >= 0 and chunk > 0, got {val_samples}, {chunk}")
     out = Path(out)
-    partial = out.with_name(out.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    source = SyntheticSource(spec)
-    rows = {"train": samples, **({"val": val_samples} if val_samples else {})}
-    for split, n in rows.items():
-        _write_split(source, partial / split, n, 0 if split == "train" else HELD_OUT_START, chunk, progress)
-    meta = Prepared(name, out, rows, [t.num_embeddings for t in spec.tables], 0, [], None, 0,
-                    [t.name for t in spec.tables], spec.num_dense, layout="multi-hot",
-                    dims=[t.dim for t in spec.tables], synthetic=repr(spec))
-    (partial / "meta.json").write_text(meta.to_json())
-    shutil.rmtree(out, ignore_errors=True)
-    partial.rename(out)
-    (out / MARKER).write_text("ok\n")
+    with staged(out) as partial:  # removed on any error; a folder of the user's is refused, never deleted
+        source = SyntheticSource(spec)
+        rows = {"train": samples, **({"val": val_samples} if val_samples else {})}
+        for split, n in rows.items():
+            _write_split(source, partial / split, n, 0 if split == "train" else HELD_OUT_START, chunk, progress)
+        meta = Prepared(name, out, rows, [t.num_embeddings for t in spec.tables], 0, [], None, 0,
+                        [t.name for t in spec.tables], spec.num_dense, layout="multi-hot",
+                        dims=[t.dim for t in spec.tables], synthetic=repr(spec))
+        (partial / "meta.json").write_text(meta.to_json())
     return meta

@@ -9,17 +9,16 @@ or removes the partial directory and starts again."""
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 
+from impls.data.staging import MARKER, staged
 from impls.data import avazu, criteo
 from impls.data.textio import Problems, iter_rows
 
-MARKER = "COMPLETE"
 
 
 @dataclass(frozen=True)
@@ -197,69 +196,63 @@ def prepare_text(
     done = load_prepared(out)
     if done is not None:
         return done
-    partial = out.with_name(out.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    kw = {"chunk_bytes": chunk_bytes} if chunk_bytes else {}
-    num_cat = len(fmt.cat_names)
+    with staged(out) as partial:  # removed on any error; a folder of the user's is refused, never deleted
+        kw = {"chunk_bytes": chunk_bytes} if chunk_bytes else {}
+        num_cat = len(fmt.cat_names)
 
-    def passes(problems: Problems, strict_: bool):
-        return iter_rows(files, fmt.parser(problems, strict_, max_ind_range), problems, strict_, fmt.header,
-                         progress=progress, **kw)
+        def passes(problems: Problems, strict_: bool):
+            return iter_rows(files, fmt.parser(problems, strict_, max_ind_range), problems, strict_, fmt.header,
+                             progress=progress, **kw)
 
-    problems = Problems()
-    vocabs = [Vocab() for _ in range(num_cat)]
-    per_file = [0] * len(files)
-    for k, rows in passes(problems, strict):
-        per_file[k] += len(rows)
-        for j in range(num_cat):
-            vocabs[j].update(rows.cats[:, j])
-    total = sum(per_file)
-    if total == 0:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise ValueError(f"{name}: no valid rows in {[f.name for f in files]}; e.g. {problems.examples[:3]}")
-    plan = SplitPlan.for_layout(layout, per_file, seed)
-    kept = [v.kept(freq_threshold) for v in vocabs]
-    cards = [len(k) + (1 if freq_threshold > 1 else 0) for k in kept]
+        problems = Problems()
+        vocabs = [Vocab() for _ in range(num_cat)]
+        per_file = [0] * len(files)
+        for k, rows in passes(problems, strict):
+            per_file[k] += len(rows)
+            for j in range(num_cat):
+                vocabs[j].update(rows.cats[:, j])
+        total = sum(per_file)
+        if total == 0:
+            raise ValueError(f"{name}: no valid rows in {[f.name for f in files]}; e.g. {problems.examples[:3]}")
+        plan = SplitPlan.for_layout(layout, per_file, seed)
+        kept = [v.kept(freq_threshold) for v in vocabs]
+        cards = [len(k) + (1 if freq_threshold > 1 else 0) for k in kept]
 
-    arrays, cursor = {}, {}
-    for split, n in plan.sizes.items():
-        d = partial / split
-        d.mkdir()
-        arrays[split] = (
-            np.lib.format.open_memmap(d / "dense.npy", "w+", np.float32, (n, fmt.num_dense)),
-            np.lib.format.open_memmap(d / "sparse.npy", "w+", np.int32, (n, num_cat)),
-            np.lib.format.open_memmap(d / "labels.npy", "w+", np.int8, (n,)),
-        )
-        cursor[split] = 0
-    pos = 0
-    for _, rows in passes(Problems(), False):
-        n = len(rows)
-        dense = criteo.dense_transform(rows.dense)
-        sparse = np.stack([categorify(rows.cats[:, j], kept[j], freq_threshold) for j in range(num_cat)], axis=1)
-        for split, idx in plan.assign(pos, n):  # a chunk may straddle split boundaries
-            c, m = cursor[split], len(idx)
-            dst_d, dst_s, dst_l = arrays[split]
-            dst_d[c : c + m] = dense[idx]
-            dst_s[c : c + m] = sparse[idx]
-            dst_l[c : c + m] = rows.labels[idx]
-            cursor[split] = c + m
-        pos += n
-    if pos != total or cursor != plan.sizes:
-        raise RuntimeError(f"{name}: the second pass read {pos} rows, the first {total}; did a file change?")
-    for triple in arrays.values():
-        for m in triple:
-            m.flush()
-    vocab_dir = partial / "vocab"
-    vocab_dir.mkdir()
-    for j, k in enumerate(kept):
-        np.save(vocab_dir / f"{fmt.cat_names[j]}.npy", k)
-    meta = Prepared(name, out, dict(plan.sizes), cards, problems.count, problems.examples, max_ind_range,
-                    freq_threshold, list(fmt.cat_names), fmt.num_dense)
-    (partial / "meta.json").write_text(meta.to_json())
-    shutil.rmtree(out, ignore_errors=True)
-    partial.rename(out)
-    (out / MARKER).write_text("ok\n")
+        arrays, cursor = {}, {}
+        for split, n in plan.sizes.items():
+            d = partial / split
+            d.mkdir()
+            arrays[split] = (
+                np.lib.format.open_memmap(d / "dense.npy", "w+", np.float32, (n, fmt.num_dense)),
+                np.lib.format.open_memmap(d / "sparse.npy", "w+", np.int32, (n, num_cat)),
+                np.lib.format.open_memmap(d / "labels.npy", "w+", np.int8, (n,)),
+            )
+            cursor[split] = 0
+        pos = 0
+        for _, rows in passes(Problems(), False):
+            n = len(rows)
+            dense = criteo.dense_transform(rows.dense)
+            sparse = np.stack([categorify(rows.cats[:, j], kept[j], freq_threshold) for j in range(num_cat)], axis=1)
+            for split, idx in plan.assign(pos, n):  # a chunk may straddle split boundaries
+                c, m = cursor[split], len(idx)
+                dst_d, dst_s, dst_l = arrays[split]
+                dst_d[c : c + m] = dense[idx]
+                dst_s[c : c + m] = sparse[idx]
+                dst_l[c : c + m] = rows.labels[idx]
+                cursor[split] = c + m
+            pos += n
+        if pos != total or cursor != plan.sizes:
+            raise RuntimeError(f"{name}: the second pass read {pos} rows, the first {total}; did a file change?")
+        for triple in arrays.values():
+            for m in triple:
+                m.flush()
+        vocab_dir = partial / "vocab"
+        vocab_dir.mkdir()
+        for j, k in enumerate(kept):
+            np.save(vocab_dir / f"{fmt.cat_names[j]}.npy", k)
+        meta = Prepared(name, out, dict(plan.sizes), cards, problems.count, problems.examples, max_ind_range,
+                        freq_threshold, list(fmt.cat_names), fmt.num_dense)
+        (partial / "meta.json").write_text(meta.to_json())
     return meta
 
 

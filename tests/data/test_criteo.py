@@ -8,6 +8,7 @@ import pytest
 from impls.data.criteo import dense_transform, parse_lines
 from impls.data.textio import MalformedInput, Problems
 from impls.data.prepare import kaggle_splits, load_prepared, prepare_criteo, terabyte_splits
+from impls.data.staging import STAGING_MARK
 
 
 def criteo_line(rng, label=None):
@@ -124,11 +125,13 @@ def test_prepare_is_atomic_resumable_and_strict(tmp_path):
     raw = tmp_path / "train.txt"
     write_kaggle(raw, 50, bad=BAD[:1])
     out = tmp_path / "prep"
-    (tmp_path / "prep.partial").mkdir()
+    (tmp_path / "prep.partial").mkdir()  # left by a killed run of ours (it carries the staging mark)
+    (tmp_path / "prep.partial" / STAGING_MARK).write_text("")
     (tmp_path / "prep.partial" / "junk").write_text("left by a killed run")
     with pytest.raises(MalformedInput, match="train.txt:4: expected 40"):
         prepare_criteo("k", [raw], out, "kaggle", strict=True)
     assert load_prepared(out) is None and not out.exists()  # nothing that looks complete
+    assert not (tmp_path / "prep.partial").exists()  # a failed run leaves no staging folder
     meta = prepare_criteo("k", [raw], out, "kaggle")
     assert not (tmp_path / "prep.partial").exists() and meta.bad_lines == 1
     stamp = (out / "meta.json").stat().st_mtime_ns
