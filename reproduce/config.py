@@ -5,6 +5,7 @@ import dataclasses
 import hashlib
 import itertools
 import json
+import re
 import tomllib
 from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
@@ -106,7 +107,20 @@ class RunPoint:
                 d.pop(k)
         digest = hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:10]
         world = f"__w{self.world_size}" if self.world_size > 1 else ""
-        return f"{self.impl}__{self.data}__b{self.batch_size}{world}__{digest}"
+        return f"{name_slug(self.impl)}__{name_slug(self.data)}__b{self.batch_size}{world}__{digest}"
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def name_slug(name: str) -> str:
+    """``name`` itself when it is a plain name (a preset, an impl); otherwise (a path such as ``../data/my log``)
+    its last part made file-name safe plus a hash of the resolved path, so that a record id never holds a path
+    separator or ``..`` and two folders of the same name get different ids."""
+    if _PLAIN.fullmatch(name) and ".." not in name:
+        return name
+    tail = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(name).name).strip(".-")[:40] or "data"
+    return f"{tail}-{hashlib.sha1(str(Path(name).resolve()).encode()).hexdigest()[:8]}"
 
 
 _LATER_DEFAULTS = {"world_size": 1, "gpus_per_node": 0, "nnodes": 1, "rdzv_endpoint": "", "dist_timeout_s": 300.0}
