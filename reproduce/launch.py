@@ -54,9 +54,28 @@ def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None,
     else:
         cmd = [sys.executable, *worker]
     t0 = time.monotonic()
+    kills = oom_kills()
     with open(log, "w") as f:
         code = run_in_group(cmd, f, timeout_s, env)
-    return finish_point(point, rec_path, log, code, timeout_s, time.monotonic() - t0, repeat)
+    oom = kills is not None and (oom_kills() or 0) > kills
+    return finish_point(point, rec_path, log, code, timeout_s, time.monotonic() - t0, repeat, oom)
+
+
+OOM_COUNTERS = (Path("/sys/fs/cgroup/memory.events"), Path("/sys/fs/cgroup/memory/memory.oom_control"))
+
+
+def oom_kills() -> int | None:
+    """How many processes the kernel's OOM killer has killed in this cgroup (v2 memory.events or v1
+    memory.oom_control), or None where no counter is readable."""
+    for path in OOM_COUNTERS:
+        try:
+            for line in path.read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 def run_in_group(cmd: list[str], log, timeout_s: float | None, env: dict | None = None) -> int | None:
@@ -89,9 +108,10 @@ def _stop_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
 
 
 def finish_point(point: RunPoint, rec_path: Path, log: Path, code: int | None, timeout_s: float | None,
-                 wall_s: float | None = None, repeat: int = 0) -> dict[str, Any]:
+                 wall_s: float | None = None, repeat: int = 0, oom: bool = False) -> dict[str, Any]:
     """The one record of a finished launch (``code`` None: the time limit): the worker's own, its reason sharpened
-    by what the ranks left behind, or a `failed` / `oom` record written here when the worker wrote none."""
+    by what the ranks left behind, or a `failed` / `oom` record written here when the worker wrote none (`oom` for a
+    SIGKILL only when ``oom``: the kernel's OOM-kill counter rose during the run)."""
     if rec_path.exists():
         record = read_record(rec_path)
         if record["status"] != "ok" and point.world_size > 1:
@@ -102,8 +122,12 @@ def finish_point(point: RunPoint, rec_path: Path, log: Path, code: int | None, t
         return {"status": "ok", "reason": "the record is written on the node of global rank 0", "log": str(log)}
     elif code is None:
         record = base_record(point.to_dict(), "failed", f"time limit of {timeout_s} s exceeded")
+    elif code in (-signal.SIGKILL, 128 + signal.SIGKILL) and oom:
+        record = base_record(point.to_dict(), "oom", "killed (signal 9) by the kernel's OOM killer (its oom_kill "
+                                                     "count rose during the run)")
     elif code in (-signal.SIGKILL, 128 + signal.SIGKILL):
-        record = base_record(point.to_dict(), "oom", "worker killed by SIGKILL (most likely the kernel OOM killer)")
+        record = base_record(point.to_dict(), "failed", "killed (signal 9); the kernel's OOM killer did not count "
+                                                        "it (or its counter is not readable here)")
     else:
         record = base_record(point.to_dict(), *_why(point, rec_path, log, code))
     record.update(log=str(log), point_id=point.point_id, repeat=repeat)

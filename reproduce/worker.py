@@ -22,7 +22,7 @@ from reproduce.records import base_record, environment, write_record
 
 
 def _stats(xs: list[float]) -> dict[str, float]:
-    qs = statistics.quantiles(xs, n=4) if len(xs) > 1 else [xs[0]] * 3
+    qs = statistics.quantiles(xs, n=4, method="inclusive") if len(xs) > 1 else [xs[0]] * 3  # within the data
     return {"median": statistics.median(xs), "p25": qs[0], "p75": qs[2], "iqr": qs[2] - qs[0], "min": min(xs)}
 
 
