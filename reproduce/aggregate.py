@@ -9,6 +9,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from reproduce.records import read_record
 from reproduce.stats import median_ci, ratio_ci
 
 KEYS = ["data", "max_rows", "rows", "batch_size", "mode", "optimizer", "world_size"]
@@ -144,7 +145,7 @@ def load_records(directory: str | Path, only: set[str] | None = None) -> list[di
     for p in sorted(Path(directory).glob("*.json")):
         if only is not None and p.name not in only:
             continue
-        rec = json.loads(p.read_text())
+        rec = read_record(p)  # an unreadable one raises, naming the file
         stem, dot, rep = p.stem.rpartition(".r")
         rec.setdefault("point_id", stem if dot and rep.isdigit() else p.stem)
         rec.setdefault("repeat", int(rep) if dot and rep.isdigit() else 0)

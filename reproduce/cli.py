@@ -74,7 +74,7 @@ def run(impls, out, timeout, repeats, no_check_bounds, options, **kw) -> None:
     from impls.api import registered_names
     from reproduce.aggregate import summarize
     from reproduce.config import RunPoint, options_for
-    from reproduce.launch import launch_point
+    from reproduce.sweep import run_point_isolated
 
     unknown = [i for i in impls if i not in registered_names()]
     if unknown:
@@ -104,7 +104,7 @@ def run(impls, out, timeout, repeats, no_check_bounds, options, **kw) -> None:
             where = f", {p.world_size} ranks" if p.world_size > 1 else ""
             again = f" (repeat {r + 1} of {repeats})" if repeats > 1 else ""
             console.print(f"[bold]{p.impl}[/] on {p.data}, batch {p.batch_size}{where}{again} …")
-            rec = launch_point(p, out, timeout, repeat=r)
+            rec = run_point_isolated(p, out, timeout, repeat=r)  # a launcher error is that run's failure
             records.append(rec)
             if rec["status"] != "ok":
                 console.print(f"  [red]{rec['status']}[/]: {escape(str(rec['reason']))} (log: {rec.get('log')})")
@@ -164,7 +164,7 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
 
     from reproduce.config import load_experiment
     from reproduce.plots import draw
-    from reproduce.sweep import is_done, run_experiment, todo
+    from reproduce.sweep import is_done, run_experiment, todo, unreadable
 
     if launcher == "slurm" and not machine:
         raise click.UsageError("--launcher slurm needs --machine NAME (the cluster's result set, e.g. 8x-h100-sxm): "
@@ -174,6 +174,8 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     timeout = timeout or exp.point_timeout_s
+    for problem in unreadable(exp):
+        console.print(f"[yellow]{escape(problem)}[/] (its point counts as not done)")
     if dry_run:
         for p, r in exp.tasks():
             console.print(f"{'done' if is_done(p, exp.out_dir, r) else 'todo'}  {p.point_id}.r{r}  {p.label}")

@@ -73,4 +73,11 @@ def write_record(path: str | Path, record: dict[str, Any]) -> Path:
 
 
 def read_record(path: str | Path) -> dict[str, Any]:
-    return json.loads(Path(path).read_text())
+    """The record at ``path``; a file that is not a JSON object (truncated, garbage) raises ValueError naming it."""
+    try:
+        record = json.loads(Path(path).read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not a readable record ({exc}); delete it, or rerun its point") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"{path}: not a record (a JSON {type(record).__name__}, not an object)")
+    return record

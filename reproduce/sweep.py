@@ -24,8 +24,24 @@ def is_done(point: RunPoint, out_dir: Path, repeat: int = 0) -> bool:
     path = record_path(out_dir, point, repeat)
     if not path.exists():
         return False
-    rec = read_record(path)
-    return not (rec["status"] == "skipped" and point.impl in registered_names())
+    try:
+        rec = read_record(path)
+    except ValueError:
+        return False  # unreadable (a truncated write): run again, which replaces it; `unreadable` names it
+    return not (rec.get("status") == "skipped" and point.impl in registered_names())
+
+
+def unreadable(exp: Experiment) -> list[str]:
+    """What is wrong with each record of the experiment's runs that cannot be read (they will be run again)."""
+    bad = []
+    for p, r in exp.tasks():
+        path = record_path(exp.out_dir, p, r)
+        if path.exists():
+            try:
+                read_record(path)
+            except ValueError as exc:
+                bad.append(str(exc))
+    return bad
 
 
 def adopt_older_records(exp: Experiment) -> int:

@@ -255,3 +255,30 @@ def test_another_machines_records_never_count_here(tmp_path):
     out = subprocess.run(sweep_cmd(experiment(tmp_path, impls=("dense-torch",)), tmp_path, "--dry-run"),
                          capture_output=True, text=True)
     assert out.returncode == 0 and "1 runs to do" in out.stdout and exp.machine in out.stdout
+
+
+def test_a_truncated_record_is_named_and_run_again(tmp_path):
+    path = experiment(tmp_path, impls=("dense-torch",))
+    exp = load_experiment(path, root=tmp_path)
+    rec = record_path(exp.out_dir, exp.points[0])
+    rec.parent.mkdir(parents=True)
+    rec.write_text('{"point": {"impl": "dense-to')  # a write cut short
+    out = subprocess.run(sweep_cmd(path, tmp_path, "--dry-run"), capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert rec.name in out.stdout and "not a readable record" in out.stdout and "1 runs to do" in out.stdout
+    run_experiment(exp)
+    assert read_record(rec)["status"] == "ok"  # rerun, replaced
+
+
+def test_run_records_a_launcher_error_instead_of_a_traceback(tmp_path):
+    from click.testing import CliRunner
+
+    from reproduce.cli import cli
+
+    res = CliRunner().invoke(cli, ["run", "--impl", "dense-torch", "--data", "uniform", "--num-tables", "2",
+                                   "--rows", "100", "--dim", "4", "-b", "8", "--world-size", "2", "--nnodes", "2",
+                                   "--rdzv-endpoint", "no-such-host.invalid:29500", "--out", str(tmp_path)])
+    assert res.exit_code == 1 and "cannot resolve 'no-such-host.invalid'" in res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+    (rec,) = tmp_path.glob("*.json")
+    assert read_record(rec)["status"] == "failed"
