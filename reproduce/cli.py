@@ -62,7 +62,7 @@ def comparison_table(df) -> Table:
 @dist_options
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="record folder (default results/runs/<this machine>)")
-@click.option("--timeout", type=float, default=None, help="seconds per implementation")
+@click.option("--timeout", type=float, default=None, callback=positive, help="seconds per implementation")
 @click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
               help="independent runs of each implementation, interleaved (A B A B); > 1 gives intervals")
 @click.option("-o", "--option", "options", multiple=True, metavar="[IMPL.]KEY=VALUE",

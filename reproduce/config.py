@@ -5,6 +5,7 @@ import dataclasses
 import hashlib
 import itertools
 import json
+import math
 import re
 import tomllib
 from collections import Counter
@@ -49,6 +50,12 @@ class RunPoint:
     dist_timeout_s: float = 300.0  # every collective; a dead peer ends the run within it
 
     def __post_init__(self) -> None:
+        for name, value in (("lr", self.lr), ("dist_timeout_s", self.dist_timeout_s),
+                            *(("data_options." + k, v) for k, v in self.data_options.items()),
+                            *(("impl_options." + k, v) for k, v in self.impl_options.items())):
+            check_finite(name, value)
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
         if int(self.batch_size) <= 0:
             raise ValueError(f"batch size must be > 0, got {self.batch_size}")
         if int(self.iters) <= 0:
@@ -108,6 +115,18 @@ class RunPoint:
         digest = hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:10]
         world = f"__w{self.world_size}" if self.world_size > 1 else ""
         return f"{name_slug(self.impl)}__{name_slug(self.data)}__b{self.batch_size}{world}__{digest}"
+
+
+def check_finite(name: str, value: Any) -> None:
+    """Every number in ``value`` (nested in lists and tables too) is finite: NaN or inf is refused by name."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value}")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            check_finite(f"{name}.{k}", v)
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            check_finite(f"{name}[{i}]", v)
 
 
 _PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")

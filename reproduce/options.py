@@ -1,6 +1,7 @@
 """Reusable click option bundles."""
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import click
@@ -16,8 +17,14 @@ def _stack(*decorators: Callable) -> Callable:
 
 
 def positive(ctx, param, value):
-    if value is not None and value <= 0:
-        raise click.BadParameter(f"must be > 0, got {value}")
+    if value is not None and not (value > 0 and math.isfinite(value)):  # NaN and inf are not positive numbers
+        raise click.BadParameter(f"must be a finite number > 0, got {value}")
+    return value
+
+
+def finite(ctx, param, value):
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"must be a finite number, got {value}")
     return value
 
 
@@ -58,7 +65,8 @@ data_options_no_name = _stack(
     click.option("--dim", type=int, default=None, callback=positive, help="embedding dim (preset default)"),
     click.option("--hotness", type=float, default=None, callback=positive, help="mean lookups per sample"),
     click.option("--max-rows", type=int, default=None, callback=positive, help="cap every table (--max-ind-range)"),
-    click.option("--alpha", type=float, default=None, help="power-law exponent of id popularity (0 = uniform)"),
+    click.option("--alpha", type=float, default=None, callback=finite,
+                 help="power-law exponent of id popularity (0 = uniform)"),
     click.option("--locality", type=click.Choice(["scattered", "ranked"]), default=None),
     click.option("--bag-sizes", type=click.Choice(["fixed", "random"]), default=None),
     click.option("--num-tables", type=int, default=None, callback=positive, help="uniform and meta-* presets"),

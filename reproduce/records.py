@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import subprocess
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
-STATUSES = ("ok", "failed", "oom", "skipped")
+STATUSES = ("ok", "failed", "oom", "diverged", "skipped")
 
 
 def _git(*args: str) -> str | None:
@@ -54,6 +55,17 @@ def base_record(point: dict[str, Any], status: str, reason: str | None = None, l
     return {"schema": SCHEMA_VERSION, "point": point, "status": status, "reason": reason, "log": log}
 
 
+def strict(value: Any) -> Any:
+    """``value`` with every NaN / inf float replaced by None, so that records are strict JSON (null, not NaN)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict(v) for v in value]
+    return value
+
+
 def write_record(path: str | Path, record: dict[str, Any]) -> Path:
     """Write JSON atomically (temporary file in the same directory, fsync, rename)."""
     path = Path(path)
@@ -61,7 +73,7 @@ def write_record(path: str | Path, record: dict[str, Any]) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(record, f, indent=2, sort_keys=True, default=str)
+            json.dump(strict(record), f, indent=2, sort_keys=True, default=str, allow_nan=False)
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import statistics
 import sys
 import time
@@ -19,6 +20,10 @@ from reproduce.config import RunPoint
 from reproduce.fault import Fault
 from reproduce.rank import Rank, rank_error_path, rank_of_env
 from reproduce.records import base_record, environment, write_record
+
+
+class Diverged(RuntimeError):
+    """The training loss became NaN or infinite: recorded as `diverged`, with the step."""
 
 
 def _stats(xs: list[float]) -> dict[str, float]:
@@ -123,10 +128,14 @@ def run_point(point: RunPoint) -> dict[str, Any]:
         step.update()
         sync()
         d = time.perf_counter()
+        value = float(loss.detach())  # after the timed window
+        if not math.isfinite(value):
+            raise Diverged(f"the loss became {value} at step {it + 1} (warm-up {point.warmup} + {point.iters} timed "
+                           f"steps); lower the learning rate or check the inputs")
         if it >= point.warmup:
             for k, v in zip(phases, (b - a, c - b, d - c, d - a)):
                 phases[k].append(v * 1e3)
-            losses.append(float(loss.detach()))
+            losses.append(value)
         if point.eval_every and (it + 1) % point.eval_every == 0:  # outside the timed window
             curve.append({"step": it + 1, **_auc_logloss(step, evaluation)})
 
@@ -194,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         msg = str(exc).lower()
         oom = isinstance(exc, MemoryError) or "out of memory" in msg or "can't allocate memory" in msg
-        status = "oom" if oom else "failed"
+        status = "diverged" if isinstance(exc, Diverged) else "oom" if oom else "failed"
         reason = f"{type(exc).__name__}: {exc}" if me is None else f"rank {me}: {type(exc).__name__}: {exc}"
         if me:  # not rank 0: the launcher reads this when rank 0 wrote no record
             rank_error_path(args.out, me).write_text(f"{status}\n{reason}\n")

@@ -119,7 +119,7 @@ def test_cli_run_compares_and_rejects_bad_input(tmp_path):
     res = runner.invoke(cli, ["run", "--impl", "nope"])
     assert res.exit_code != 0 and "unknown implementation" in res.output
     res = runner.invoke(cli, ["run", "--impl", "dense-torch", "-b", "0"])
-    assert res.exit_code != 0 and "must be > 0" in res.output
+    assert res.exit_code != 0 and "must be a finite number > 0" in res.output
     res = runner.invoke(cli, ["run", "--impl", "dense-torch", "--data", "imagenet"])
     assert res.exit_code != 0 and "'imagenet' is no preset" in res.output
 
