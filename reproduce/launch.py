@@ -172,19 +172,32 @@ def check_rendezvous(point: RunPoint, connect_s: float = 5.0) -> None:
                          f"start the node that hosts it first, or check the address") from None
 
 
-def _why(point: RunPoint, rec_path: Path, log: Path, code: int) -> tuple[str, str]:
-    """Status and reason of a run that wrote no record: a rank's own error file, else the rank torchrun saw
-    fail first."""
-    errors = sorted(rec_path.parent.glob(rec_path.name + ".rank*.error"))
-    if errors:
-        status, _, reason = errors[0].read_text().partition("\n")
-        for e in errors:
-            e.unlink()
-        return status, reason.strip()
+_ROOT_CAUSE = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*exitcode\s*:\s*(-?\d+)")
+
+
+def _why(point: RunPoint, rec_path: Path, log: Path, code: int | None) -> tuple[str, str]:
+    """Status and reason of a run whose ranks failed. The culprit is the rank torchrun observed failing first (its
+    "Root Cause", by time): that rank's own error file when it wrote one, else its exit code or signal. The other
+    ranks' errors (a peer's connection reset) only describe the aftermath. Without a root cause: the lowest rank's
+    error file."""
+    errors = {}
+    for f in rec_path.parent.glob(rec_path.name + ".rank*.error"):
+        status, _, reason = f.read_text().partition("\n")
+        errors[int(f.name.rsplit(".rank", 1)[1].split(".")[0])] = (status, reason.strip())
+        f.unlink()
     text = log.read_text(errors="replace") if log.exists() else ""
-    text = text[text.find("Root Cause"):] if "Root Cause" in text else text  # torchrun's first failure
-    m = re.search(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*exitcode\s*:\s*(-?\d+)", text)
-    if point.world_size > 1 and m:
-        return "failed", (f"rank {m.group(1)} died (exit code {m.group(2)}); torchrun stopped the other ranks "
-                          f"(code {code})")
+    m = _ROOT_CAUSE.search(text[text.find("Root Cause"):]) if point.world_size > 1 and "Root Cause" in text else None
+    if m:
+        rank, exit_code = int(m.group(1)), int(m.group(2))
+        if rank in errors:
+            return errors[rank]
+        how = f"exit code {exit_code}"
+        if exit_code < 0:
+            try:
+                how = f"signal {-exit_code}, {signal.Signals(-exit_code).name}"
+            except ValueError:
+                how = f"signal {-exit_code}"
+        return "failed", f"rank {rank} died first ({how}); torchrun stopped the other ranks (code {code})"
+    if errors:
+        return errors[min(errors)]
     return "failed", f"worker exited with code {code} and wrote no record"

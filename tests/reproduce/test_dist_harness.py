@@ -33,7 +33,18 @@ def test_a_crashed_rank_fails_the_run_with_its_reason(tmp_path, monkeypatch):
     rec = launch_point(RunPoint(impl="ttrec", batch_size=32, world_size=2, impl_options={"ranks": 4}, **SMALL),
                        tmp_path, timeout_s=300)
     assert rec["status"] == "failed"
-    assert "rank 1 died (exit code 3)" in rec["reason"] and "time limit" not in rec["reason"]
+    assert "rank 1 died first (exit code 3)" in rec["reason"] and "time limit" not in rec["reason"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("victim", [0, 2])
+def test_the_killed_rank_is_blamed_not_its_peers(tmp_path, monkeypatch, victim):
+    """kill -9 of rank 0 or of a middle rank of 4: the survivors see a reset connection, the record names the victim."""
+    monkeypatch.setenv("DLRMBENCH_FAULT", f"{victim}:1:kill")
+    rec = launch_point(RunPoint(impl="dense-torch", batch_size=16, world_size=4, **SMALL), tmp_path, timeout_s=300)
+    assert rec["status"] == "failed"
+    assert rec["reason"].startswith(f"rank {victim} died first (signal 9, SIGKILL)"), rec["reason"]
+    assert not list(tmp_path.glob("*.error"))  # the ranks' error files were read and removed
 
 
 def test_bad_distributed_input(tmp_path):
