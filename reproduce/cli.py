@@ -74,6 +74,7 @@ def run(impls, out, timeout, repeats, no_check_bounds, options, **kw) -> None:
     from impls.api import registered_names
     from reproduce.aggregate import summarize
     from reproduce.config import RunPoint, options_for
+    from reproduce.lifeline import RunLocked
     from reproduce.sweep import run_point_isolated
 
     unknown = [i for i in impls if i not in registered_names()]
@@ -104,7 +105,10 @@ def run(impls, out, timeout, repeats, no_check_bounds, options, **kw) -> None:
             where = f", {p.world_size} ranks" if p.world_size > 1 else ""
             again = f" (repeat {r + 1} of {repeats})" if repeats > 1 else ""
             console.print(f"[bold]{p.impl}[/] on {p.data}, batch {p.batch_size}{where}{again} …")
-            rec = run_point_isolated(p, out, timeout, repeat=r)  # a launcher error is that run's failure
+            try:
+                rec = run_point_isolated(p, out, timeout, repeat=r)  # a launcher error is that run's failure
+            except RunLocked as exc:
+                raise click.ClickException(str(exc)) from None
             records.append(rec)
             if rec["status"] != "ok":
                 console.print(f"  [red]{rec['status']}[/]: {escape(str(rec['reason']))} (log: {rec.get('log')})")

@@ -14,6 +14,7 @@ from typing import Any
 
 from impls.api import registered_names
 from reproduce.config import RunPoint
+from reproduce.lifeline import die_with_parent, lock_run
 from reproduce.records import base_record, read_record, write_record
 
 
@@ -40,25 +41,30 @@ def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None,
     skipped = skip_unregistered(point, out_dir, repeat)
     if skipped:
         return skipped
-    log = out_dir / "logs" / f"{rec_path.stem}.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    rec_path.unlink(missing_ok=True)
-    for old in out_dir.glob(f"{point.point_id}.json.rank*.error"):
-        old.unlink()
-    worker = ["-m", "reproduce.worker", "--point-json", json.dumps(point.to_dict()), "--out", str(rec_path)]
-    env = None
     if point.world_size > 1:
         check_rendezvous(point)
-        env = {**os.environ, "OMP_NUM_THREADS": str(point.threads or 1)}
-        cmd = [sys.executable, "-m", "torch.distributed.run", *torchrun_args(point), *worker]
-    else:
-        cmd = [sys.executable, *worker]
-    t0 = time.monotonic()
-    kills = oom_kills()
-    with open(log, "w") as f:
-        code = run_in_group(cmd, f, timeout_s, env)
-    oom = kills is not None and (oom_kills() or 0) > kills
-    return finish_point(point, rec_path, log, code, timeout_s, time.monotonic() - t0, repeat, oom)
+    log = out_dir / "logs" / f"{rec_path.stem}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    lock = lock_run(rec_path)  # RunLocked when a live process runs it already
+    try:
+        rec_path.unlink(missing_ok=True)
+        for old in out_dir.glob(rec_path.name + ".rank*.error"):
+            old.unlink()
+        worker = ["-m", "reproduce.worker", "--point-json", json.dumps(point.to_dict()), "--out", str(rec_path)]
+        env = None
+        if point.world_size > 1:
+            env = {**os.environ, "OMP_NUM_THREADS": str(point.threads or 1)}
+            cmd = [sys.executable, "-m", "torch.distributed.run", *torchrun_args(point), *worker]
+        else:
+            cmd = [sys.executable, *worker]
+        t0 = time.monotonic()
+        kills = oom_kills()
+        with open(log, "w") as f:
+            code = run_in_group(cmd, f, timeout_s, env)
+        oom = kills is not None and (oom_kills() or 0) > kills
+        return finish_point(point, rec_path, log, code, timeout_s, time.monotonic() - t0, repeat, oom)
+    finally:
+        lock.unlink(missing_ok=True)
 
 
 OOM_COUNTERS = (Path("/sys/fs/cgroup/memory.events"), Path("/sys/fs/cgroup/memory/memory.oom_control"))
@@ -81,8 +87,10 @@ def oom_kills() -> int | None:
 def run_in_group(cmd: list[str], log, timeout_s: float | None, env: dict | None = None) -> int | None:
     """Run ``cmd`` in its own process group; its exit code, or None when it ran past ``timeout_s``. On the time
     limit, or when this process is interrupted (Ctrl-C, SIGTERM raised as an exception), the whole group (torchrun
-    and every rank) is terminated, then killed, so no rank outlives the launcher."""
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    and every rank) is terminated, then killed, so no rank outlives the launcher; a launcher killed outright (kill -9)
+    takes them with it (each dies with its parent)."""
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                            preexec_fn=die_with_parent)
     try:
         return proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:

@@ -14,6 +14,7 @@ from impls.api import registered_names
 from reproduce.aggregate import write_summary
 from reproduce.config import Experiment, RunPoint
 from reproduce.launch import launch_point, record_path
+from reproduce.lifeline import RunLocked
 from reproduce.noise import record_probe
 from reproduce.records import base_record, read_record, write_record
 
@@ -92,9 +93,12 @@ class Progress:
 
 
 def run_point_isolated(point: RunPoint, out_dir: Path, timeout_s: float | None, repeat: int = 0) -> dict:
-    """Launch one repeat; a launcher error (e.g. an unreachable rendezvous) is recorded as its failure."""
+    """Launch one repeat; a launcher error (e.g. an unreachable rendezvous) is recorded as its failure. A run that
+    another live process is running raises RunLocked (nothing is written)."""
     try:
         return launch_point(point, out_dir, timeout_s, repeat)
+    except RunLocked:
+        raise
     except (OSError, ValueError, RuntimeError) as exc:
         record = base_record(point.to_dict(), "failed", f"launcher: {type(exc).__name__}: {exc}")
         record.update(point_id=point.point_id, repeat=repeat)
@@ -128,7 +132,10 @@ def run_experiment(
         if on_start:
             on_start(point, repeat, progress)
         t0 = time.monotonic()
-        record = run_point_isolated(point, exp.out_dir, timeout_s, repeat)
+        try:
+            record = run_point_isolated(point, exp.out_dir, timeout_s, repeat)
+        except RunLocked as exc:  # another sweep runs it now: leave it to that one
+            record = {"status": "locked", "reason": str(exc)}
         progress.walls.append(time.monotonic() - t0)
         progress.finished += 1
         if on_point:

@@ -18,6 +18,7 @@ from typing import Any
 
 from reproduce.config import RunPoint
 from reproduce.fault import Fault
+from reproduce.lifeline import die_with_parent
 from reproduce.rank import Rank, rank_error_path, rank_of_env
 from reproduce.records import base_record, environment, write_record
 
@@ -195,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--point-json", required=True)
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
+    die_with_parent()  # a rank under torchrun, or a worker whose launcher is killed outright, goes with it
     point_dict = json.loads(args.point_json)
     me = rank_of_env()
     try:

@@ -282,3 +282,50 @@ def test_run_records_a_launcher_error_instead_of_a_traceback(tmp_path):
     assert res.exception is None or isinstance(res.exception, SystemExit)
     (rec,) = tmp_path.glob("*.json")
     assert read_record(rec)["status"] == "failed"
+
+
+@pytest.mark.slow
+def test_kill_9_of_the_sweep_leaves_no_orphan_and_resume_runs_only_the_rest(tmp_path):
+    path = experiment(tmp_path, batches=(64, 128, 256))
+    exp = load_experiment(path, root=tmp_path)
+    recs = [record_path(exp.out_dir, p) for p in exp.points]
+    proc = subprocess.Popen(sweep_cmd(path, tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)  # the sweep's own process group, as a shell job would be
+    deadline = time.monotonic() + 300
+    while not (any(r.exists() for r in recs) and workers_of(tmp_path)):  # one point done, the next one running
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)  # no cleanup at all
+    proc.wait(timeout=60)
+    deadline = time.monotonic() + 30
+    while workers_of(tmp_path):  # the running worker dies with its parent
+        assert time.monotonic() < deadline, f"orphaned workers {workers_of(tmp_path)}"
+        time.sleep(0.2)
+    done = {r: r.stat().st_mtime_ns for r in recs if r.exists()}
+    assert 1 <= len(done) < len(recs)
+    out = subprocess.run(sweep_cmd(path, tmp_path), capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.count("recorded earlier, skipped (resume)") == len(done)  # the stale lock was taken over
+    assert all(r.stat().st_mtime_ns == t for r, t in done.items()) and all(r.exists() for r in recs)
+
+
+def test_a_run_held_by_a_live_process_is_not_started_twice(tmp_path):
+    from reproduce.launch import launch_point
+    from reproduce.lifeline import RunLocked
+
+    exp = load_experiment(experiment(tmp_path, impls=("dense-torch",)), root=tmp_path)
+    rec = record_path(exp.out_dir, exp.points[0])
+    rec.parent.mkdir(parents=True)
+    holder = subprocess.Popen(["sleep", "60"])
+    try:
+        rec.with_name(rec.name + ".lock").write_text(f"{holder.pid}\n")
+        with pytest.raises(RunLocked, match=f"being run by process {holder.pid}"):
+            launch_point(exp.points[0], exp.out_dir)
+        seen = []
+        run_experiment(exp, on_point=lambda i, n, p, k, r: seen.append(r["status"]), probe=False)
+        assert seen == ["locked"] and not rec.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    run_experiment(exp, probe=False)  # the holder is gone: its lock is stale and taken over
+    assert read_record(rec)["status"] == "ok" and not rec.with_name(rec.name + ".lock").exists()
