@@ -214,14 +214,22 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
             bar.update(task, completed=progress.finished, eta=_duration(progress.eta_s()),
                        description=f"{exp.name}: {point.impl} x{point.world_size} r{repeat}")
 
+        failed: list[str] = []
+
         def done(i, n, point, repeat, record):
             bar.console.print(f"[{i + 1}/{n}] r{repeat} " + _point_line(point, record))
             bar.advance(task)
+            if record and record["status"] in ("failed", "diverged", "locked"):
+                failed.append(f"{point.point_id}.r{repeat} ({record['status']})")
 
         summary = run_experiment(exp, force=force, timeout_s=timeout, on_point=done, on_start=start)
     console.print(f"summary: {summary}")
     for path in draw(list(exp.plots), summary, exp.figures_dir):
         console.print(f"figure: {path}")
+    if failed:  # the records say why; the sweep's exit status says that something did not run through
+        console.print(f"[red]{len(failed)} of the runs of this sweep did not finish[/]: " + ", ".join(failed[:10])
+                      + (" ..." if len(failed) > 10 else ""))
+        sys.exit(1)
 
 
 @cli.command()
@@ -294,7 +302,7 @@ def data() -> None:
               help="default: datasets/NAME/prepared")
 @click.option("--strict", is_flag=True, help="fail on the first malformed line (naming file and line)")
 @click.option("--max-ind-range", type=int, default=None, help="hash categoricals % N before categorify")
-@click.option("--freq-threshold", type=int, default=0, show_default=True,
+@click.option("--freq-threshold", type=click.IntRange(min=0), default=0, show_default=True,
               help="values seen fewer times share id 0 (0 or 1: keep all)")
 def data_prepare(name, raw, out, strict, max_ind_range, freq_threshold) -> None:
     """Stream NAME's raw files into memory-mapped arrays (two passes; resumable; atomic)."""

@@ -156,6 +156,9 @@ def check_world(world_size: int, gpus_per_node: int, nnodes: int, rdzv_endpoint:
         raise ValueError(f"world size {world_size} is not a whole number of nodes of {L} ranks (--gpus-per-node)")
     if nnodes > 1 and not rdzv_endpoint:
         raise ValueError("a multi-node run needs --rdzv-endpoint HOST:PORT")
+    if nnodes == 1 and rdzv_endpoint:
+        raise ValueError(f"--rdzv-endpoint {rdzv_endpoint} is for multi-node runs; with one node (--nnodes 1) "
+                         f"torchrun runs standalone: drop it or set --nnodes")
     if rdzv_endpoint:
         host, sep, port = rdzv_endpoint.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
@@ -247,8 +250,23 @@ def _point(fields: dict[str, Any]) -> RunPoint:
     if fields.get("nnodes") == "auto":
         if not fields.get("gpus_per_node"):
             raise ValueError("nnodes = 'auto' needs gpus_per_node")
-        fields = {**fields, "nnodes": max(1, int(fields.get("world_size", 1)) // int(fields["gpus_per_node"]))}
+        nodes = max(1, int(fields.get("world_size", 1)) // int(fields["gpus_per_node"]))
+        fields = {**fields, "nnodes": nodes, **({"rdzv_endpoint": ""} if nodes == 1 else {})}  # one node: standalone
+    check_impl(fields.get("impl", ""))
     return RunPoint.from_dict(fields)
+
+
+def check_impl(name: str) -> None:
+    """An experiment names registered implementations only: a typo is an error before anything runs."""
+    import difflib
+
+    from impls.api import registered_names
+
+    known = registered_names()
+    if name not in known:
+        close = difflib.get_close_matches(name, known, n=1)
+        raise ValueError(f"unknown implementation {name!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+                         + f"; known: {', '.join(known)}")
 
 
 def _expand(grid: dict[str, Any], where: str, base: dict[str, Any], variants: dict[str, Any]) -> list[RunPoint]:

@@ -77,7 +77,7 @@ iters = 2
 warmup = 1
 num_batches = 2
 [grid]
-impl = ["dense-torch", "not-yet"]
+impl = ["dense-torch", "dense-fbgemm"]
 data = ["uniform"]
 batch_size = [32]
 [data_options]
@@ -89,10 +89,14 @@ dim = 8
     assert len(exp.points) == 2
     seen = []
     summary = run_experiment(exp, on_point=lambda i, n, p, k, r: seen.append(r and r["status"]))
-    assert seen == ["ok", "skipped"]
+    assert seen == ["ok", "ok"]
     seen.clear()
     run_experiment(exp, on_point=lambda i, n, p, k, r: seen.append(r))
     assert seen == [None, None]  # both recorded: nothing relaunched
+    typo = tmp_path / "typo.toml"
+    typo.write_text(exp_file.read_text().replace('"dense-fbgemm"', '"dense-fbgem"'))
+    with pytest.raises(ValueError, match="unknown implementation 'dense-fbgem' \\(did you mean 'dense-fbgemm'"):
+        load_experiment(typo, root=tmp_path)  # refused before anything runs
     from reproduce.plots import draw
 
     paths = draw(list(exp.plots), summary, exp.figures_dir)

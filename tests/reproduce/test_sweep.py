@@ -329,3 +329,24 @@ def test_a_run_held_by_a_live_process_is_not_started_twice(tmp_path):
         holder.wait()
     run_experiment(exp, probe=False)  # the holder is gone: its lock is stale and taken over
     assert read_record(rec)["status"] == "ok" and not rec.with_name(rec.name + ".lock").exists()
+
+
+def test_a_sweep_with_failed_runs_exits_non_zero_naming_them(tmp_path, monkeypatch):
+    path = experiment(tmp_path, impls=("dense-torch", "ttrec"))
+    env = {**os.environ, "DLRMBENCH_FAULT": "0:0:exit:ttrec"}
+    out = subprocess.run(sweep_cmd(path, tmp_path), capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 1 and "1 of the runs of this sweep did not finish" in out.stdout
+    assert "ttrec__uniform__b64" in out.stdout and "(failed)" in out.stdout
+
+
+def test_options_refused_before_launch():
+    from reproduce.config import RunPoint
+
+    with pytest.raises(ValueError, match="is for multi-node runs"):
+        RunPoint(impl="dense-torch", data="uniform", batch_size=8, world_size=2, rdzv_endpoint="h:29500")
+    from click.testing import CliRunner
+
+    from reproduce.cli import cli
+
+    res = CliRunner().invoke(cli, ["data", "prepare", "criteo-kaggle", "--raw", ".", "--freq-threshold", "-5"])
+    assert res.exit_code == 2 and "-5" in res.output
