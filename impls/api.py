@@ -79,6 +79,12 @@ class SparseFeatures:
     __slots__ = ("values", "offsets", "batch_size")
 
     def __init__(self, values: Tensor, offsets: Tensor, batch_size: int) -> None:
+        for name, t in (("values", values), ("offsets", offsets)):
+            if not isinstance(t, Tensor):
+                raise TypeError(f"SparseFeatures.{name} must be a torch.Tensor (int64), got {type(t).__name__}; "
+                                f"convert with torch.as_tensor(x, dtype=torch.int64)")
+        if isinstance(batch_size, bool) or int(batch_size) != batch_size:
+            raise ValueError(f"batch_size must be a whole number, got {batch_size!r}")
         self.values = values
         self.offsets = offsets
         self.batch_size = int(batch_size)
