@@ -180,27 +180,66 @@ def well_formed_fields(buf: bytes, sep: bytes, num_cols: int, where: Callable[[i
     return Fields(good, sep, num_cols), good_idx
 
 
-def read_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, bytes, int]]:
-    """(first line number, whole lines, bytes read so far) of a plain or gzip file, chunk by chunk.
-    A truncated gzip raises EOFError after the last complete chunk."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    line, done, rest = 1, 0, b""
-    with opener(path, "rb") as f:
+def _gunzip(path: Path, piece: int = 1 << 20) -> Iterator[tuple[bytes, int]]:
+    """(decompressed bytes, compressed bytes read so far) of a gzip file (several members too), streamed, so that
+    everything before a cut is kept. A file cut short raises EOFError naming the compressed byte offset, after
+    yielding all it could decompress."""
+    d, started, consumed = zlib.decompressobj(31), False, 0
+    with open(path, "rb") as f:
         while True:
-            data = f.read(chunk_bytes)
-            if not data:
+            comp = f.read(piece)
+            if not comp:
                 break
-            done += len(data)
-            data = rest + data
-            cut = data.rfind(b"\n")
-            if cut < 0:
-                rest = data
+            consumed += len(comp)
+            while comp:
+                started = True
+                try:
+                    out = d.decompress(comp)
+                except zlib.error as exc:
+                    raise EOFError(f"corrupt gzip data near compressed byte {consumed:,} ({exc})") from None
+                if out:
+                    yield out, consumed
+                if not d.eof:
+                    break
+                comp, d, started = d.unused_data, zlib.decompressobj(31), False  # the next member
+    if started and not d.eof:
+        raise EOFError(f"the gzip stream ends early, at compressed byte {consumed:,} of the file")
+
+
+def read_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, bytes, int]]:
+    """(first line number, whole lines, bytes read so far) of a plain or gzip file, chunk by chunk. A truncated gzip
+    yields every whole line before the cut, then raises EOFError with the byte offset (the cut line is dropped)."""
+    if path.suffix == ".gz":
+        pieces = _gunzip(path)
+    else:
+        def plain() -> Iterator[tuple[bytes, int]]:
+            done = 0
+            with open(path, "rb") as f:
+                while data := f.read(chunk_bytes):
+                    done += len(data)
+                    yield data, done
+        pieces = plain()
+    line, buf, done = 1, bytearray(), 0
+    try:
+        for data, done in pieces:
+            buf += data
+            if len(buf) < chunk_bytes:
                 continue
-            body, rest = data[: cut + 1], data[cut + 1 :]
+            cut = buf.rfind(b"\n")
+            if cut < 0:
+                continue
+            body = bytes(buf[: cut + 1])
+            del buf[: cut + 1]
             yield line, body, done
             line += body.count(b"\n")
-    if rest:
-        yield line, rest + b"\n", done
+    except EOFError as exc:
+        cut = buf.rfind(b"\n")
+        if cut >= 0:  # the whole lines before the cut are good rows
+            yield line, bytes(buf[: cut + 1]), done
+            line += buf[: cut + 1].count(b"\n")
+        raise EOFError(f"{exc}; every whole line before it was read, line {line} was cut") from None
+    if buf:
+        yield line, bytes(buf) + (b"" if buf.endswith(b"\n") else b"\n"), done
 
 
 # parse(buffer of whole lines without the last newline, where(i) -> "file:line" of line i) -> Rows
@@ -219,6 +258,8 @@ def iter_rows(files: Sequence[Path], parse: Parser, problems: Problems, strict: 
                 if progress:
                     progress(done - last)
                 last = done
+                if first == 1 and body.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark, not data
+                    body = body[3:]
                 if first == 1 and header is not None:
                     top, _, body = body.partition(b"\n")
                     if top.rstrip(b"\r") != header:

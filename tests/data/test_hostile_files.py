@@ -1,0 +1,42 @@
+"""Fault suite, raw files: a truncated .gz keeps every whole line before the cut and names the byte offset; a UTF-8
+byte-order mark and Windows line ends are not data (no row lost, no file rejected)."""
+import gzip
+import zlib
+
+import numpy as np
+
+from impls.data.prepare import prepare_criteo, prepare_text
+from tests.data.test_avazu import write_avazu
+from tests.data.test_criteo import criteo_line
+
+
+def test_a_truncated_gzip_keeps_the_rows_before_the_cut(tmp_path):
+    rng = np.random.default_rng(0)
+    full = tmp_path / "day_0.gz"
+    n = 3000
+    with gzip.open(full, "wt") as f:
+        f.write("\n".join(criteo_line(rng) for _ in range(n)) + "\n")
+    cut = tmp_path / "day_1.gz"
+    data = full.read_bytes()
+    cut.write_bytes(data[: int(len(data) * 0.6)])
+    readable = zlib.decompressobj(31).decompress(cut.read_bytes())
+    whole = readable.count(b"\n")  # lines before the cut that are complete
+    assert 0 < whole < n
+    meta = prepare_criteo("t", [cut], tmp_path / "p", "terabyte", chunk_bytes=4096)
+    assert sum(meta.rows.values()) == whole  # nothing good lost
+    assert meta.bad_lines == 1 and "compressed byte" in meta.bad_examples[0] and f"line {whole + 1}" in \
+        meta.bad_examples[0]
+
+
+def test_byte_order_marks_and_crlf_are_not_data(tmp_path):
+    rng = np.random.default_rng(1)
+    lines = [criteo_line(rng) for _ in range(40)]
+    kaggle = tmp_path / "train.txt"
+    kaggle.write_bytes(b"\xef\xbb\xbf" + "\r\n".join(lines).encode() + b"\r\n")
+    meta = prepare_criteo("k", [kaggle], tmp_path / "k", "kaggle")
+    assert sum(meta.rows.values()) == 40 and meta.bad_lines == 0  # the first row is kept
+    avazu = tmp_path / "train.csv"
+    write_avazu(avazu, 30)
+    avazu.write_bytes(b"\xef\xbb\xbf" + avazu.read_bytes().replace(b"\n", b"\r\n"))
+    meta = prepare_text("avazu", [avazu], tmp_path / "a", "avazu", "random-8-1-1")
+    assert sum(meta.rows.values()) == 30 and meta.bad_lines == 0  # the header is recognised
