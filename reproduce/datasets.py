@@ -5,7 +5,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Callable
 
-MANIFEST_DIR = Path("datasets")
+MANIFEST_DIR = Path(__file__).resolve().parents[1] / "datasets"  # the checkout's datasets/, from any folder
 
 
 def manifest(name: str, root: Path = MANIFEST_DIR) -> dict[str, Any]:

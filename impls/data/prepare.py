@@ -151,6 +151,7 @@ class Prepared:
     layout: str = "one-hot"  # "one-hot": sparse.npy [n, T]; "multi-hot": lengths, row_offsets, values.bin
     dims: list[int] | None = None  # embedding dims the data was made for (synthetic exports)
     synthetic: str | None = None  # the SyntheticSpec of a `data synth` export
+    raw: list[list] | None = None  # [file name, bytes] of each raw file it was prepared from, in order
 
     def to_json(self) -> str:
         d = asdict(self)
@@ -193,8 +194,16 @@ def prepare_text(
         raise FileNotFoundError(f"{name}: raw file(s) not found: {missing or '(none given)'}")
     if layout == "kaggle" and len(files) != 1:
         raise ValueError(f"{name}: the Kaggle layout reads one train.txt, got {len(files)} files")
+    raw = [[f.name, f.stat().st_size] for f in files]
     done = load_prepared(out)
     if done is not None:
+        asked = {"raw files": raw, "max_ind_range": max_ind_range, "freq_threshold": freq_threshold}
+        had = {"raw files": done.raw, "max_ind_range": done.max_ind_range, "freq_threshold": done.freq_threshold}
+        diff = [f"{k}: prepared from {had[k]}, asked {asked[k]}" for k in asked
+                if had[k] != asked[k] and not (k == "raw files" and had[k] is None)]
+        if diff:
+            raise ValueError(f"{out} is a complete dataset prepared from other inputs ({'; '.join(diff)}): "
+                             f"choose another --out, or remove it to prepare it again")
         return done
     with staged(out) as partial:  # removed on any error; a folder of the user's is refused, never deleted
         kw = {"chunk_bytes": chunk_bytes} if chunk_bytes else {}
@@ -251,7 +260,7 @@ def prepare_text(
         for j, k in enumerate(kept):
             np.save(vocab_dir / f"{fmt.cat_names[j]}.npy", k)
         meta = Prepared(name, out, dict(plan.sizes), cards, problems.count, problems.examples, max_ind_range,
-                        freq_threshold, list(fmt.cat_names), fmt.num_dense)
+                        freq_threshold, list(fmt.cat_names), fmt.num_dense, raw=raw)
         (partial / "meta.json").write_text(meta.to_json())
     return meta
 

@@ -40,3 +40,37 @@ def test_byte_order_marks_and_crlf_are_not_data(tmp_path):
     avazu.write_bytes(b"\xef\xbb\xbf" + avazu.read_bytes().replace(b"\n", b"\r\n"))
     meta = prepare_text("avazu", [avazu], tmp_path / "a", "avazu", "random-8-1-1")
     assert sum(meta.rows.values()) == 30 and meta.bad_lines == 0  # the header is recognised
+
+
+def test_a_complete_dataset_is_reused_only_for_the_same_inputs(tmp_path):
+    import pytest
+
+    from tests.data.test_criteo import write_kaggle
+
+    raw = tmp_path / "train.txt"
+    write_kaggle(raw, 30)
+    out = tmp_path / "p"
+    first = prepare_criteo("k", [raw], out, "kaggle")
+    assert prepare_criteo("k", [raw], out, "kaggle") == first  # same inputs: reused
+    with pytest.raises(ValueError, match="freq_threshold: prepared from 0, asked 3"):
+        prepare_criteo("k", [raw], out, "kaggle", freq_threshold=3)
+    write_kaggle(raw, 40)
+    with pytest.raises(ValueError, match="raw files: prepared from"):
+        prepare_criteo("k", [raw], out, "kaggle")
+    assert (out / "meta.json").exists()  # refused, never rebuilt over
+
+
+def test_data_prepare_works_from_any_folder(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from reproduce.cli import cli
+    from tests.data.test_criteo import write_kaggle
+
+    raw = tmp_path / "train.txt"
+    write_kaggle(raw, 20)
+    monkeypatch.chdir(tmp_path)  # not the repository root
+    res = CliRunner().invoke(cli, ["data", "prepare", "criteo-kaggle", "--raw", str(raw), "--out",
+                                   str(tmp_path / "prep")])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(cli, ["data", "prepare", "nope", "--raw", str(raw)])
+    assert res.exit_code == 2 and "criteo-kaggle" in res.output  # the known manifests are listed
