@@ -74,7 +74,10 @@ class DenseFbgemm(DenseCollection):
         outs = []
         for idx, tbe in zip(self.groups, self.tbes):
             f = features if len(self.groups) == 1 else features.select_tables(idx)
-            outs.append(tbe(f.values, f.offsets))
+            if self.check_bounds or f is not features:
+                outs.append(tbe(f.values, f.offsets))
+            else:  # unchecked: fbgemm's own bounds check sets bad ids to row 0 in place; never in the caller's tensors
+                outs.append(tbe(f.values.clone(), f.offsets.clone()))
         out = outs[0] if len(outs) == 1 else torch.cat(outs, dim=1)
         if self._columns is not None:
             out = out.index_select(1, self._columns)

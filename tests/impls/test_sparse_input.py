@@ -17,3 +17,31 @@ def test_non_tensors_and_fractional_batches_are_refused():
         SparseFeatures(torch.tensor([0, 1]), off, 2.7)
     assert SparseFeatures(torch.tensor([0, 1]), off, 2.0).batch_size == 2
     assert SparseFeatures(torch.tensor([0, 1]), off, np.int64(2)).batch_size == 2
+
+
+def test_unchecked_fast_paths_never_touch_the_callers_tensors():
+    """check_bounds=False: an out-of-range id is dense-fbgemm's row 0 (fbgemm's clamp, on a copy), an error in
+    dense-torch and in the TT systems' native ops; the caller's values and offsets stay as they were."""
+    from impls.api import EmbeddingOptim, TableSpec, get_impl, registered_names
+
+    tables = [TableSpec("a", 100, 8), TableSpec("b", 50, 8)]
+    for name in ("dense-torch", "dense-fbgemm", "ttrec", "elrec", "ecorec"):
+        if name not in registered_names():
+            continue
+        try:
+            cls = get_impl(name)
+        except ImportError:
+            continue
+        emb = cls(tables, EmbeddingOptim("sgd", lr=0.1), check_bounds=False,
+                  **({"ranks": 4} if name in ("ttrec", "elrec", "ecorec") else {}))
+        values, offsets = torch.tensor([1, 500, 3, 4]), torch.tensor([0, 2, 3, 3, 4])
+        kept = values.clone(), offsets.clone()
+        try:
+            out = emb(SparseFeatures(values, offsets, 2))
+            assert name == "dense-fbgemm" and out.shape == (2, 16)
+            good = emb(SparseFeatures(torch.tensor([1, 0, 3, 4]), offsets.clone(), 2))
+            assert torch.equal(out, good)  # id 500 read as row 0
+        except (RuntimeError, ValueError) as exc:
+            assert name != "dense-fbgemm", exc
+            assert "500" in str(exc) or "outside" in str(exc)
+        assert torch.equal(values, kept[0]) and torch.equal(offsets, kept[1]), name
