@@ -6,6 +6,7 @@ the traces carry no dense features or labels, so batches get zeros for both (thr
 from __future__ import annotations
 
 import gzip
+import pickle
 import re
 from pathlib import Path
 from typing import Sequence
@@ -26,11 +27,19 @@ def load_trace(path: str | Path, num_tables: int | None = None) -> tuple[Tensor,
     try:
         with opener(path, "rb") as f:
             obj = torch.load(f, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:  # torch's message would suggest weights_only=False: never for a data file
+        raise ValueError(f"{path.name}: not a trace file (a torch-saved (indices, offsets, lengths) tuple of integer "
+                         f"tensors); it holds something else, which is not loaded") from None
     except (EOFError, OSError, RuntimeError) as exc:
         raise ValueError(f"{path.name}: cannot read the trace ({type(exc).__name__}: {exc})") from None
     if not (isinstance(obj, (tuple, list)) and len(obj) == 3):
         raise ValueError(f"{path.name}: expected (indices, offsets, lengths), got {type(obj).__name__}")
-    indices, offsets, lengths = (torch.as_tensor(x).to(torch.int64) for x in obj)
+    parts = [torch.as_tensor(x) for x in obj]
+    for name, x in zip(("indices", "offsets", "lengths"), parts):
+        if x.is_floating_point() or x.is_complex() or x.dtype == torch.bool:
+            raise ValueError(f"{path.name}: {name} are {x.dtype}; a trace holds integer ids and offsets (a float id "
+                             f"would be truncated silently)")
+    indices, offsets, lengths = (x.to(torch.int64) for x in parts)
     if lengths.dim() == 2:
         T, B = lengths.shape
     else:
@@ -41,6 +50,11 @@ def load_trace(path: str | Path, num_tables: int | None = None) -> tuple[Tensor,
         if lengths.numel() % T:
             raise ValueError(f"{path.name}: {lengths.numel()} bag lengths do not split into {T} tables")
         B = lengths.numel() // T
+    steps = offsets[1:] - offsets[:-1]
+    if offsets.numel() == T * B + 1 and (steps < 0).any():
+        bad = int((steps < 0).nonzero()[0])
+        raise ValueError(f"{path.name}: offsets decrease at table {bad // B}, bag {bad % B} "
+                         f"({int(offsets[bad])} -> {int(offsets[bad + 1])}); they must not decrease")
     if offsets.numel() != T * B + 1 or int(offsets[0]) != 0 or int(offsets[-1]) != indices.numel():
         raise ValueError(f"{path.name}: offsets have {offsets.numel()} entries from {int(offsets[0])} to "
                          f"{int(offsets[-1])}; expected {T * B + 1} from 0 to {indices.numel()}")

@@ -74,3 +74,33 @@ def test_data_prepare_works_from_any_folder(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     res = CliRunner().invoke(cli, ["data", "prepare", "nope", "--raw", str(raw)])
     assert res.exit_code == 2 and "criteo-kaggle" in res.output  # the known manifests are listed
+
+
+def test_hostile_trace_files_are_named_errors(tmp_path):
+    import pickle
+
+    import pytest
+    import torch
+
+    from impls.data.meta_traces import load_trace
+
+    def save(name, obj):
+        p = tmp_path / name
+        with gzip.open(p, "wb") as f:
+            torch.save(obj, f)
+        return p
+
+    lengths = torch.tensor([2, 1, 0, 3])
+    offsets = torch.tensor([0, 2, 3, 3, 6])
+    idx = torch.arange(6)
+    assert load_trace(save("ok_t2_bs2.pt.gz", (idx, offsets, lengths)))[2:] == (2, 2)
+    with pytest.raises(ValueError, match="indices are torch.float32; a trace holds integer ids"):
+        load_trace(save("f_t2_bs2.pt.gz", (idx.float() + 0.5, offsets, lengths)))
+    down = torch.tensor([0, 4, 2, 3, 6])  # a decreasing step, lengths agreeing with it
+    with pytest.raises(ValueError, match="offsets decrease at table 0, bag 1 \\(4 -> 2\\)"):
+        load_trace(save("d_t2_bs2.pt.gz", (idx, down, down.diff())))
+    garbage = tmp_path / "g_t2_bs2.pt"
+    garbage.write_bytes(pickle.dumps({"not": "a trace"}))
+    with pytest.raises(ValueError, match="cannot read the trace|not a trace file") as err:
+        load_trace(garbage)
+    assert "weights_only" not in str(err.value)
