@@ -12,6 +12,19 @@ from pathlib import Path
 PR_SET_PDEATHSIG = 1
 
 
+def _prctl():
+    """libc's prctl, looked up once in the parent, so a forked child only calls it (no dlopen after fork)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _prctl()
+
+
 class RunLocked(RuntimeError):
     """Another live process is running this point's repeat."""
 
@@ -20,13 +33,10 @@ def die_with_parent() -> None:
     """Ask the kernel to SIGKILL this process when its parent exits (Linux; elsewhere a no-op). Run it in a child
     before exec (Popen's preexec_fn: it survives exec) and again at the start of the worker. If the parent is
     already gone, exit now."""
-    if not sys.platform.startswith("linux"):
+    if _PRCTL is None:
         return
     parent = os.getppid()
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        return
+    _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:  # the parent died before the request took effect
         os._exit(1)
 
