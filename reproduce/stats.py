@@ -67,3 +67,14 @@ def aggregate_ci(groups: Sequence[tuple[Sequence[float], Sequence[float], float]
     values = [float(transform(np.asarray((np.median(n) / np.median(d)) ** p))) for n, d, p in groups]
     draws = np.stack([transform(ratio_draws(n, d, rng) ** p) for n, d, p in groups])  # groups x resamples
     return float(agg(np.asarray(values))), *_interval(agg(draws, axis=0)), values
+
+
+def predicted_vs_measured(summary) -> tuple:
+    """The `ok` points of a summary that carry a cost-model prediction, and the Spearman rank correlation of
+    predicted and measured step time over them (NaN below 2 points)."""
+    if "predicted_step_ms" not in summary:
+        return summary[:0], float("nan")
+    ok = summary[(summary["status"] == "ok") & summary["predicted_step_ms"].notna()]
+    if len(ok) < 2:
+        return ok, float("nan")
+    return ok, float(ok["predicted_step_ms"].rank().corr(ok["total_ms"].rank()))

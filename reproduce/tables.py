@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from reproduce.claims import repeats_of
-from reproduce.stats import median_ci, ratio_ci
+from reproduce.stats import median_ci, predicted_vs_measured, ratio_ci
 
 
 @dataclass(frozen=True)
@@ -119,11 +119,9 @@ def spearman(root: Path, machine: str) -> list[str]:
     path = Path(root) / "results" / "recsys24" / machine / "summary.csv"
     if not path.exists():
         return []
-    df = pd.read_csv(path)
-    ok = df[(df["status"] == "ok") & df["predicted_step_ms"].notna()] if "predicted_step_ms" in df else df[:0]
+    ok, rho = predicted_vs_measured(pd.read_csv(path))
     if len(ok) < 3:
         return []
-    rho = ok["predicted_step_ms"].rank().corr(ok["total_ms"].rank())
     return ["", f"The cost model (cpu-gloo profile) ranks the {len(ok)} measured EMBark plans with Spearman ρ = "
                 f"{rho:.2f} (figures/recsys24/{machine}/predicted_vs_measured)."]
 

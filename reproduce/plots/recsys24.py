@@ -71,10 +71,11 @@ def predicted(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     style.setup()
-    ok = df[(df["status"] == "ok") & df["predicted_step_ms"].notna()].copy() if "predicted_step_ms" in df else df[:0]
+    from reproduce.stats import predicted_vs_measured
+
+    ok, rho = predicted_vs_measured(df)
     if len(ok) < 2:
         return []
-    rho = ok["predicted_step_ms"].rank().corr(ok["total_ms"].rank())
     fig, ax = plt.subplots(figsize=(5.5, 4))
     sns.scatterplot(data=ok, x="predicted_step_ms", y="total_ms", hue="label", style="data", ax=ax, s=60)
     from matplotlib.ticker import NullFormatter
