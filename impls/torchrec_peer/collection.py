@@ -63,9 +63,12 @@ class TorchRecCollection(EmbeddingCollection):
         if optim.kind == "sgd":
             apply_optimizer_in_backward(torch.optim.SGD, ebc.parameters(), {"lr": optim.lr})
         else:
-            apply_optimizer_in_backward(torch.optim.Adagrad, ebc.parameters(),
-                                        {"lr": optim.lr, "eps": optim.eps,
-                                         "initial_accumulator_value": optim.initial_accumulator})
+            # fbgemm's fused exact Adagrad starts its accumulator at zero and takes no other start value
+            # (TorchRec would forward initial_accumulator_value to fbgemm, which refuses it)
+            if optim.initial_accumulator != 0:
+                raise ValueError("torchrec's fused Adagrad (fbgemm) starts the accumulator at 0; got "
+                                 f"initial_accumulator={optim.initial_accumulator}")
+            apply_optimizer_in_backward(torch.optim.Adagrad, ebc.parameters(), {"lr": optim.lr, "eps": optim.eps})
         constraints = {t.name: ParameterConstraints(sharding_types=[sharding]) for t in self.tables}
         topology = Topology(world_size=dist.world_size, compute_device=dev.type,
                             local_world_size=dist.local_world_size)

@@ -28,9 +28,10 @@ def test_kjt_round_trip():
     assert isinstance(back, SparseFeatures)
 
 
-@pytest.mark.parametrize("sharding", ["table_wise", "column_wise", "data_parallel"])
-def test_dmp_equals_single_device(tmp_path, sharding):
-    run_ranks(tmp_path, 2, tc.check_torchrec, sharding)
+@pytest.mark.parametrize("sharding,optim", [("table_wise", "sgd"), ("column_wise", "sgd"), ("data_parallel", "sgd"),
+                                            ("table_wise", "adagrad"), ("data_parallel", "adagrad")])
+def test_dmp_equals_single_device(tmp_path, sharding, optim):
+    run_ranks(tmp_path, 2, tc.check_torchrec, sharding, optim)
 
 
 def test_unavailable_sharding_is_a_clear_error(tmp_path):

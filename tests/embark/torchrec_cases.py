@@ -13,10 +13,10 @@ from tests.embark.cluster_cases import TABLES
 TR_TABLES = tuple(t for t in TABLES if t.dim % 4 == 0)
 
 
-def check_torchrec(ctx, sharding: str) -> None:
+def check_torchrec(ctx, sharding: str, optim_kind: str = "sgd") -> None:
     from impls.torchrec_peer.collection import TorchRecCollection
 
-    optim = EmbeddingOptim("sgd", lr=0.5)
+    optim = EmbeddingOptim("sgd", lr=0.5) if optim_kind == "sgd" else EmbeddingOptim("adagrad", lr=0.05, eps=1e-4)
     B = 12
     batch = global_batch(B, 7, tables=TR_TABLES)
     ref = get_impl("dense-torch")(TR_TABLES, optim, None, seed=3)

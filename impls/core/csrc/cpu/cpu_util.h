@@ -1,11 +1,17 @@
-// Host helpers for the CPU kernels: index range checks and striped row locks for scatter-adds.
+// Host helpers for the CPU kernels: index range checks, and deterministic scatter-adds.
+//
+// Many kernels add rows of per-item products into shared rows (core gradients, pooled rows). They never
+// race or lock: the items are ordered by destination (a stable sort), and each destination's run is summed
+// whole by one thread in that order. The result is then bit-identical from run to run and whatever the
+// thread count, and the threads still split the work by items, not by destinations.
 #pragma once
 
+#include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 
-#include <atomic>
+#include <algorithm>
 #include <cstdint>
-#include <memory>
+#include <vector>
 
 namespace dlrmbench {
 
@@ -17,24 +23,72 @@ inline void check_range(const char* op, const char* name, const int64_t* v, int6
   }
 }
 
-// Spin locks striped over row ids: a thread adding into row x of a shared buffer holds stripe x mod S.
-// The CPU counterpart of the GPU kernels' atomicAdd into core gradients (same nondeterministic order).
-class RowLocks {
- public:
-  explicit RowLocks(int64_t rows) : n_(rows < kMax ? (rows > 0 ? rows : 1) : kMax), f_(new std::atomic_flag[n_]) {
-    for (int64_t i = 0; i < n_; ++i) f_[i].clear();
-  }
-  void lock(int64_t row) {
-    auto& f = f_[row % n_];
-    while (f.test_and_set(std::memory_order_acquire)) {
-    }
-  }
-  void unlock(int64_t row) { f_[row % n_].clear(std::memory_order_release); }
+inline void add_row(float* __restrict__ dst, const float* __restrict__ src, int64_t D) {
+  for (int64_t k = 0; k < D; ++k) dst[k] += src[k];
+}
 
- private:
-  static constexpr int64_t kMax = 4096;
-  int64_t n_;
-  std::unique_ptr<std::atomic_flag[]> f_;
-};
+// 0..n-1 stably ordered by key(i) in [0, radix): a counting sort when the radix is small next to n, else a
+// stable comparison sort (a destination table can have far more rows than a batch touches).
+template <typename KeyFn>
+std::vector<int64_t> order_by_key(int64_t n, int64_t radix, KeyFn key) {
+  std::vector<int64_t> order(n);
+  if (radix <= 2 * n + 4096) {
+    std::vector<int64_t> start(radix + 1, 0);
+    for (int64_t i = 0; i < n; ++i) ++start[key(i) + 1];
+    for (int64_t k = 0; k < radix; ++k) start[k + 1] += start[k];
+    for (int64_t i = 0; i < n; ++i) order[start[key(i)]++] = i;
+    return order;
+  }
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return key(a) < key(b); });
+  return order;
+}
+
+// fn(scratch, key, b, e) for every maximal run order[b, e) of one key, in parallel over positions: a run
+// belongs to the chunk it starts in and is processed whole there, so every key's entries are summed by one
+// thread in `order`. make() builds one thread's scratch, once per chunk that starts a run.
+template <typename KeyFn, typename MakeScratch, typename Fn>
+void parallel_runs(const std::vector<int64_t>& order, int64_t grain, KeyFn key, MakeScratch make, Fn fn) {
+  const int64_t n = static_cast<int64_t>(order.size());
+  at::parallel_for(0, n, grain, [&](int64_t lo, int64_t hi) {
+    int64_t i = lo;
+    while (i > 0 && i < hi && key(order[i]) == key(order[i - 1])) ++i;  // that run began in an earlier chunk
+    if (i >= hi) return;
+    auto scratch = make();
+    while (i < hi) {
+      const auto k = key(order[i]);
+      int64_t e = i + 1;
+      while (e < n && key(order[e]) == k) ++e;
+      fn(scratch, k, i, e);
+      i = e;
+    }
+  });
+}
+
+// A deterministic scatter-add that keeps the items' own (streaming) order: [0, n) is cut into chunks whose
+// number depends on the sizes only, never on the thread count, each boundary moved up to align(b) (e.g.
+// the next group start); chunk c runs add(lo, hi, buf) into its own zeroed (rows x width) copy of dst
+// (chunk 0 into dst itself), and the copies are then added into dst in chunk order. `item_work` is one
+// item's work in flops: chunks are only made while their copies cost a small part of it.
+template <typename Align, typename Fn>
+void chunked_scatter_add(int64_t n, int64_t item_work, int64_t rows, int64_t width, float* dst, Align align,
+                         Fn add) {
+  constexpr int64_t kMaxChunks = 64;
+  const int64_t size = rows * width;
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>({kMaxChunks, n, n * item_work / (16 * size)}));
+  std::vector<float> copies((chunks - 1) * size, 0.f);
+  const int64_t per = (n + chunks - 1) / chunks;
+  std::vector<int64_t> bound(chunks + 1, n);
+  bound[0] = 0;
+  for (int64_t c = 1; c < chunks; ++c) bound[c] = std::max(bound[c - 1], std::min(n, align(std::min(n, c * per))));
+  at::parallel_for(0, chunks, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t c = lo; c < hi; ++c) add(bound[c], bound[c + 1], c == 0 ? dst : copies.data() + (c - 1) * size);
+  });
+  if (chunks == 1) return;
+  at::parallel_for(0, rows, 16, [&](int64_t lo, int64_t hi) {
+    for (int64_t c = 1; c < chunks; ++c)
+      for (int64_t r = lo; r < hi; ++r) add_row(dst + r * width, copies.data() + (c - 1) * size + r * width, width);
+  });
+}
 
 }  // namespace dlrmbench

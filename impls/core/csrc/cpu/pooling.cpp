@@ -1,6 +1,7 @@
 // CPU kernels of the row pooling ops (schemas in ../ops.cpp):
 //   gather_pool:      out[s] += sum of src[index[j]] over segment s (parallel over segments, no locks);
-//   scatter_add_rows: out[dst[j]] += src[src_index[j]] (parallel over j, striped row locks).
+//   scatter_add_rows: out[dst[j]] += src[src_index[j]] (rows ordered by destination, each destination
+//                     summed by one thread in j order: deterministic).
 // The first pools bags and aggregates gradients per unique id; the second expands a micro-batch of
 // unique rows into the bags that use them.
 #include <ATen/Parallel.h>
@@ -12,10 +13,6 @@
 
 namespace dlrmbench {
 namespace {
-
-inline void add_row(float* __restrict__ dst, const float* __restrict__ src, int64_t D) {
-  for (int64_t k = 0; k < D; ++k) dst[k] += src[k];
-}
 
 void gather_pool_cpu(const at::Tensor& src, const at::Tensor& index, const at::Tensor& segment_offsets,
                      at::Tensor out) {
@@ -54,14 +51,12 @@ void scatter_add_rows_cpu(const at::Tensor& src, const at::Tensor& src_index, co
   const int64_t D = src.size(1);
   const float* x = src.data_ptr<float>();
   float* y = out.data_ptr<float>();
-  RowLocks locks(out.size(0));
-  at::parallel_for(0, n, 256, [&](int64_t lo, int64_t hi) {
-    for (int64_t j = lo; j < hi; ++j) {
-      locks.lock(di[j]);
-      add_row(y + di[j] * D, x + si[j] * D, D);
-      locks.unlock(di[j]);
-    }
-  });
+  // out[d] gets its rows added in j order by one thread (deterministic; see parallel_runs).
+  const std::vector<int64_t> order = order_by_key(n, out.size(0), [&](int64_t j) { return di[j]; });
+  parallel_runs(order, 256, [&](int64_t j) { return di[j]; }, [] { return 0; },
+                [&](int, int64_t d, int64_t b, int64_t e) {
+                  for (int64_t j = b; j < e; ++j) add_row(y + d * D, x + si[order[j]] * D, D);
+                });
 }
 
 }  // namespace

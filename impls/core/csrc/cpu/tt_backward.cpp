@@ -1,10 +1,13 @@
 // CPU kernels of the TT backward stages (schemas in ../ops.cpp):
-//   tt_last_backward:   per item, dG_last[j] += P^T dE and dP_group += dE G_last[j]^T (2 GEMMs);
-//                       items of one group are contiguous, so dP is summed per group without locks.
-//   tt_prefix_backward: per prefix id, walk dP back through cores d-2..0 (2 GEMMs per step, plus the
-//                       recomputed inner products for d = 4) and add into the dense core gradients.
-// Core-gradient rows are shared between lookups; adds go through striped row locks (the GPU kernels
-// use atomicAdd), so the summation order, not the result, varies between runs.
+//   tt_last_backward:   dP_g = sum over the group's items of dE_i G_last[j_i]^T (one writer per group), and
+//                       dG_last[j] += sum over items with last digit j of P_g^T dE_i, both in one pass in
+//                       item order, where P_g and dE stream from memory (cpu_util.h: chunked_scatter_add);
+//   tt_prefix_backward: walk dP back through cores d-2..0, dG_t[j] += P_{t-1}^T dP_t per step (plus the
+//                       recomputed inner products for d = 4), and add dP_0 into core 0.
+// A core-gradient row is shared by every lookup with that digit. In the prefix walk the lookups are ordered
+// by the digit and a digit's run is summed whole by one thread, stacked into tall GEMMs (cpu_util.h:
+// parallel_runs); the last core sums per fixed chunk of items. Either way the gradients are bit-identical
+// from run to run and for any thread count.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
@@ -57,31 +60,35 @@ void tt_last_backward_cpu(const at::Tensor& prefix, at::TensorList cores, c10::I
   const float* P = prefix.data_ptr<float>();
   const float* dE = grad_items.data_ptr<float>();
   float* dG = grad_last_core.data_ptr<float>();
-  // The last core transposed once per call, slice j as (qn x rk), so both products below read their
-  // operands in place: dP_g (M x rk) (+)= dE_i (M x qn) * Gt[j] (qn x rk), and
-  // dG_last[j] (rk x qn) += P_g^T (rk x M) * dE_i (M x qn) (accumulated under the row's lock).
+  // The last core transposed once per call, slice j as (qn x rk), so dP_g (M x rk) (+)= dE_i (M x qn) *
+  // Gt[j] (qn x rk) reads its operands in place.
   std::vector<float> Gt(s.p[L] * rk * qn);
   const float* Gl = cores[L].data_ptr<float>();
   at::parallel_for(0, s.p[L], 64, [&](int64_t lo, int64_t hi) {
     for (int64_t j = lo; j < hi; ++j) gemm::transpose(rk, qn, Gl + j * rk * qn, Gt.data() + j * rk * qn);
   });
-  RowLocks locks(s.p[L]);
-  at::parallel_for(0, G, kGrain, [&](int64_t lo, int64_t hi) {
-    for (int64_t g = lo; g < hi; ++g) {
-      const float* Pg = P + g * width;
-      float* dPg = dP + g * width;
-      if (start[g] == start[g + 1]) std::fill(dPg, dPg + width, 0.f);
-      for (int64_t i = start[g]; i < start[g + 1]; ++i) {
-        const float* e = dE + i * D;
-        const int64_t j = last[i];
-        gemm::nn_strided(M, rk, qn, e, qn, 1, Gt.data() + j * rk * qn, rk, dPg, rk, i > start[g]);
-        locks.lock(j);
-        gemm::nn_strided(rk, qn, M, Pg, 1, rk, e, qn, dG + j * rk * qn, qn, true);
-        locks.unlock(j);
-      }
+  // Per item, in item order (P_g and dE stream by group), chunks aligned to group starts:
+  //   dP_g (M x rk) (+)= dE_i (M x qn) * G_last[j]^T, one writer per group;
+  //   dG_last[j] (rk x qn) += P_g^T (rk x M) * dE_i (M x qn), summed per chunk (chunked_scatter_add).
+  for (int64_t g = 0; g < G; ++g)
+    if (start[g] == start[g + 1]) std::fill(dP + g * width, dP + (g + 1) * width, 0.f);
+  auto group_start = [&](int64_t b) { return b == 0 || b == n ? b : start[grp[b - 1] + 1]; };
+  chunked_scatter_add(n, 4 * M * rk * qn, s.p[L], rk * qn, dG, group_start, [&](int64_t lo, int64_t hi, float* out) {
+    for (int64_t i = lo; i < hi; ++i) {
+      const int64_t g = grp[i], j = last[i];
+      gemm::nn_strided(M, rk, qn, dE + i * D, qn, 1, Gt.data() + j * rk * qn, rk, dP + g * width, rk, i > start[g]);
+      gemm::nn_strided(rk, qn, M, P + g * width, 1, rk, dE + i * D, qn, out + j * rk * qn, qn, true);
     }
   });
 }
+
+// One thread's working memory for a chain step's runs.
+struct StepScratch {
+  StackRows rows;
+  ChainScratch chain;
+  std::vector<float> inner;  // P_{t-1} of each stacked prefix when it is a product (t >= 2)
+  StepScratch(const TTShape& s, int t) : rows(s.Q(t - 1)), chain(s), inner(t > 1 ? kStack * s.Q(t - 1) * s.r[t] : 0) {}
+};
 
 void tt_prefix_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids,
                             const at::Tensor& grad_prefix, at::TensorList grad_cores) {
@@ -91,78 +98,64 @@ void tt_prefix_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntAr
   const int64_t G = ids.numel();
   const int64_t* gid = ids.data_ptr<int64_t>();
   check_range(op, "prefix_ids", gid, G, s.num_prefixes());
-  float* dG[3] = {nullptr, nullptr, nullptr};
-  std::vector<std::unique_ptr<RowLocks>> locks;
-  for (int k = 0; k < s.d - 1; ++k) {
-    dG[k] = grad_cores[k].data_ptr<float>();
-    locks.emplace_back(new RowLocks(s.p[k]));
-  }
-  const float* dPin = grad_prefix.data_ptr<float>();
-  const int64_t width = s.prefix_width();
+  if (G == 0) return;
   const CoreView c = core_view(s, cores);
-  const int64_t w0 = s.core_width(0);
-  auto add_core0 = [&](int64_t row, const float* d) {
-    float* g0 = dG[0] + row * w0;
-    locks[0]->lock(row);
-    for (int64_t k = 0; k < w0; ++k) g0[k] += d[k];
-    locks[0]->unlock(row);
+  // The walk's state at position x of the current order: prefix id pid[x] and dP_t at dP + x * dPw.
+  std::vector<int64_t> pid(gid, gid + G), key(G);
+  const float* dP = grad_prefix.data_ptr<float>();
+  int64_t dPw = s.prefix_width();
+  std::vector<float> held;  // dP_{t-1} of the step before
+  auto order_by_digit = [&](int k) {
+    for (int64_t x = 0; x < G; ++x) {
+      int64_t digits[4];
+      s.prefix_digits(pid[x], digits);
+      key[x] = digits[k];
+    }
+    return order_by_key(G, s.p[k], [&](int64_t x) { return key[x]; });
   };
-  if (s.d == 2) {
-    at::parallel_for(0, G, 256, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) add_core0(gid[i], dPin + i * width);
+  // Step t = d-2 .. 1, run by run of equal digit j = i_t, stacked kStack prefixes to a GEMM:
+  //   dG_t[j] (K x N) += [P_{t-1}; ..]^T [dP_t; ..] and dP_{t-1} = dP_t G_t[j]^T (M x K per prefix).
+  for (int t = s.d - 2; t >= 1; --t) {
+    const int64_t M = s.Q(t - 1), K = s.r[t], N = s.q[t] * s.r[t + 1];
+    const std::vector<int64_t> order = order_by_digit(t);
+    std::vector<float> out(G * M * K);  // dP_{t-1} by position in `order`
+    float* dGt = grad_cores[t].data_ptr<float>();
+    parallel_runs(order, kGrain, [&](int64_t x) { return key[x]; }, [&] { return StepScratch(s, t); },
+                  [&](StepScratch& w, int64_t j, int64_t b, int64_t e) {
+      int64_t digits[4];
+      for (int64_t c0 = b; c0 < e; c0 += kStack) {
+        const int64_t ce = std::min(e, c0 + kStack), nb = ce - c0;
+        for (int64_t x = c0; x < ce; ++x) {
+          s.prefix_digits(pid[order[x]], digits);
+          const float* prev = c.row(0, digits[0]);  // P_0 is core 0's slice, read in place
+          if (t > 1) {
+            float* slot = w.inner.data() + (x - c0) * M * K;
+            prefix_chain(s, c, digits, t - 1, w.chain, slot);
+            prev = slot;
+          }
+          w.rows.set(x - c0, prev, K, dP + order[x] * dPw, N);
+        }
+        gemm::nn_view(K, N, nb * M, gemm::ColsA{w.rows.a.data(), 0}, gemm::RowsB{w.rows.b.data()},
+                      gemm::StridedC{dGt + j * s.core_width(t), N}, true);
+        gemm::nt_dot_view(nb * M, K, N, [&](int64_t m) { return w.rows.b[m]; }, c.row(t, j), N,
+                          gemm::StridedC{out.data() + c0 * M * K, K}, false);
+      }
     });
-    return;
+    std::vector<int64_t> next(G);
+    for (int64_t x = 0; x < G; ++x) next[x] = pid[order[x]];
+    pid.swap(next);
+    held.swap(out);
+    dP = held.data();
+    dPw = M * K;
   }
-  // Last chain step t = d-2, run by run of equal digit j (see order_by_last_prefix_digit):
-  //   dG_t[j] += P_{t-1}^T dP_t (one stacked GEMM per run), dP_{t-1} = dP_t G_t[j]^T;
-  // then per prefix the remaining steps (d = 4) and the add into core 0.
-  const int t = s.d - 2;
-  const int64_t M = s.Q(t - 1), K = s.r[t], N = s.q[t] * s.r[t + 1];
-  const std::vector<int64_t> order = order_by_last_prefix_digit(s, gid, G);
-  at::parallel_for(0, G, kGrain, [&](int64_t lo, int64_t hi) {
-    ChainScratch w(s);
-    std::vector<float> inner(s.d > 3 ? kStack * M * K : 0), dPprev(kStack * M * K);
-    std::vector<float> cur(s.max_chain_width()), next(s.max_chain_width());
-    std::vector<const float*> prows(kStack * M), trows(kStack * M);
-    int64_t digits[4];
-    for_each_run(order, lo, hi, [&](int64_t x) { return gid[x] % s.p[t]; }, [&](int64_t i, int64_t e, int64_t j) {
-      const int64_t nb = e - i;
-      for (int64_t b = i; b < e; ++b) {  // operands read in place through row pointers
-        s.prefix_digits(gid[order[b]], digits);
-        const float* p = c.row(0, digits[0]);
-        if (s.d > 3) {
-          float* slot = inner.data() + (b - i) * M * K;
-          prefix_chain(s, c, digits, t - 1, w, slot);
-          p = slot;
-        }
-        for (int64_t m = 0; m < M; ++m) {
-          prows[(b - i) * M + m] = p + m * K;
-          trows[(b - i) * M + m] = dPin + order[b] * width + m * N;
-        }
-      }
-      locks[t]->lock(j);  // dG_t[j] (K x N) += P_{t-1}^T dP_t over the run
-      gemm::nn_view(K, N, nb * M, gemm::ColsA{prows.data(), 0}, gemm::RowsB{trows.data()},
-                    gemm::StridedC{dG[t] + j * s.core_width(t), N}, true);
-      locks[t]->unlock(j);
-      gemm::nt_dot_view(nb * M, K, N, [&](int64_t m) { return trows[m]; }, c.row(t, j), N,
-                        gemm::StridedC{dPprev.data(), K}, false);  // dP_{t-1} = dP_t G_t[j]^T
-      for (int64_t b = i; b < e; ++b) {
-        s.prefix_digits(gid[order[b]], digits);
-        const float* dPt = dPprev.data() + (b - i) * M * K;  // dP_{t-1}
-        for (int u = t - 1; u >= 1; --u) {  // d = 4: one more step through core 1 (P_0 is core 0's slice)
-          const int64_t Mu = s.Q(u - 1), Nu = s.q[u] * s.r[u + 1], Ku = s.r[u];
-          const float* P0 = c.row(0, digits[0]);
-          locks[u]->lock(digits[u]);
-          gemm::tn(Mu, Nu, Ku, P0, dPt, dG[u] + digits[u] * s.core_width(u), true);
-          locks[u]->unlock(digits[u]);
-          gemm::nt(Mu, Ku, Nu, dPt, c.row(u, digits[u]), next.data(), false, w.tmp);
-          std::swap(cur, next);
-          dPt = cur.data();
-        }
-        add_core0(digits[0], dPt);
-      }
-    });
-  });
+  // dG_0[j] += dP_0 of every prefix with first digit j, in order.
+  const std::vector<int64_t> order = order_by_digit(0);
+  const int64_t w0 = s.core_width(0);
+  float* dG0 = grad_cores[0].data_ptr<float>();
+  parallel_runs(order, 256, [&](int64_t x) { return key[x]; }, [] { return 0; },
+                [&](int, int64_t j, int64_t b, int64_t e) {
+                  for (int64_t x = b; x < e; ++x) add_row(dG0 + j * w0, dP + order[x] * dPw, w0);
+                });
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "../tt_args.h"
+#include "cpu_util.h"
 #include "small_gemm.h"
 
 namespace dlrmbench {
@@ -67,36 +68,40 @@ inline void prefix_chain(const TTShape& s, const CoreView& c, const int64_t* dig
 }
 
 
-// Prefix ids ordered by their last digit (the B operand of the last chain step), a stable counting sort.
+// Prefix ids ordered by their last digit (the B operand of the last chain step), stably.
 // Kernels walk this order in runs that share that core slice, so it stays in cache and a run's products
 // stack into one taller GEMM (each product is still computed exactly once).
 inline std::vector<int64_t> order_by_last_prefix_digit(const TTShape& s, const int64_t* ids, int64_t G) {
   const int64_t radix = s.p[s.d - 2];
-  std::vector<int64_t> start(radix + 1, 0), order(G);
-  for (int64_t i = 0; i < G; ++i) ++start[ids[i] % radix + 1];
-  for (int64_t k = 0; k < radix; ++k) start[k + 1] += start[k];
-  for (int64_t i = 0; i < G; ++i) order[start[ids[i] % radix]++] = i;
-  return order;
+  return order_by_key(G, radix, [&](int64_t i) { return ids[i] % radix; });
 }
 
-// Items ordered by group (identity when already non-decreasing), a stable counting sort.
+// Items ordered by group (identity when already non-decreasing), stably.
 inline std::vector<int64_t> order_by_group(const int64_t* grp, int64_t n, int64_t groups) {
-  std::vector<int64_t> order(n);
   bool sorted = true;
   for (int64_t i = 1; i < n && sorted; ++i) sorted = grp[i] >= grp[i - 1];
-  if (sorted) {
-    for (int64_t i = 0; i < n; ++i) order[i] = i;
-    return order;
-  }
-  std::vector<int64_t> start(groups + 1, 0);
-  for (int64_t i = 0; i < n; ++i) ++start[grp[i] + 1];
-  for (int64_t k = 0; k < groups; ++k) start[k + 1] += start[k];
-  for (int64_t i = 0; i < n; ++i) order[start[grp[i]]++] = i;
+  if (!sorted) return order_by_key(n, groups, [&](int64_t i) { return grp[i]; });
+  std::vector<int64_t> order(n);
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
   return order;
 }
 
 // Most prefixes (or items) stacked into one GEMM of a run.
 constexpr int64_t kStack = 64;
+
+// Row pointers of up to kStack pairs of (M x *) matrices stacked along M: the operands of one tall GEMM
+// C += [A_1; A_2; ..]^T [B_1; B_2; ..] (gemm::ColsA over `a`, gemm::RowsB over `b`).
+struct StackRows {
+  int64_t M;
+  std::vector<const float*> a, b;
+  explicit StackRows(int64_t rows) : M(rows), a(kStack * rows), b(kStack * rows) {}
+  void set(int64_t slot, const float* A, int64_t lda, const float* B, int64_t ldb) {
+    for (int64_t m = 0; m < M; ++m) {
+      a[slot * M + m] = A + m * lda;
+      b[slot * M + m] = B + m * ldb;
+    }
+  }
+};
 
 // Walk order[lo:hi) in runs of at most kStack entries sharing key(); fn(i, e, key) per run [i, e).
 template <typename Key, typename Fn>

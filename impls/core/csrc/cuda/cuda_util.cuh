@@ -1,5 +1,6 @@
-// Helpers for the CUDA kernels: index range checks that name the first bad entry, launch sizes, and a
-// plain-data copy of a TT shape plus core pointers that kernels take by value.
+// Helpers for the CUDA kernels: index range checks that name the first bad entry, launch sizes, key runs
+// for deterministic scatter-adds, and a plain-data copy of a TT shape plus core pointers that kernels take
+// by value.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -9,6 +10,9 @@
 #include <ATen/ops/ge.h>
 #include <ATen/ops/nonzero.h>
 #include <ATen/ops/all.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/searchsorted.h>
+#include <ATen/ops/sort.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
@@ -35,6 +39,19 @@ inline void check_range_cuda(const char* op, const char* name, const at::Tensor&
 inline unsigned blocks_for(int64_t work, int threads) {
   const int64_t b = (work + threads - 1) / threads;
   return static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(b, 1), 1 << 20));
+}
+
+// Entries 0..n-1 of `keys` (int64 in [0, radix)) ordered stably by key, and where each key's run starts: key
+// k owns order[start[k] .. start[k+1]). A scatter-add then gives each (key, output element) one thread that
+// sums the key's run in this order: no atomics, so the result is the same from run to run.
+struct KeyRuns {
+  at::Tensor order, start;
+};
+
+inline KeyRuns key_runs(const at::Tensor& keys, int64_t radix) {
+  const auto sorted = at::sort(keys, /*stable=*/true, /*dim=*/0, /*descending=*/false);
+  return {std::get<1>(sorted).contiguous(),
+          at::searchsorted(std::get<0>(sorted), at::arange(radix + 1, keys.options())).contiguous()};
 }
 
 struct Dims {

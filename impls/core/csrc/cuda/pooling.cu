@@ -1,5 +1,6 @@
-// CUDA kernels of gather_pool (one thread per (segment, column), no atomics) and scatter_add_rows
-// (one thread per (entry, column), atomicAdd); schemas in ../ops.cpp.
+// CUDA kernels of gather_pool (one thread per (segment, column)) and scatter_add_rows (entries ordered by
+// destination, one thread per (destination, column) summing its run in entry order); no atomics, so both
+// are deterministic. Schemas in ../ops.cpp.
 #include <ATen/core/Tensor.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
@@ -24,11 +25,15 @@ __global__ void gather_pool_kernel(const float* __restrict__ src, const int64_t*
 }
 
 __global__ void scatter_add_kernel(const float* __restrict__ src, const int64_t* __restrict__ si,
-                                   const int64_t* __restrict__ di, int64_t n, int64_t D, float* out) {
-  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n * D;
+                                   const int64_t* __restrict__ order, const int64_t* __restrict__ start,
+                                   int64_t rows, int64_t D, float* out) {
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < rows * D;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t j = e / D, k = e % D;
-    atomicAdd(out + di[j] * D + k, src[si[j] * D + k]);
+    const int64_t d = e / D, k = e % D;
+    if (start[d] == start[d + 1]) continue;
+    float acc = 0.f;
+    for (int64_t x = start[d]; x < start[d + 1]; ++x) acc += src[si[order[x]] * D + k];
+    out[e] += acc;
   }
 }
 
@@ -66,8 +71,11 @@ void scatter_add_rows_cuda(const at::Tensor& src, const at::Tensor& src_index, c
   check_range_cuda(op, "dst_index", di, out.size(0));
   const int64_t D = src.size(1);
   if (n * D == 0) return;
-  scatter_add_kernel<<<blocks_for(n * D, kThreads), kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
-      src.data_ptr<float>(), si.data_ptr<int64_t>(), di.data_ptr<int64_t>(), n, D, out.data_ptr<float>());
+  const int64_t rows = out.size(0);
+  const KeyRuns runs = key_runs(di, rows);
+  scatter_add_kernel<<<blocks_for(rows * D, kThreads), kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
+      src.data_ptr<float>(), si.data_ptr<int64_t>(), runs.order.data_ptr<int64_t>(), runs.start.data_ptr<int64_t>(),
+      rows, D, out.data_ptr<float>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

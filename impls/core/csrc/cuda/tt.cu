@@ -1,13 +1,20 @@
 // CUDA kernels of the TT stage ops (schemas in ../ops.cpp, layout in ../tt_args.h). The same work as
-// the CPU kernels: one block per prefix id for the chained products (intermediates in shared memory),
-// one thread per output element of the last-core GEMMs, atomicAdd into core and prefix gradients.
+// the CPU kernels: one block per prefix id for the chained products, one thread per output element of the
+// last-core GEMMs. Gradients shared between lookups (core rows, a group's prefix) are summed without
+// atomics: lookups are ordered by destination (cuda_util.cuh: key_runs) and one thread per destination
+// element sums its run in that order, so training is bit-identical from run to run.
 // Correctness first: each output element is a dot product read straight from global memory.
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/all.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/floor_divide.h>
 #include <ATen/ops/ge.h>
+#include <ATen/ops/remainder.h>
 #include <ATen/ops/slice.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
+
+#include <vector>
 
 #include "../op_args.h"
 #include "cuda_util.cuh"
@@ -71,65 +78,65 @@ __global__ void last_kernel(Dims s, const float* __restrict__ P, int64_t width, 
   }
 }
 
-// dP[grp[i]] (Q x r) += dE_i (Q x qn) * G_last[j]^T
-__global__ void last_bwd_prefix_kernel(Dims s, const float* __restrict__ core, const int64_t* __restrict__ grp,
-                                       const int64_t* __restrict__ last, const float* __restrict__ dE, int64_t n,
+// dP_g (Q x r) = sum over the group's items i (contiguous: gstart[g] .. gstart[g+1]) of dE_i G_last[j_i]^T.
+__global__ void last_bwd_prefix_kernel(Dims s, const float* __restrict__ core, const int64_t* __restrict__ gstart,
+                                       const int64_t* __restrict__ last, const float* __restrict__ dE, int64_t G,
                                        float* dP, int64_t width) {
   const int L = s.d - 1;
   const int64_t qn = s.q[L], r = s.r[L], D = s.Q(L);
-  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n * width;
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < G * width;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t i = e / width, m = (e % width) / r, k = e % r;
-    const float* de = dE + i * D + m * qn;
-    const float* g = core + last[i] * s.width[L] + k * qn;
+    const int64_t g = e / width, m = (e % width) / r, k = e % r;
     float acc = 0.f;
-    for (int64_t col = 0; col < qn; ++col) acc += de[col] * g[col];
-    atomicAdd(dP + grp[i] * width + m * r + k, acc);
+    for (int64_t i = gstart[g]; i < gstart[g + 1]; ++i) {
+      const float* de = dE + i * D + m * qn;
+      const float* gl = core + last[i] * s.width[L] + k * qn;
+      for (int64_t col = 0; col < qn; ++col) acc += de[col] * gl[col];
+    }
+    dP[e] = acc;
   }
 }
 
-// dG_last[j] (r x qn) += P_g^T (r x Q) * dE_i (Q x qn)
+// dG_last[j] (r x qn) += sum over the items with last digit j (run order[start[j] .. start[j+1])) of
+// P_g^T (r x Q) * dE_i (Q x qn).
 __global__ void last_bwd_core_kernel(Dims s, const float* __restrict__ P, int64_t width,
-                                     const int64_t* __restrict__ grp, const int64_t* __restrict__ last,
-                                     const float* __restrict__ dE, int64_t n, float* dG) {
+                                     const int64_t* __restrict__ grp, const int64_t* __restrict__ order,
+                                     const int64_t* __restrict__ start, const float* __restrict__ dE, float* dG) {
   const int L = s.d - 1;
   const int64_t qn = s.q[L], r = s.r[L], D = s.Q(L), M = s.Q(L - 1);
-  const int64_t per = r * qn;
-  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n * per;
+  const int64_t per = r * qn;  // = s.width[L]
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < s.p[L] * per;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t i = e / per, k = (e % per) / qn, col = e % qn;
-    const float* p = P + grp[i] * width + k;
-    const float* de = dE + i * D + col;
+    const int64_t j = e / per, k = (e % per) / qn, col = e % qn;
+    if (start[j] == start[j + 1]) continue;
     float acc = 0.f;
-    for (int64_t m = 0; m < M; ++m) acc += p[m * r] * de[m * qn];
-    atomicAdd(dG + last[i] * s.width[L] + k * qn + col, acc);
+    for (int64_t x = start[j]; x < start[j + 1]; ++x) {
+      const int64_t i = order[x];
+      const float* p = P + grp[i] * width + k;
+      const float* de = dE + i * D + col;
+      for (int64_t m = 0; m < M; ++m) acc += p[m * r] * de[m * qn];
+    }
+    dG[e] += acc;
   }
 }
 
-__global__ void prefix_bwd_kernel(Dims s, Cores c, MutCores dG, const int64_t* __restrict__ ids, int64_t G,
-                                  const float* __restrict__ dPin, int64_t width, int64_t smw) {
-  extern __shared__ float sm[];
-  float* chain = sm;  // P_1 (d = 4)
-  float* buf[2] = {sm + smw, sm + 2 * smw};
+// The walk back through the chain, one block per prefix, no shared writes: for t = d-2 .. 1,
+// dP_{t-1} = dP_t G_t[i_t]^T into dPs[t-1] (dP_{d-2} is the op's input); for d = 4 also P_1 = G_0 G_1 into
+// chain, the left operand of core 2's gradient.
+__global__ void prefix_walk_kernel(Dims s, Cores c, const int64_t* __restrict__ ids, int64_t G,
+                                   const float* __restrict__ dPin, int64_t width, MutCores dPs, float* chain) {
   for (int64_t g = blockIdx.x; g < G; g += gridDim.x) {
     int64_t dg[4];
     prefix_digits(s, ids[g], dg);
     if (s.d == 4)
-      block_nn(s.Q(0), s.q[1] * s.r[2], s.r[1], c.c[0] + dg[0] * s.width[0], c.c[1] + dg[1] * s.width[1], chain);
+      block_nn(s.Q(0), s.q[1] * s.r[2], s.r[1], c.c[0] + dg[0] * s.width[0], c.c[1] + dg[1] * s.width[1],
+               chain + g * s.Q(1) * s.r[2]);
     const float* cur = dPin + g * width;
     for (int t = s.d - 2; t >= 1; --t) {
       const int64_t M = s.Q(t - 1), N = s.q[t] * s.r[t + 1], K = s.r[t];
-      const float* Pp = t == 1 ? c.c[0] + dg[0] * s.width[0] : chain;
       const float* Gt = c.c[t] + dg[t] * s.width[t];
-      float* dGt = dG.c[t] + dg[t] * s.width[t];
-      for (int64_t e = threadIdx.x; e < K * N; e += blockDim.x) {  // dG_t += P_{t-1}^T dP_t
-        const int64_t k = e / N, nn = e % N;
-        float acc = 0.f;
-        for (int64_t m = 0; m < M; ++m) acc += Pp[m * K + k] * cur[m * N + nn];
-        atomicAdd(dGt + e, acc);
-      }
-      float* nxt = buf[t % 2];
-      for (int64_t e = threadIdx.x; e < M * K; e += blockDim.x) {  // dP_{t-1} = dP_t G_t^T
+      float* nxt = dPs.c[t - 1] + g * M * K;
+      for (int64_t e = threadIdx.x; e < M * K; e += blockDim.x) {
         const int64_t m = e / K, k = e % K;
         float acc = 0.f;
         for (int64_t nn = 0; nn < N; ++nn) acc += cur[m * N + nn] * Gt[k * N + nn];
@@ -138,9 +145,43 @@ __global__ void prefix_bwd_kernel(Dims s, Cores c, MutCores dG, const int64_t* _
       __syncthreads();
       cur = nxt;
     }
-    float* dG0 = dG.c[0] + dg[0] * s.width[0];
-    for (int64_t e = threadIdx.x; e < s.width[0]; e += blockDim.x) atomicAdd(dG0 + e, cur[e]);
-    __syncthreads();
+  }
+}
+
+// dG_t[j] (K x N) += sum over the prefixes with digit t = j (run order[start[j] .. start[j+1])) of
+// P_{t-1}^T dP_t; P_0 is core 0's slice, P_1 (d = 4) comes from chain, dP_t from dPt (row stride dPw).
+__global__ void prefix_core_grad_kernel(Dims s, Cores c, int t, const int64_t* __restrict__ ids,
+                                        const int64_t* __restrict__ order, const int64_t* __restrict__ start,
+                                        const float* __restrict__ chain, const float* __restrict__ dPt, int64_t dPw,
+                                        float* dG) {
+  const int64_t M = s.Q(t - 1), N = s.q[t] * s.r[t + 1], K = s.r[t];
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < s.p[t] * K * N;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t j = e / (K * N), k = (e % (K * N)) / N, nn = e % N;
+    if (start[j] == start[j + 1]) continue;
+    float acc = 0.f;
+    for (int64_t x = start[j]; x < start[j + 1]; ++x) {
+      const int64_t g = order[x];
+      int64_t dg[4];
+      prefix_digits(s, ids[g], dg);
+      const float* Pp = t == 1 ? c.c[0] + dg[0] * s.width[0] : chain + g * M * K;
+      const float* d = dPt + g * dPw;
+      for (int64_t m = 0; m < M; ++m) acc += Pp[m * K + k] * d[m * N + nn];
+    }
+    dG[e] += acc;
+  }
+}
+
+// dG_0[j] += sum of dP_0 over the prefixes with first digit j, in run order.
+__global__ void core0_grad_kernel(int64_t rows, int64_t w0, const int64_t* __restrict__ order,
+                                  const int64_t* __restrict__ start, const float* __restrict__ dP0, float* dG0) {
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < rows * w0;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t j = e / w0, k = e % w0;
+    if (start[j] == start[j + 1]) continue;
+    float acc = 0.f;
+    for (int64_t x = start[j]; x < start[j + 1]; ++x) acc += dP0[order[x] * w0 + k];
+    dG0[e] += acc;
   }
 }
 
@@ -203,17 +244,20 @@ void tt_last_backward_cuda(const at::Tensor& prefix, at::TensorList cores, c10::
     TORCH_CHECK_VALUE(sorted, op, ": item_group must be non-decreasing (items of a group contiguous)");
   }
   const int64_t width = s.prefix_width();
-  grad_prefix.zero_();
-  if (n == 0) return;
   const auto stream = c10::cuda::getCurrentCUDAStream();
   const Dims d = dims_of(s);
-  last_bwd_prefix_kernel<<<blocks_for(n * width, kThreads), kThreads, 0, stream>>>(
-      d, cores[L].data_ptr<float>(), grp.data_ptr<int64_t>(), last.data_ptr<int64_t>(), grad_items.data_ptr<float>(),
-      n, grad_prefix.data_ptr<float>(), width);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-  last_bwd_core_kernel<<<blocks_for(n * s.core_width(L), kThreads), kThreads, 0, stream>>>(
-      d, prefix.data_ptr<float>(), width, grp.data_ptr<int64_t>(), last.data_ptr<int64_t>(),
-      grad_items.data_ptr<float>(), n, grad_last_core.data_ptr<float>());
+  const auto gstart = at::searchsorted(grp, at::arange(G + 1, grp.options())).contiguous();
+  if (G > 0) {
+    last_bwd_prefix_kernel<<<blocks_for(G * width, kThreads), kThreads, 0, stream>>>(
+        d, cores[L].data_ptr<float>(), gstart.data_ptr<int64_t>(), last.data_ptr<int64_t>(),
+        grad_items.data_ptr<float>(), G, grad_prefix.data_ptr<float>(), width);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+  if (n == 0) return;
+  const KeyRuns runs = key_runs(last, s.p[L]);
+  last_bwd_core_kernel<<<blocks_for(s.p[L] * s.core_width(L), kThreads), kThreads, 0, stream>>>(
+      d, prefix.data_ptr<float>(), width, grp.data_ptr<int64_t>(), runs.order.data_ptr<int64_t>(),
+      runs.start.data_ptr<int64_t>(), grad_items.data_ptr<float>(), grad_last_core.data_ptr<float>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -225,15 +269,45 @@ void tt_prefix_backward_cuda(at::TensorList cores, c10::IntArrayRef q, c10::IntA
   const auto ids = prefix_ids.contiguous();
   const int64_t G = ids.numel();
   check_range_cuda(op, "prefix_ids", ids, s.num_prefixes());
-  MutCores dG{};
-  for (int k = 0; k < s.d - 1; ++k) dG.c[k] = grad_cores[k].data_ptr<float>();
   if (G == 0) return;
-  const int64_t smw = s.max_chain_width();
-  const size_t smem = sizeof(float) * 3 * smw;
-  set_smem(prefix_bwd_kernel, smem);
-  prefix_bwd_kernel<<<blocks_for(G, 1), kThreads, smem, c10::cuda::getCurrentCUDAStream()>>>(
-      dims_of(s), cores_of(s, cores), dG, ids.data_ptr<int64_t>(), G, grad_prefix.data_ptr<float>(), s.prefix_width(),
-      smw);
+  const auto stream = c10::cuda::getCurrentCUDAStream();
+  const Dims d = dims_of(s);
+  const Cores c = cores_of(s, cores);
+  const int64_t width = s.prefix_width();
+  const float* dPin = grad_prefix.data_ptr<float>();
+  // dP_t of every prefix for t < d-2 (dPs), and P_1 for d = 4 (chain).
+  std::vector<at::Tensor> keep;
+  MutCores dPs{};
+  for (int t = 0; t < s.d - 2; ++t) {
+    keep.push_back(at::empty({G, s.Q(t) * s.r[t + 1]}, grad_prefix.options()));
+    dPs.c[t] = keep.back().data_ptr<float>();
+  }
+  at::Tensor chain = at::empty({s.d == 4 ? G : 0, s.Q(1) * s.r[2]}, grad_prefix.options());
+  if (s.d > 2) {
+    prefix_walk_kernel<<<blocks_for(G, 1), kThreads, 0, stream>>>(d, c, ids.data_ptr<int64_t>(), G, dPin, width, dPs,
+                                                                  chain.data_ptr<float>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+  // Digit t of each prefix id, then per core the run-ordered sums.
+  auto digit = [&](int t) {
+    int64_t stride = 1;
+    for (int k = t + 1; k < s.d - 1; ++k) stride *= s.p[k];
+    return at::remainder(at::floor_divide(ids, stride), s.p[t]).contiguous();
+  };
+  for (int t = 1; t <= s.d - 2; ++t) {
+    const KeyRuns runs = key_runs(digit(t), s.p[t]);
+    const float* dPt = t == s.d - 2 ? dPin : dPs.c[t];
+    const int64_t dPw = s.Q(t) * s.r[t + 1];
+    prefix_core_grad_kernel<<<blocks_for(s.p[t] * s.core_width(t), kThreads), kThreads, 0, stream>>>(
+        d, c, t, ids.data_ptr<int64_t>(), runs.order.data_ptr<int64_t>(), runs.start.data_ptr<int64_t>(),
+        chain.data_ptr<float>(), dPt, dPw, grad_cores[t].data_ptr<float>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+  const KeyRuns runs = key_runs(digit(0), s.p[0]);
+  const float* dP0 = s.d == 2 ? dPin : dPs.c[0];
+  core0_grad_kernel<<<blocks_for(s.p[0] * s.core_width(0), kThreads), kThreads, 0, stream>>>(
+      s.p[0], s.core_width(0), runs.order.data_ptr<int64_t>(), runs.start.data_ptr<int64_t>(), dP0,
+      grad_cores[0].data_ptr<float>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
