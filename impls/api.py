@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import importlib
+import inspect
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
@@ -248,6 +249,17 @@ class WorkReport:
         return dataclasses.asdict(self)
 
 
+HARNESS_KEYS = frozenset({"device", "check_bounds", "seed"})  # set by the harness, never an option
+BUILD_ARGS = frozenset({"tables", "optim", "dist", "ctx", "comm", "stats", "plan"})  # objects the harness passes
+
+
+def keyword_names(fn: Any) -> tuple[set[str], bool]:
+    """The parameter names ``fn`` takes by keyword (self / cls left out), and whether it takes ``**kwargs``."""
+    params = inspect.signature(fn).parameters.values()
+    named = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)} - {"self", "cls"}
+    return named, any(p.kind is p.VAR_KEYWORD for p in params)
+
+
 class EmbeddingCollection(nn.Module, abc.ABC):
     """Pooled lookups over several tables, with the embedding optimizer attached.
 
@@ -284,6 +296,22 @@ class EmbeddingCollection(nn.Module, abc.ABC):
         self.check_bounds = check_bounds
         self.seed = seed
         self._work = WorkReport()
+
+    @classmethod
+    def option_names(cls) -> frozenset[str]:
+        """The options this system takes on one device (``-o KEY=VALUE``, ``[impl_options]``): the keyword
+        parameters of its constructor, following ``**kwargs`` up to the base that takes them. The harness
+        sets ``device``, ``check_bounds`` and ``seed`` itself and passes the BUILD_ARGS objects."""
+        names: set[str] = set()
+        for klass in cls.__mro__:
+            init = klass.__dict__.get("__init__")
+            if init is None:
+                continue
+            own, more = keyword_names(init)
+            names |= own
+            if not more:
+                break
+        return frozenset(names - BUILD_ARGS - HARNESS_KEYS)
 
     @classmethod
     def table_param_bytes(cls, tables: Sequence[TableSpec], options: dict[str, Any]) -> list[int]:

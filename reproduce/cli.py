@@ -73,7 +73,7 @@ def run(impls, out, timeout, repeats, no_check_bounds, options, **kw) -> None:
     --repeats N, N rounds of every implementation in turn: medians and bootstrap 95 % intervals)."""
     from impls.api import registered_names
     from reproduce.aggregate import summarize
-    from reproduce.config import RunPoint, options_for
+    from reproduce.config import RunPoint, check_scoped_options, options_for
     from reproduce.lifeline import RunLocked
     from reproduce.sweep import run_point_isolated
 
@@ -90,15 +90,20 @@ def run(impls, out, timeout, repeats, no_check_bounds, options, **kw) -> None:
     data_opts = collect_data_options(kw)
     if kw.pop("eval_flag") and not kw["eval_batches"]:
         kw["eval_batches"] = 8
+    impl_opts: dict = {}
     try:
         impl_opts = parse_impl_options(options)
+        check_scoped_options(impl_opts, impls, "-o")
         points = [
             RunPoint(impl=i, check_bounds=not no_check_bounds, data_options=data_opts,
                      impl_options=options_for(i, impl_opts), **kw)
             for i in impls
         ]  # RunPoint checks the data name and options before anything is launched
     except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
+        plain = sorted(k for k, v in impl_opts.items() if not isinstance(v, dict))
+        hint = (f" (plain -o KEY=VALUE options such as {plain} go to every implementation; give one to a single "
+                f"implementation as -o IMPL.KEY=VALUE)" if plain and "takes no option" in str(exc) else "")
+        raise click.UsageError(str(exc) + hint) from None
     records = []
     for r in range(repeats):
         for p in points:

@@ -11,7 +11,7 @@ import tomllib
 from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from impls.data.sources import check_source
 from impls.model.train import MODES
@@ -88,6 +88,7 @@ class RunPoint:
                     pass  # an optional dependency: the worker reports it
         if self.world_size > 1 and self.eval_every:
             raise ValueError("eval_every is single-process only (the final evaluation works distributed)")
+        check_impl_options(self.impl, self.impl_options, self.world_size)
 
     @property
     def ranks_per_node(self) -> int:
@@ -256,6 +257,54 @@ def _point(fields: dict[str, Any]) -> RunPoint:
     return RunPoint.from_dict(fields)
 
 
+def check_impl_options(impl: str, options: dict[str, Any], world_size: int) -> None:
+    """Every key of a point's impl_options is one the implementation takes in this kind of run (one device,
+    or over ranks): a typo is refused before anything launches, naming the key, a close match and the keys
+    the implementation does take."""
+    import difflib
+
+    from impls.api import HARNESS_KEYS, get_impl
+
+    if not options:
+        return
+    try:
+        cls = get_impl(impl)
+    except (ImportError, ValueError):
+        return  # an unknown name is check_impl's error; a missing optional dependency the worker's
+    from impls.sharding.build import accepted_options
+
+    known = accepted_options(cls, world_size > 1)
+    bad = sorted(set(options) - known)
+    if not bad:
+        return
+    notes = []
+    other = accepted_options(cls, world_size == 1)
+    for k in bad:
+        close = difflib.get_close_matches(k, sorted(known), n=1)
+        if k in HARNESS_KEYS:
+            flag = {"check_bounds": "--no-check-bounds"}.get(k, "--" + k)
+            notes.append(f"{k!r} is a run setting ({flag}), not an implementation option")
+        elif close:
+            notes.append(f"{k!r}: did you mean {close[0]!r}?")
+        elif k in other:
+            notes.append(f"{k!r} applies {'over ranks (world size >= 2)' if world_size == 1 else 'on one device'} only")
+    where = f"over {world_size} ranks" if world_size > 1 else "on one device"
+    raise ValueError(f"{impl} takes no option(s) {bad} {where}" + (f" ({'; '.join(notes)})" if notes else "")
+                     + f"; its options: {', '.join(sorted(known)) or 'none'}")
+
+
+def check_scoped_options(impl_options: dict[str, Any], run_impls: Iterable[str], where: str) -> None:
+    """Options scoped to one implementation ([impl_options.X], ``-o X.key=value``) need X in the run: options
+    for a system that never runs are a mistake, not something to ignore."""
+    from impls.api import registered_names
+
+    running = set(run_impls)
+    idle = sorted(k for k in impl_options if k in registered_names() and k not in running)
+    if idle:
+        raise ValueError(f"{where}: options for {idle}, which this run does not include (it runs "
+                         f"{', '.join(sorted(running))})")
+
+
 def check_impl(name: str) -> None:
     """An experiment names registered implementations only: a typo is an error before anything runs."""
     import difflib
@@ -334,6 +383,7 @@ def load_experiment(path: str | Path, root: str | Path = ".", profile: str | Non
             points.append(_point(fields))
         except (TypeError, ValueError, KeyError) as exc:
             raise ValueError(f"{path}: bad [[points]] entry {extra}: {exc}") from None
+    check_scoped_options(base["impl_options"], (p.impl for p in points), f"{path}: [impl_options]")
     dupes = [pid for pid, n in Counter(p.point_id for p in points).items() if n > 1]
     if dupes:
         raise ValueError(f"{path}: points listed twice: {dupes[:3]}")

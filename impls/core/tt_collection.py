@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from impls.api import (EmbeddingCollection, EmbeddingOptim, MemoryReport, SparseFeatures, TableSpec, WorkReport,
-                        table_seed)
+                        keyword_names, table_seed)
 from impls.core import ops, tt
 from impls.core.counters import TTWork
 from impls.core.tt_batch import Workspace
@@ -163,6 +163,15 @@ class TTCollection(EmbeddingCollection):
         self._last_work = TTWork()
 
     # --- configuration ---------------------------------------------------------------------------
+    @classmethod
+    def option_names(cls) -> frozenset[str]:
+        """The constructor's options plus every system's ``configure`` options (chunk sizes, micro-batches)."""
+        names = set(super().option_names())
+        for klass in cls.__mro__:
+            if "configure" in klass.__dict__:
+                names |= keyword_names(klass.__dict__["configure"])[0]
+        return frozenset(names)
+
     def configure(self, **options: Any) -> None:
         """System options (chunk sizes, micro-batches); the base accepts none."""
         if options:

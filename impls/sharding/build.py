@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 import torch
 
-from impls.api import EmbeddingCollection, EmbeddingOptim, SparseFeatures, TableSpec
+from impls.api import BUILD_ARGS, HARNESS_KEYS, EmbeddingCollection, EmbeddingOptim, SparseFeatures, TableSpec, keyword_names
 from impls.sharding.comm import Comm
 from impls.sharding.context import DistContext
 from impls.sharding.data_parallel import DataParallelCollection
@@ -17,6 +17,20 @@ SHARDINGS = ("table-wise", "data-parallel")
 TABLE_WISE_KEYS = ("placement", "pipeline", "pipeline_groups", "skew", "reorder", "pipeline_micro_batches",
                    "overlap", "capacity_bytes")
 DIST_KEYS = ("sharding", *TABLE_WISE_KEYS)
+
+
+def accepted_options(cls: type[EmbeddingCollection], distributed: bool) -> frozenset[str]:
+    """Every option key ``cls`` takes in a run on one device or over ranks: its own options, plus over ranks
+    what builds it there (its ``build_distributed``'s keywords, else the sharding wrappers' DIST_KEYS).
+    The harness's own arguments (BUILD_ARGS, HARNESS_KEYS) are never options."""
+    names = set(cls.option_names())
+    if not distributed:
+        return frozenset(names)
+    own = getattr(cls, "build_distributed", None)
+    if own is None:
+        return frozenset(names | set(DIST_KEYS))
+    keys, _ = keyword_names(own)
+    return frozenset((names | keys) - BUILD_ARGS - HARNESS_KEYS)
 
 
 def unique_counts(features: SparseFeatures) -> list[int]:

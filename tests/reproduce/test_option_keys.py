@@ -1,0 +1,94 @@
+"""Implementation options are checked against what each implementation takes before anything launches (issue
+15 item 9): a typo in -o or [impl_options] names the key and a close match, options scoped to a system the run
+does not include are refused, and the keys come from the constructors themselves."""
+import pytest
+from click.testing import CliRunner
+
+from impls.api import get_impl, registered_names
+from impls.sharding.build import DIST_KEYS, accepted_options
+from reproduce.cli import cli
+from reproduce.config import RunPoint, load_experiment
+
+
+def run_cli(tmp_path, *args):
+    out = tmp_path / "records"
+    res = CliRunner().invoke(cli, ["run", "--data", "uniform", "--out", str(out), *args])
+    assert res.exit_code == 2, res.output  # a usage error
+    assert not out.exists()  # nothing launched, nothing written
+    return " ".join(res.output.split())  # click wraps long lines
+
+
+def test_option_typo_is_refused_with_a_close_match(tmp_path):
+    msg = run_cli(tmp_path, "--impl", "ttrec", "-o", "ttrec.chunck=100")
+    assert "ttrec takes no option(s) ['chunck']" in msg and "did you mean 'chunk'?" in msg
+    msg = run_cli(tmp_path, "--impl", "ecorec", "-o", "nonsense=1")
+    assert "ecorec takes no option(s) ['nonsense']" in msg and "micro_batches" in msg  # lists what it takes
+
+
+def test_options_for_a_system_not_run_are_refused(tmp_path):
+    msg = run_cli(tmp_path, "--impl", "elrec", "-o", "ttrec.chunk=5")
+    assert "options for ['ttrec'], which this run does not include (it runs elrec)" in msg
+
+
+def test_a_plain_option_must_suit_every_system_of_the_run(tmp_path):
+    msg = run_cli(tmp_path, "--impl", "ttrec", "--impl", "dense-torch", "-o", "ranks=8")
+    assert "dense-torch takes no option(s) ['ranks']" in msg and "-o IMPL.KEY=VALUE" in msg
+
+
+def test_run_settings_and_sharding_keys_are_told_apart(tmp_path):
+    msg = run_cli(tmp_path, "--impl", "ttrec", "-o", "seed=3")
+    assert "'seed' is a run setting (--seed)" in msg
+    msg = run_cli(tmp_path, "--impl", "ttrec", "-o", "sharding=data-parallel")
+    assert "'sharding' applies over ranks (world size >= 2) only" in msg
+    # over ranks the same key is fine, and a system that plans itself takes its planner's keys
+    RunPoint(impl="ttrec", data="uniform", batch_size=8, world_size=2, impl_options={"sharding": "data-parallel"})
+    RunPoint(impl="embark", data="uniform", batch_size=8, world_size=2, impl_options={"strategy": "uniform"})
+    with pytest.raises(ValueError, match=r"embark takes no option\(s\) \['sharding'\] over 2 ranks"):
+        RunPoint(impl="embark", data="uniform", batch_size=8, world_size=2, impl_options={"sharding": "table-wise"})
+
+
+EXPERIMENT = """
+name = "typo"
+[grid]
+impl = ["ttrec", "dense-torch"]
+data = ["uniform"]
+batch_size = [64]
+"""
+
+
+@pytest.mark.parametrize("table,match", [
+    ("[impl_options.ttrec]\nchunck = 100\n", r"\[grid\]: bad point .*ttrec takes no option\(s\) \['chunck'\]"),
+    ("[impl_options.ecorec]\nmicro_batches = 2\n", r"\[impl_options\]: options for \['ecorec'\], which this run "),
+    ("[impl_options]\nranks = 8\n", r"dense-torch takes no option\(s\) \['ranks'\]"),
+])
+def test_experiment_options_are_checked_over_the_whole_grid(tmp_path, table, match):
+    path = tmp_path / "typo.toml"
+    path.write_text(EXPERIMENT + table)
+    with pytest.raises(ValueError, match=match):
+        load_experiment(path, root=tmp_path)
+    res = CliRunner().invoke(cli, ["sweep", str(path), "--root", str(tmp_path)])
+    assert res.exit_code != 0 and not (tmp_path / "results").exists()
+
+
+def test_option_keys_come_from_the_constructors():
+    for name in registered_names():
+        try:
+            cls = get_impl(name)
+        except ImportError:
+            continue
+        one, ranks = accepted_options(cls, False), accepted_options(cls, True)
+        assert one <= ranks, name
+        assert not one & {"seed", "device", "check_bounds", "plan", "comm", "tables", "optim"}, name
+        if not cls.distributed_only and getattr(cls, "build_distributed", None) is None:
+            assert set(DIST_KEYS) <= ranks, name
+    # **kwargs followed to the base constructor and every configure() of the system
+    assert {"ranks", "p", "q", "cores", "tt_min_rows", "chunk", "cache_rows"} <= accepted_options(get_impl("ttrec"), False)
+    assert {"micro_batches", "min_chunk", "ranks"} <= accepted_options(get_impl("ecorec"), False)
+    assert {"host_pipeline"} <= accepted_options(get_impl("elrec"), False)
+    assert accepted_options(get_impl("dense-torch"), False) == frozenset()
+    assert {"strategy", "hw", "storage", "fp16_comm"} <= accepted_options(get_impl("embark"), True)
+    # and what is accepted is really taken: a constructor refuses a key outside the set
+    from impls.api import EmbeddingOptim, TableSpec
+
+    with pytest.raises(TypeError, match="nonsense"):
+        get_impl("ttrec")([TableSpec("t", 1000, 8)], EmbeddingOptim(), nonsense=1)
