@@ -107,10 +107,7 @@ class SparseFeatures:
     def __repr__(self) -> str:
         return f"SparseFeatures(T={self.num_tables}, B={self.batch_size}, nnz={self.nnz}, device={self.device})"
 
-    def validate(self, tables: Sequence[TableSpec]) -> "SparseFeatures":
-        """Raise ValueError naming the table, bag and id of the first bad entry; return self when valid."""
-        from impls.core.ops import bounds_check  # the native op; imported late to keep api importable
-
+    def _check_shapes(self, tables: Sequence[TableSpec]) -> None:
         if self.batch_size <= 0:
             raise ValueError(f"batch_size must be > 0, got {self.batch_size}")
         for name, t in (("values", self.values), ("offsets", self.offsets)):
@@ -126,7 +123,26 @@ class SparseFeatures:
             )
         if self.values.device != self.offsets.device:
             raise ValueError(f"values on {self.values.device} but offsets on {self.offsets.device}")
+
+    def validate(self, tables: Sequence[TableSpec]) -> "SparseFeatures":
+        """Raise ValueError naming the table, bag and id of the first bad entry; return self when valid."""
+        from impls.core.ops import bounds_check  # the native op; imported late to keep api importable
+
+        self._check_shapes(tables)
         bounds_check(self.values, self.offsets, tables, self.batch_size)
+        return self
+
+    def check_layout(self, tables: Sequence[TableSpec]) -> "SparseFeatures":
+        """The batch's layout without reading its ids: shapes and dtypes, and T*B+1 offsets that run from 0 to
+        the number of ids and never decrease. O(T*B) and one device sync; what ``check_bounds=False`` still
+        checks, so a malformed batch is refused (naming table, bag and offset) before any table moves."""
+        self._check_shapes(tables)
+        o = self.offsets
+        if bool((o[0] != 0) | (o[-1] != self.nnz) | (o[1:] < o[:-1]).any()):
+            from impls.core.ops import bounds_check
+
+            bounds_check(self.values, self.offsets, tables, self.batch_size)  # offsets are checked first
+            raise AssertionError("bounds_check passed offsets that check_layout refused")  # never reached
         return self
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> "SparseFeatures":
@@ -330,14 +346,13 @@ class EmbeddingCollection(nn.Module, abc.ABC):
         raise KeyError(f"no table named {table!r}; tables: {[t.name for t in self.tables]}")
 
     def checked(self, features: SparseFeatures) -> SparseFeatures:
-        """Validate the batch against this collection's tables (unless check_bounds=False)."""
+        """Validate the batch against this collection's tables: every id (check_bounds, the default), else
+        only the layout (offsets), so a malformed batch never reaches a table in either mode."""
         if not isinstance(features, SparseFeatures):
             raise TypeError(f"expected SparseFeatures, got {type(features).__name__}")
         if self.check_bounds:
-            features.validate(self.tables)
-        elif features.num_tables != len(self.tables):
-            raise ValueError(f"batch has {features.num_tables} tables, collection has {len(self.tables)}")
-        return features
+            return features.validate(self.tables)
+        return features.check_layout(self.tables)
 
     @abc.abstractmethod
     def forward(self, features: SparseFeatures) -> Tensor: ...

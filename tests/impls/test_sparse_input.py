@@ -45,3 +45,32 @@ def test_unchecked_fast_paths_never_touch_the_callers_tensors():
             assert name != "dense-fbgemm", exc
             assert "500" in str(exc) or "outside" in str(exc)
         assert torch.equal(values, kept[0]) and torch.equal(offsets, kept[1]), name
+
+
+@pytest.mark.parametrize("offsets,message", [
+    ([0, 3, 2, 6, 8], r"offsets decrease: table 'a' \(index 0\), bag 1, offsets\[2\] = 2"),
+    ([0, 2, 4, 7, 6], r"offsets decrease: table 'b' \(index 1\), bag 1, offsets\[4\] = 6"),
+    ([1, 2, 4, 6, 8], r"offsets\[0\] must be 0"),
+    ([0, 2, 4, 6, 7], r"the last offset must equal the number of ids: table 'b' \(index 1\), bag 1"),
+    ([0, 2, 9, 6, 8], r"offsets decrease: table 'b' \(index 1\), bag 0"),
+])
+def test_unchecked_paths_refuse_a_malformed_layout_before_any_table_moves(offsets, message):
+    """check_bounds=False skips the per-id check only: offsets that start off 0, decrease or miss the end are
+    refused, naming table, bag and offset, before any system updates a table (ttrec used to update table b in
+    the backward and then fail on table a)."""
+    from impls.api import EmbeddingOptim, TableSpec, get_impl
+
+    tables = [TableSpec("a", 1000, 8), TableSpec("b", 1000, 8)]
+    for name in ("dense-torch", "dense-fbgemm", "ttrec", "elrec", "ecorec"):
+        try:
+            cls = get_impl(name)
+        except ImportError:
+            continue
+        emb = cls(tables, EmbeddingOptim("sgd", lr=0.1), check_bounds=False, seed=1)
+        before = [emb.materialize(t.name).clone() for t in tables]
+        with pytest.raises(ValueError, match=message):
+            out = emb(SparseFeatures(torch.arange(1, 9), torch.tensor(offsets), 2))
+            out.sum().backward()
+            emb.optimizer_step()
+        for t, w in zip(tables, before):
+            assert torch.equal(emb.materialize(t.name), w), f"{name} moved table {t.name}"
