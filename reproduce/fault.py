@@ -1,7 +1,8 @@
 """Fault injection for the harness's own tests: ``DLRMBENCH_FAULT=R:I[:KIND[:IMPL]]`` makes rank R (0 for a
 single process) fail at step I, only in points of implementation IMPL when one is named. KIND is ``exit`` (the
 default: exit code 3 with no cleanup and no message to peers, a crash), ``kill`` (SIGKILL to itself, what the
-kernel's OOM killer does) or ``hang`` (sleep until the launcher's time limit)."""
+kernel's OOM killer does), ``hang`` (sleep until the launcher's time limit) or ``stop`` (SIGSTOP to itself: a
+frozen process that answers no signal but SIGKILL)."""
 from __future__ import annotations
 
 import os
@@ -10,7 +11,7 @@ import time
 from dataclasses import dataclass
 
 FAULT_ENV = "DLRMBENCH_FAULT"
-KINDS = ("exit", "kill", "hang")
+KINDS = ("exit", "kill", "hang", "stop")
 
 
 @dataclass(frozen=True)
@@ -48,5 +49,7 @@ class Fault:
             os._exit(3)
         if self.kind == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
+        if self.kind == "stop":
+            os.kill(os.getpid(), signal.SIGSTOP)
         while True:  # hang
             time.sleep(60)

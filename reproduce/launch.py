@@ -48,13 +48,13 @@ def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None,
     lock = lock_run(rec_path)  # RunLocked when a live process runs it already
     try:
         rec_path.unlink(missing_ok=True)
-        for old in out_dir.glob(rec_path.name + ".rank*.error"):
+        for old in [*out_dir.glob(rec_path.name + ".rank*.error"), *out_dir.glob(rec_path.name + ".rank*.step")]:
             old.unlink()
         worker = ["-m", "reproduce.worker", "--point-json", json.dumps(point.to_dict()), "--out", str(rec_path)]
         env = None
         if point.world_size > 1:
             env = {**os.environ, "OMP_NUM_THREADS": str(point.threads or 1)}
-            cmd = [sys.executable, "-m", "torch.distributed.run", *torchrun_args(point), *worker]
+            cmd = [sys.executable, "-m", "reproduce.torchrun", *torchrun_args(point), *worker]  # short grace
         else:
             cmd = [sys.executable, *worker]
         t0 = time.monotonic()
@@ -123,7 +123,7 @@ def finish_point(point: RunPoint, rec_path: Path, log: Path, code: int | None, t
     if rec_path.exists():
         record = read_record(rec_path)
         if record["status"] != "ok" and point.world_size > 1:
-            status, reason = _why(point, rec_path, log, code)
+            status, reason = _why(point, rec_path, log, code, record["reason"])
             if reason != record["reason"] and not reason.startswith("worker exited"):
                 record["reason"] = f"{reason}; rank 0 saw: {record['reason']}"
     elif code == 0 and point.nnodes > 1:  # rank 0 ran on another node and wrote the record there
@@ -183,20 +183,47 @@ def check_rendezvous(point: RunPoint, connect_s: float = 5.0) -> None:
 _ROOT_CAUSE = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*exitcode\s*:\s*(-?\d+)")
 
 
-def _why(point: RunPoint, rec_path: Path, log: Path, code: int | None) -> tuple[str, str]:
+def stalled_ranks(steps: dict[int, int], world: int) -> list[int]:
+    """Ranks behind the others (or that never began a step) when at least one rank began a later step."""
+    if not steps:
+        return []
+    last = max(steps.values())
+    return [r for r in range(world) if steps.get(r, -1) < last]
+
+
+def _why(point: RunPoint, rec_path: Path, log: Path, code: int | None,
+         rank0_reason: str | None = None) -> tuple[str, str]:
     """Status and reason of a run whose ranks failed. The culprit is the rank torchrun observed failing first (its
     "Root Cause", by time): that rank's own error file when it wrote one, else its exit code or signal. The other
-    ranks' errors (a peer's connection reset) only describe the aftermath. Without a root cause: the lowest rank's
-    error file."""
+    ranks' errors (a peer's connection reset) only describe the aftermath. When that first failure is a collective's
+    time-out, the culprit is the rank that had stopped making progress (behind its peers' last step: a hung or
+    stopped process, which torchrun kills after the grace). Without a root cause: the lowest rank's error file.
+    Rank 0 reports in its record, not a file: ``rank0_reason``."""
     errors = {}
     for f in rec_path.parent.glob(rec_path.name + ".rank*.error"):
         status, _, reason = f.read_text().partition("\n")
         errors[int(f.name.rsplit(".rank", 1)[1].split(".")[0])] = (status, reason.strip())
         f.unlink()
+    steps = {}
+    for f in rec_path.parent.glob(rec_path.name + ".rank*.step"):
+        try:
+            steps[int(f.name.rsplit(".rank", 1)[1].split(".")[0])] = int(f.read_text())
+        except ValueError:
+            pass  # torn mid-write by the kill: that rank's progress is unknown
+        f.unlink()
     text = log.read_text(errors="replace") if log.exists() else ""
     m = _ROOT_CAUSE.search(text[text.find("Root Cause"):]) if point.world_size > 1 and "Root Cause" in text else None
     if m:
         rank, exit_code = int(m.group(1)), int(m.group(2))
+        stalled = stalled_ranks(steps, point.world_size)
+        first = errors[rank][1] if rank in errors else (rank0_reason or "") if rank == 0 else ""
+        if stalled and rank not in stalled and re.search(r"time[sd]? ?out", first, re.I):
+            # the first to fail timed out waiting for a rank that had stopped
+            names = ", ".join(f"rank {r} ({f'last began step {steps[r]}' if r in steps else 'began no step'})"
+                              for r in stalled)
+            seen = "" if rank == 0 else f": {first}"  # rank 0's own words follow in the record's reason
+            return "failed", (f"{names} stopped making progress: the other ranks waited {point.dist_timeout_s:g} s in "
+                              f"a collective (dist_timeout_s) and failed, first rank {rank}{seen}")
         if rank in errors:
             return errors[rank]
         how = f"exit code {exit_code}"

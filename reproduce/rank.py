@@ -21,15 +21,22 @@ def rank_error_path(out: str | Path, rank: int) -> Path:
     return Path(f"{out}.rank{rank}.error")
 
 
+def rank_step_path(out: str | Path, rank: int) -> Path:
+    """The rank's progress: the last step it began. When peers time out in a collective, the rank that is behind
+    them is the one that stopped (launch.py blames it)."""
+    return Path(f"{out}.rank{rank}.step")
+
+
 @dataclass
 class Rank:
     ctx: Any
     comm: Any
     _sent0: dict = field(default_factory=dict)
     _blocked0: dict = field(default_factory=dict)
+    progress: Path | None = None
 
     @staticmethod
-    def join(point) -> "Rank | None":
+    def join(point, out: str | Path | None = None) -> "Rank | None":
         if point.world_size == 1:
             return None
         from impls.sharding.comm import Comm
@@ -43,9 +50,12 @@ class Rank:
                                device=point.device, timeout_s=point.dist_timeout_s)
         # a host clock sees how long a CPU rank blocks; a GPU rank's waits are stream waits it cannot see
         clock = time.perf_counter if ctx.device.type == "cpu" else None
-        return Rank(ctx, Comm(ctx, clock=clock))
+        progress = rank_step_path(out, ctx.rank) if out else None
+        return Rank(ctx, Comm(ctx, clock=clock), progress=progress)
 
     def at_step(self, it: int, warmup: int) -> None:
+        if self.progress is not None:  # outside the timed span of the step
+            self.progress.write_text(str(it))
         if it == warmup:  # the timed steps begin
             self._sent0 = dict(self.comm.sent)
             self._blocked0 = dict(self.comm.blocked_s)

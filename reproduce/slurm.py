@@ -34,7 +34,7 @@ def point_command(point: RunPoint, rec: Path, port: int) -> list[str]:
             f'--rdzv-endpoint="$HEAD:{port}"', f"--rdzv-id=dlrmbench-{point.point_id}"]
     if point.nnodes == 1:
         rdzv = ["--standalone", f"--nproc-per-node={point.world_size}"]
-    return ["env", *threads, '"$PY"', "-m", "torch.distributed.run", *rdzv, *worker]
+    return ["env", *threads, '"$PY"', "-m", "reproduce.torchrun", *rdzv, *worker]
 
 
 def sbatch_script(exp: Experiment, experiment_file: Path, tasks: list[tuple[RunPoint, int]], timeout_s: float,

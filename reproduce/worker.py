@@ -51,7 +51,7 @@ def _auc_logloss(step, batches, rank: "Rank | None" = None) -> dict[str, float]:
     return {"auc": float(roc_auc_score(y, p)), "logloss": float(log_loss(y, p, labels=[0, 1]))}
 
 
-def run_point(point: RunPoint) -> dict[str, Any]:
+def run_point(point: RunPoint, out: str | None = None) -> dict[str, Any]:
     """Measure one point; return its `ok` record (exceptions propagate to the caller)."""
     import torch
 
@@ -61,7 +61,7 @@ def run_point(point: RunPoint) -> dict[str, Any]:
     from impls.model.train import TrainStep
     from reproduce.memory import check_fits, peak_rss_bytes, reset_peak, rss_bytes
 
-    rank = Rank.join(point)  # None for a single process
+    rank = Rank.join(point, out)  # None for a single process
     G, me = (rank.ctx.world_size, rank.ctx.rank) if rank else (1, 0)
     fault = Fault.from_env(point.impl)
     if point.threads or rank:
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     point_dict = json.loads(args.point_json)
     me = rank_of_env()
     try:
-        record = run_point(RunPoint.from_dict(point_dict))
+        record = run_point(RunPoint.from_dict(point_dict), args.out)
     except Exception as exc:  # noqa: BLE001 - every failure becomes a `failed` record
         traceback.print_exc()
         msg = str(exc).lower()

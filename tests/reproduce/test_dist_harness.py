@@ -1,6 +1,9 @@
 """`dlrmbench run --world-size N` under torchrun: one record from rank 0 with every rank's measurements, the
 same training as one process over the global batch, a crashed rank ending the run with a reason, and bad
 distributed input rejected before or at start-up."""
+import re
+from pathlib import Path
+
 import pytest
 
 from reproduce.config import RunPoint
@@ -45,6 +48,52 @@ def test_the_killed_rank_is_blamed_not_its_peers(tmp_path, monkeypatch, victim):
     assert rec["status"] == "failed"
     assert rec["reason"].startswith(f"rank {victim} died first (signal 9, SIGKILL)"), rec["reason"]
     assert not list(tmp_path.glob("*.error"))  # the ranks' error files were read and removed
+
+
+@pytest.mark.slow
+def test_a_stopped_rank_is_blamed_and_the_run_ends_after_timeout_and_grace(tmp_path, monkeypatch):
+    """SIGSTOP of the middle rank of 3: its peers time out in a collective after dist_timeout_s and fail first, but
+    the record blames the rank that stopped making progress; torchrun's wait for the frozen rank (30 s of its own)
+    is the harness's short grace (reproduce/torchrun.py)."""
+    from reproduce.torchrun import GRACE_S
+
+    monkeypatch.setenv("DLRMBENCH_FAULT", "1:1:stop")
+    point = RunPoint(impl="dense-torch", batch_size=16, world_size=3, **{**SMALL, "dist_timeout_s": 8.0})
+    rec = launch_point(point, tmp_path, timeout_s=300)
+    assert rec["status"] == "failed"
+    assert rec["reason"].startswith("rank 1 (last began step 0) stopped making progress: the other ranks waited 8 s"), \
+        rec["reason"]
+    # the frozen rank ignored SIGTERM and torchrun killed it GRACE_S later by its own log's clock (not 30 s)
+    log = Path(rec["log"]).read_text()
+    stamp = r"[IWE]\d{4} (\d\d):(\d\d):(\d\d\.\d+) .*"
+    term = re.search(stamp + "closing signal SIGTERM", log)
+    kill = re.search(stamp + "Unable to shutdown process", log)
+    assert term and kill, log[-2000:]
+    secs = [int(m.group(1)) * 3600 + int(m.group(2)) * 60 + float(m.group(3)) for m in (term, kill)]
+    assert GRACE_S - 0.5 <= (secs[1] - secs[0]) % 86400 < 30
+    assert not list(tmp_path.glob("*.step")) and not list(tmp_path.glob("*.error"))
+
+
+def test_the_grace_patch_bounds_every_close_of_torchrun():
+    """reproduce.torchrun caps torchrun's SIGTERM-to-SIGKILL wait at GRACE_S on every path (its failure path passes
+    the 30 s default, never --shutdown-timeout)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, torch.distributed.run as r\n"
+            "from torch.distributed.elastic.multiprocessing import api\n"
+            "seen = []\n"
+            "api.PContext.close = lambda self, death_sig=None, timeout=30: seen.append(timeout)\n"
+            "r.main = lambda *a: api.PContext.close(None)\n"
+            "import reproduce.torchrun as t\n"
+            "sys.argv = ['torchrun']\n"
+            "t.main()\n"
+            "print(seen)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    from reproduce.torchrun import GRACE_S
+
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"[{GRACE_S}]"
 
 
 def test_bad_distributed_input(tmp_path):

@@ -39,9 +39,11 @@ def test_worker_writes_an_ok_record_with_measurements(tmp_path):
 def test_failed_point_writes_only_a_failed_record(tmp_path):
     with pytest.raises(ValueError, match="dim must be > 0"):  # bad data options fail before any launch
         RunPoint(impl="dense-torch", **{**TINY, "data_options": {"dim": 0}})
-    p = RunPoint(impl="dense-torch", impl_options={"bogus": 1}, **TINY)  # fails inside the worker
+    with pytest.raises(ValueError, match=r"takes no option\(s\) \['bogus'\]"):  # an unknown key: before launch too
+        RunPoint(impl="dense-torch", impl_options={"bogus": 1}, **TINY)
+    p = RunPoint(impl="ttrec", impl_options={"chunk": 0}, **TINY)  # a bad value fails inside the worker
     rec = launch_point(p, tmp_path)
-    assert rec["status"] == "failed" and "bogus" in rec["reason"]
+    assert rec["status"] == "failed" and "chunk must be >= 1" in rec["reason"]
     files = sorted(x.name for x in tmp_path.glob("*.json"))
     assert files == [record_path(tmp_path, p).name]
     assert read_record(record_path(tmp_path, p))["status"] == "failed"
@@ -143,7 +145,7 @@ variant = ["a", "b"]
 data = ["uniform"]
 batch_size = [8]
 world_size = [1, 2]
-[impl_options]
+[impl_options.ttrec]
 ranks = 4
 [variants.a]
 impl = "ttrec"
@@ -154,7 +156,7 @@ impl = "dense-torch"
 ''')
     exp = load_experiment(f, tmp_path)
     got = sorted((p.impl, p.label, p.world_size, tuple(sorted(p.impl_options.items()))) for p in exp.points)
-    assert got == [("dense-torch", "", 1, (("ranks", 4),)), ("dense-torch", "", 2, (("ranks", 4),)),
+    assert got == [("dense-torch", "", 1, ()), ("dense-torch", "", 2, ()),
                    ("ttrec", "tt a", 1, (("cores", 3), ("ranks", 4))), ("ttrec", "tt a", 2, (("cores", 3), ("ranks", 4)))]
     f.write_text(f.read_text().replace('variant = ["a", "b"]', 'variant = ["a", "zzz"]'))
     with pytest.raises(ValueError, match="zzz"):
