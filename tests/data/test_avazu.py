@@ -130,6 +130,7 @@ def test_wrong_header_truncated_gzip_and_strict(tmp_path):
     with pytest.raises(MalformedInput, match="noheader.csv:1: expected the header"):
         prepare_text("avazu", [noheader], tmp_path / "q", "avazu", "random-8-1-1", strict=True)
     assert load_prepared(tmp_path / "q") is None and not (tmp_path / "q").exists()
+    assert not (tmp_path / "q.partial").exists()  # --strict leaves no staging folder behind
     with pytest.raises(ValueError, match="no valid rows"):
         prepare_text("avazu", [noheader], tmp_path / "r", "avazu", "random-8-1-1")
     assert not (tmp_path / "r.partial").exists()
