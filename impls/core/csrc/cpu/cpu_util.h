@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace dlrmbench {
@@ -76,18 +77,22 @@ void chunked_scatter_add(int64_t n, int64_t item_work, int64_t rows, int64_t wid
   constexpr int64_t kMaxChunks = 64;
   const int64_t size = rows * width;
   const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>({kMaxChunks, n, n * item_work / (16 * size)}));
-  std::vector<float> copies((chunks - 1) * size, 0.f);
+  std::unique_ptr<float[]> copies(new float[(chunks - 1) * size]);  // zeroed by each chunk's own thread
   const int64_t per = (n + chunks - 1) / chunks;
   std::vector<int64_t> bound(chunks + 1, n);
   bound[0] = 0;
   for (int64_t c = 1; c < chunks; ++c) bound[c] = std::max(bound[c - 1], std::min(n, align(std::min(n, c * per))));
   at::parallel_for(0, chunks, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t c = lo; c < hi; ++c) add(bound[c], bound[c + 1], c == 0 ? dst : copies.data() + (c - 1) * size);
+    for (int64_t c = lo; c < hi; ++c) {
+      float* buf = c == 0 ? dst : copies.get() + (c - 1) * size;
+      if (c > 0) std::fill(buf, buf + size, 0.f);
+      add(bound[c], bound[c + 1], buf);
+    }
   });
   if (chunks == 1) return;
   at::parallel_for(0, rows, 16, [&](int64_t lo, int64_t hi) {
     for (int64_t c = 1; c < chunks; ++c)
-      for (int64_t r = lo; r < hi; ++r) add_row(dst + r * width, copies.data() + (c - 1) * size + r * width, width);
+      for (int64_t r = lo; r < hi; ++r) add_row(dst + r * width, copies.get() + (c - 1) * size + r * width, width);
   });
 }
 
