@@ -1,12 +1,13 @@
 """ecorec: EcoRec's C-M / M-C schedule over sorted-index micro-batches.
 
-The sorted unique ids are cut into ``micro_batches`` contiguous chunks (fewer when a chunk would hold
-under ``min_chunk`` ids). Per chunk, forward (C-M): contract ids to prefix groups, E1_i stage-1
+The sorted unique ids are cut into ``micro_batches`` contiguous chunks (ceil(U / min_chunk) when m chunks
+would hold under ``min_chunk`` ids each: the artifact's rule). Per chunk, forward (C-M): contract ids to prefix groups, E1_i stage-1
 products, U_i stage-2 products, expand into the bags; backward (M-C): aggregate gradients per unique id,
 recompute the E1_i prefixes, 2*U_i stage-2 GEMMs that also sum the prefix gradient per group, 2*E1_i
 stage-1 GEMMs. Totals E1*a + U*b forward and 3*E1*a + 2*U*b backward; buffers sized to one chunk."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -20,11 +21,15 @@ from impls.core.tt_collection import TTCollection, TTTable
 
 
 def micro_batch_bounds(num_unique: int, micro_batches: int, min_chunk: int) -> list[tuple[int, int]]:
-    """Contiguous [lo, hi) chunks of the sorted unique ids: m chunks of ceil/floor(U/m), the first
-    U mod m one larger, with m reduced until every chunk holds at least min_chunk ids (EcoRec's rule)."""
+    """Contiguous [lo, hi) chunks of the sorted unique ids, as the SC24 artifact cuts them (tt_emb.py): m chunks,
+    or ceil(U / min_chunk) when m chunks would hold fewer than min_chunk ids each (ceil(U / m) < min_chunk); at
+    most U; sizes floor/ceil(U / m), the first U mod m one larger. U = 50,000, m = 4, min 20,000 -> 3 chunks."""
     if num_unique == 0:
         return []
-    m = max(1, min(micro_batches, num_unique // max(min_chunk, 1)))
+    m = max(1, int(micro_batches))
+    if math.ceil(num_unique / m) < min_chunk:
+        m = math.ceil(num_unique / max(min_chunk, 1))
+    m = max(1, min(m, num_unique))
     base, extra = divmod(num_unique, m)
     bounds, lo = [], 0
     for i in range(m):

@@ -8,11 +8,13 @@ that cannot fit an error naming the table.
 
 Groups (§4.6): each rank cuts its table list into ``g`` groups whose sizes lie on a line of slope
 k = skew * 2(n - g) / (g(g - 1)) around n / g, largest first; ``reorder`` reverses the list (cheapest tables
-first) before it is cut."""
+first) before it is cut. Whole sizes as the SC24 artifact makes them (ecorec/utils.py ``partition_number``):
+every group starts at one table and each further table goes to the group furthest below its target, ties to
+the earlier group; here in exact rational arithmetic, so a tie is a tie (the artifact compares floats)."""
 from __future__ import annotations
 
-import math
 import random as _random
+from fractions import Fraction
 from typing import Sequence
 
 PLACEMENTS = ("sequential", "greedy", "random")
@@ -58,8 +60,11 @@ def place_tables(
     used = [0] * world_size
     for k, i in enumerate(order):
         if how == "greedy":
-            # least accumulated cost; ties: fewer tables, then the lower rank
-            prefs = sorted(range(world_size), key=lambda r: (load[r], len(owned[r]), r))
+            # least accumulated cost, ties to the lower rank (the artifact's greed_partition); a rank still empty
+            # when only as many tables are left as empty ranks takes one (only zero-cost tables get there)
+            empty = [r for r in range(world_size) if not owned[r]]
+            pool = empty if len(order) - k <= len(empty) else range(world_size)
+            prefs = sorted(pool, key=lambda r: (load[r], r))
         else:
             prefs = [(k + j) % world_size for j in range(world_size)]
         fits = [r for r in prefs if capacity is None or used[r] + sizes[i] <= capacity]
@@ -77,7 +82,8 @@ def place_tables(
 
 def slope_group_sizes(n: int, groups: int, skew: float) -> list[int]:
     """Sizes of ``groups`` consecutive groups over ``n`` tables, largest first, on EcoRec's slope; every group
-    gets at least one table when n >= groups (the rest are empty otherwise). n=40, g=4, skew=1 -> [19,13,7,1]."""
+    gets at least one table when n >= groups (the rest are empty otherwise). n=40, g=4, skew=1 -> [19,13,7,1];
+    n=8, g=3, skew=0.6 -> [4,3,1] (the artifact's)."""
     if groups < 1:
         raise ValueError(f"need at least one group, got {groups}")
     if not 0.0 <= skew <= 1.0:
@@ -86,14 +92,14 @@ def slope_group_sizes(n: int, groups: int, skew: float) -> list[int]:
         return [1] * n + [0] * (groups - n)
     if groups == 1:
         return [n]
-    k = skew * 2.0 * (n - groups) / (groups * (groups - 1))
-    targets = [round(n / groups + k * ((groups - 1) / 2.0 - i), 9) for i in range(groups)]
-    # whole sizes by largest remainder (ties to the earlier group): they stay non-increasing and >= 1
-    sizes = [math.floor(t) for t in targets]
-    by_remainder = sorted(range(groups), key=lambda i: (-(targets[i] - sizes[i]), i))
-    for i in by_remainder[: n - sum(sizes)]:
-        sizes[i] += 1
-    return sizes
+    k = Fraction(str(skew)) * 2 * (n - groups) / (groups * (groups - 1))  # str: 0.6 is 3/5, not its float
+    center = Fraction(groups - 1, 2)
+    targets = [Fraction(n, groups) + k * (center - i) for i in range(groups)]  # largest first
+    sizes = [1] * groups
+    for _ in range(n - groups):
+        gap = [t - s for t, s in zip(targets, sizes)]
+        sizes[gap.index(max(gap))] += 1  # the furthest below its target; ties: the earlier group
+    return sorted(sizes, reverse=True)
 
 
 def group_tables(owned: Sequence[int], groups: int, skew: float = 0.0, reorder: bool = False) -> list[list[int]]:

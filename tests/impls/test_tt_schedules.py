@@ -73,7 +73,8 @@ def test_ecorec_micro_batches_equal_one_batch(seed, m, min_chunk):
     w = many.work_report()
     chunks = micro_batch_bounds(U, m, min_chunk)
     assert w.extra["micro_batches"] == len(chunks)
-    assert all(hi - lo >= min(min_chunk, U) for lo, hi in chunks)
+    sizes = [hi - lo for lo, hi in chunks]
+    assert sum(sizes) == U and len(chunks) <= m and max(sizes) - min(sizes) <= 1
     assert w.unique == U and E1 <= w.e1 <= E1 + len(chunks) - 1  # a chunk boundary splits at most one group
 
 
@@ -90,7 +91,10 @@ def test_ecorec_micro_batching_bounds_intermediates():
 
 def test_micro_batch_bounds_rule():
     assert micro_batch_bounds(10, 3, 1) == [(0, 4), (4, 7), (7, 10)]
-    assert micro_batch_bounds(10, 4, 4) == [(0, 5), (5, 10)]  # m reduced so each chunk holds >= 4
+    # the SC24 artifact's rule (tt_emb.py): ceil(U / min_chunk) chunks when ceil(U / m) < min_chunk
+    assert micro_batch_bounds(10, 4, 4) == [(0, 4), (4, 7), (7, 10)]
+    assert len(micro_batch_bounds(50_000, 4, 20_000)) == 3  # the artifact cuts 3 (min(m, U // min) gave 2)
+    assert len(micro_batch_bounds(80_000, 4, 20_000)) == 4 and len(micro_batch_bounds(79_999, 4, 20_000)) == 4
     assert micro_batch_bounds(3, 4, 20000) == [(0, 3)]
     assert micro_batch_bounds(0, 4, 1) == []
 

@@ -10,6 +10,23 @@ def test_slope_example_from_the_paper():
     assert slope_group_sizes(40, 4, 1.0) == [19, 13, 7, 1]
 
 
+def test_slope_sizes_are_the_artifacts():
+    """The SC24 artifact's partition_number (decreasing) on cases where rounding decides: exact ties go to the
+    earlier group ([4,2,2] under plain largest-remainder rounding of unrounded floats)."""
+    assert slope_group_sizes(8, 3, 0.6) == [4, 3, 1]
+    assert slope_group_sizes(13, 4, 1.0) == [6, 4, 2, 1]
+    assert slope_group_sizes(10, 4, 0.0) == [3, 3, 2, 2]
+    assert slope_group_sizes(26, 4, 0.5) == [9, 7, 6, 4]
+
+
+def test_lpt_ties_go_to_the_lowest_rank():
+    """The artifact's greed_partition: among equal loads the lowest-index rank (not the one with fewer tables)."""
+    assert place_tables([4, 2, 2, 1, 1], 2, "greedy") == [[0, 3], [1, 2, 4]]
+    # equal loads: rank 0 although it holds more tables; the last table goes to the still empty rank
+    assert place_tables([0, 0, 0, 0], 2, "greedy") == [[0, 1, 2], [3]]
+    assert place_tables([0, 0, 0], 3, "greedy") == [[0], [1], [2]]
+
+
 @given(st.integers(1, 200), st.integers(1, 12), st.floats(0.0, 1.0))
 def test_slope_groups_cover_and_decrease(n, g, skew):
     sizes = slope_group_sizes(n, g, skew)
