@@ -24,6 +24,32 @@ def test_matches_reference(device, batch):
     assert sorted(got.sorted_positions.cpu().tolist()) == list(range(sf.nnz))
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_big_tables_and_wide_id_ranges_match_the_reference(threads):
+    """Tables above the one-thread size (sorted by every thread, chunked histograms) beside small ones, with ids
+    over 2^40, negative ids (an unchecked batch) and a table of one repeated id."""
+    gen = torch.Generator().manual_seed(threads)
+    parts = [
+        torch.randint(0, 10**8, (150_000,), generator=gen),  # big: 27 bits, 3 radix passes
+        torch.randint(0, 50, (300,), generator=gen),  # small, many repeats
+        torch.randint(-(2**45), 2**45, (70_000,), generator=gen),  # big, negative and wide
+        torch.full((1000,), 7),  # one id
+        torch.randint(0, 1000, (90_000,), generator=gen),  # big, heavy repeats (stability decides)
+    ]
+    T, B = len(parts), 1
+    v = torch.cat(parts)
+    off = torch.tensor([0] + [int(p.numel()) for p in parts]).cumsum(0)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        got = jagged_unique(v, off, T, B)
+    finally:
+        torch.set_num_threads(before)
+    ref = jagged_unique_ref(v, off, T, B)
+    for name, g, r in zip(got._fields, got, ref):
+        assert torch.equal(g, r), name
+
+
 def test_same_id_in_two_tables_is_two_uniques():
     v = torch.tensor([3, 3, 3, 1])
     off = torch.tensor([0, 2, 4])  # T=2, B=1
