@@ -1,0 +1,104 @@
+"""A TT system's whole training step against what its arithmetic costs and against the dense table:
+one table of 1e7 (and 1e8) rows x D=32, ranks 32, B=8192 samples of 46 lookups drawn with a heavy head
+(EcoRec's Table-1 setting, embedding-only, SGD), every system stepped once per round in turn (A B C D A B C D)
+beside an SGEMM timed in the same round. Reported per system: the median step, the step over its FLOP-time
+(the step's counted FLOPs at the same round's SGEMM rate), and the step over dense-fbgemm's in the same round
+(median and range of the per-round ratios)."""
+import time
+
+import pytest
+import torch
+
+from benchmarks.conftest import report
+from impls.api import EmbeddingOptim, SparseFeatures, TableSpec, get_impl
+
+B, L, D, ROUNDS = 8192, 46, 32, 5
+SYSTEMS = ("ecorec", "elrec", "ttrec", "dense-fbgemm")
+SECTION = "TT step over its FLOP-time and over dense-fbgemm (median over interleaved rounds; range)"
+
+
+def batch(rows: int) -> SparseFeatures:
+    g = torch.Generator().manual_seed(0)
+    n = B * L
+    values = (torch.rand(n, generator=g) ** 4 * rows).long().clamp_(max=rows - 1)  # a heavy head, a long tail
+    return SparseFeatures(values, torch.arange(0, n + 1, L), B)
+
+
+def build(name: str, rows: int):
+    try:
+        cls = get_impl(name)
+    except ImportError as exc:
+        return None, str(exc)
+    opts = {} if name.startswith("dense") else {"ranks": 32}
+    return cls([TableSpec("t", rows, D)], EmbeddingOptim("sgd", lr=0.01), check_bounds=False, **opts), ""
+
+
+def step_once(emb, sf, upstream) -> float:
+    t = time.perf_counter()
+    (emb(sf) * upstream).sum().backward()
+    emb.optimizer_step()
+    return time.perf_counter() - t
+
+
+def sgemm_rate() -> float:
+    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    torch.mm(a, b)
+    best = min(timed_mm(a, b) for _ in range(3))
+    return 2 * 2048**3 / best
+
+
+def timed_mm(a, b) -> float:
+    t = time.perf_counter()
+    torch.mm(a, b)
+    return time.perf_counter() - t
+
+
+def run_rounds(rows: int) -> dict:
+    sf, upstream = batch(rows), torch.randn(B, D, generator=torch.Generator().manual_seed(1))
+    models, missing = {}, {}
+    for name in SYSTEMS:
+        emb, why = build(name, rows)
+        if emb is None:
+            missing[name] = why
+            continue
+        step_once(emb, sf, upstream)  # warm-up (and the first step's allocations)
+        models[name] = emb
+    out = {k: {"step_s": [], "flops": 0, "over_flop_time": [], "over_dense": []} for k in models}
+    for _ in range(ROUNDS):
+        rate = sgemm_rate()
+        times = {k: step_once(m, sf, upstream) for k, m in models.items()}
+        for k, m in models.items():
+            out[k]["step_s"].append(times[k])
+            flops = m.work_report().flops
+            out[k]["flops"] = flops
+            if flops:
+                out[k]["over_flop_time"].append(times[k] / (flops / rate))
+            if "dense-fbgemm" in times:
+                out[k]["over_dense"].append(times[k] / times["dense-fbgemm"])
+    for k, m in models.items():
+        out[k]["param_bytes"] = m.memory_report().params
+    return {"systems": out, "missing": missing}
+
+
+def med(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if xs else float("nan")
+
+
+@pytest.mark.parametrize("rows", [10**7, 10**8], ids=["1e7", "1e8"])
+def test_tt_step_against_flops_and_dense(benchmark, rows):
+    res = benchmark.pedantic(run_rounds, args=(rows,), rounds=1, iterations=1)
+    summary = {}
+    for k, r in res["systems"].items():
+        summary[k] = {"step_ms": med(r["step_s"]) * 1e3, "over_flop_time": med(r["over_flop_time"]),
+                      "over_flop_time_range": [min(r["over_flop_time"], default=None), max(r["over_flop_time"], default=None)],
+                      "over_dense": med(r["over_dense"]),
+                      "over_dense_range": [min(r["over_dense"], default=None), max(r["over_dense"], default=None)],
+                      "flops_per_step": r["flops"], "param_bytes": r["param_bytes"], "rounds": len(r["step_s"])}
+        s = summary[k]
+        report(SECTION, {"rows": f"{rows:.0e}", "system": k, "step ms": s["step_ms"],
+                         "x FLOP-time": s["over_flop_time"], "x dense-fbgemm": s["over_dense"],
+                         "params MiB": s["param_bytes"] / 2**20},
+               f"B={B}, {L} lookups/sample, D={D}, TT ranks 32, SGD, embedding-only; {ROUNDS} interleaved rounds; "
+               f"threads {torch.get_num_threads()}")
+    benchmark.extra_info.update(rows=rows, systems=summary, missing=res["missing"], per_round=res["systems"])
