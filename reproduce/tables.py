@@ -107,7 +107,8 @@ def measured_tables(root: Path, machine: str) -> dict[str, list[str]]:
     if rs is not None:
         out["recsys24"] = ratio_table(rs, [("data", "workload"), ("world_size", "ranks")], RECSYS24) + \
             spearman(root, machine)
-    for name, lines in (("roofline", roofline(root, machine)), ("scale-model", scale_model(root, machine)),
+    for name, lines in (("roofline", roofline(root, machine)), ("tt-step", tt_step(root, machine)),
+                        ("scale-model", scale_model(root, machine)),
                         ("recsys24-model", recsys24_model(root)), ("durations", durations(root, machine))):
         if lines:
             out[name] = lines
@@ -194,6 +195,30 @@ def roofline(root: Path, machine: str) -> list[str]:
     for name, e in table.items():
         lines.append(f"| {name} | {e['GFLOP/s']:.1f} | {e['of SGEMM']:.2f} ({e['of SGEMM min']:.2f}-"
                      f"{e['of SGEMM max']:.2f}, {e['rounds']} rounds) |")
+    return lines
+
+
+def tt_step(root: Path, machine: str) -> list[str]:
+    """The step benchmark of `make bench` (benchmarks/test_tt_step.py): each system's median step, its step over
+    its FLOP-time at the same round's SGEMM rate and over dense-fbgemm's step in the same round (median and
+    range of the per-round ratios), per table size."""
+    path = Path(root) / "results" / "bench" / machine / "benchmarks.json"
+    if not path.exists():
+        return []
+    runs = [b["extra_info"] for b in json.loads(path.read_text())["benchmarks"] if "systems" in b.get("extra_info", {})]
+    if not runs:
+        return []
+
+    def ratio(e, key):
+        lo, hi = e[f"{key}_range"]
+        return "–" if e[key] != e[key] or lo is None else f"{e[key]:.2f} ({lo:.2f}-{hi:.2f})"
+
+    lines = ["| rows | system | step ms (median) | step / FLOP-time | step / dense-fbgemm step | parameters |",
+             "|---|---|---|---|---|---|"]
+    for run in sorted(runs, key=lambda r: r["rows"]):
+        for name, e in run["systems"].items():
+            lines.append(f"| {run['rows']:.0e} | {name} | {e['step_ms']:.0f} | {ratio(e, 'over_flop_time')} | "
+                         f"{ratio(e, 'over_dense')} | {e['param_bytes'] / 2**20:,.1f} MiB |")
     return lines
 
 
