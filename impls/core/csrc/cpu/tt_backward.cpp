@@ -90,6 +90,43 @@ struct StepScratch {
   StepScratch(const TTShape& s, int t) : rows(s.Q(t - 1)), chain(s), inner(t > 1 ? kStack * s.Q(t - 1) * s.r[t] : 0) {}
 };
 
+// d = 3: positions ordered by digit 1; chunks of them (run-aligned, a count fixed by the sizes) each walk their
+// runs: dG_1[j] += [P_0; ..]^T [dP_1; ..] (a run lies in one chunk, so one writer per row), dP_0 = dP_1 G_1[j]^T
+// per prefix into kStack scratch, added into the chunk's copy of dG_0 (chunked_scatter_add).
+void prefix_backward_d3(const TTShape& s, const CoreView& c, const int64_t* gid, const float* dP,
+                        const std::vector<int64_t>& order, const std::vector<int64_t>& key,
+                        at::TensorList grad_cores) {
+  const int64_t G = static_cast<int64_t>(order.size());
+  const int64_t M = s.Q(0), K = s.r[1], N = s.q[1] * s.r[2], w0 = s.core_width(0), width = s.prefix_width();
+  float* dG1 = grad_cores[1].data_ptr<float>();
+  auto run_start = [&](int64_t b) {
+    while (b > 0 && b < G && key[order[b]] == key[order[b - 1]]) ++b;
+    return b;
+  };
+  chunked_scatter_add(G, 4 * M * K * N, s.p[0], w0, grad_cores[0].data_ptr<float>(), run_start,
+                      [&](int64_t lo, int64_t hi, float* dG0) {
+    StackRows rows(M);
+    std::vector<float> dprev(kStack * M * K);
+    for (int64_t i = lo; i < hi;) {
+      const int64_t j = key[order[i]];
+      int64_t e = i + 1;
+      while (e < hi && key[order[e]] == j) ++e;
+      for (int64_t c0 = i; c0 < e; c0 += kStack) {
+        const int64_t ce = std::min(e, c0 + kStack), nb = ce - c0;
+        for (int64_t x = c0; x < ce; ++x)  // P_0 is core 0's slice of digit 0 = prefix id div p_1
+          rows.set(x - c0, c.row(0, gid[order[x]] / s.p[1]), K, dP + order[x] * width, N);
+        gemm::nn_view(K, N, nb * M, gemm::ColsA{rows.a.data(), 0}, gemm::RowsB{rows.b.data()},
+                      gemm::StridedC{dG1 + j * s.core_width(1), N}, true);
+        gemm::nt_dot_view(nb * M, K, N, [&](int64_t m) { return rows.b[m]; }, c.row(1, j), N,
+                          gemm::StridedC{dprev.data(), K}, false);
+        for (int64_t x = c0; x < ce; ++x)
+          add_row(dG0 + (gid[order[x]] / s.p[1]) * w0, dprev.data() + (x - c0) * M * K, w0);
+      }
+      i = e;
+    }
+  });
+}
+
 void tt_prefix_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids,
                             const at::Tensor& grad_prefix, at::TensorList grad_cores) {
   const char* op = "tt_prefix_backward";
@@ -113,6 +150,11 @@ void tt_prefix_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntAr
     }
     return order_by_key(G, s.p[k], [&](int64_t x) { return key[x]; });
   };
+  if (s.d == 3) {  // one chain step: no per-prefix dP_0 buffer, core 0 summed per fixed chunk (every SC24 shape)
+    const std::vector<int64_t> order = order_by_digit(1);
+    prefix_backward_d3(s, c, gid, grad_prefix.data_ptr<float>(), order, key, grad_cores);
+    return;
+  }
   // Step t = d-2 .. 1, run by run of equal digit j = i_t, stacked kStack prefixes to a GEMM:
   //   dG_t[j] (K x N) += [P_{t-1}; ..]^T [dP_t; ..] and dP_{t-1} = dP_t G_t[j]^T (M x K per prefix).
   for (int t = s.d - 2; t >= 1; --t) {
