@@ -6,8 +6,8 @@
 //                       recomputed inner products for d = 4), and add dP_0 into core 0.
 // A core-gradient row is shared by every lookup with that digit. In the prefix walk the lookups are ordered
 // by the digit and a digit's run is summed whole by one thread, stacked into tall GEMMs (cpu_util.h:
-// parallel_runs); the last core sums per fixed chunk of items. Either way the gradients are bit-identical
-// from run to run and for any thread count.
+// parallel_runs); the last core, and core 0 when d = 3, sum per fixed chunk of items (chunked_scatter_add).
+// Either way the gradients are bit-identical from run to run and for any thread count.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
