@@ -1,7 +1,7 @@
 // CPU kernels of the row pooling ops (schemas in ../ops.cpp):
 //   gather_pool:      out[s] += sum of src[index[j]] over segment s (parallel over segments, no locks);
-//   scatter_add_rows: out[dst[j]] += src[src_index[j]] (rows ordered by destination, each destination
-//                     summed by one thread in j order: deterministic).
+//   scatter_add_rows: out[dst[j]] += src[src_index[j]] (in j order per fixed chunk of entries, each chunk into
+//                     its own copy of out: deterministic).
 // The first pools bags and aggregates gradients per unique id; the second expands a micro-batch of
 // unique rows into the bags that use them.
 #include <ATen/Parallel.h>
@@ -51,12 +51,13 @@ void scatter_add_rows_cpu(const at::Tensor& src, const at::Tensor& src_index, co
   const int64_t D = src.size(1);
   const float* x = src.data_ptr<float>();
   float* y = out.data_ptr<float>();
-  // out[d] gets its rows added in j order by one thread (deterministic; see parallel_runs).
-  const std::vector<int64_t> order = order_by_key(n, out.size(0), [&](int64_t j) { return di[j]; });
-  parallel_runs(order, 256, [&](int64_t j) { return di[j]; }, [] { return 0; },
-                [&](int, int64_t d, int64_t b, int64_t e) {
-                  for (int64_t j = b; j < e; ++j) add_row(y + d * D, x + si[order[j]] * D, D);
-                });
+  // In j order per fixed chunk of entries, each chunk into its own copy of out, the copies added in chunk order
+  // (deterministic for any thread count; chunked_scatter_add). An entry's work counts as 4 D: a row add is
+  // bound by its random source row, not by its D adds.
+  chunked_scatter_add(n, 4 * D, out.size(0), D, y, [](int64_t b) { return b; },
+                      [&](int64_t lo, int64_t hi, float* dst) {
+                        for (int64_t j = lo; j < hi; ++j) add_row(dst + di[j] * D, x + si[j] * D, D);
+                      });
 }
 
 }  // namespace
