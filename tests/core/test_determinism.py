@@ -110,3 +110,15 @@ def test_scatter_add_rows_is_bit_identical_across_calls_on_cuda():
         ops.scatter_add_rows(src, si, di, out)
         runs.append([out])
     assert_identical(runs, "scatter_add_rows on CUDA")
+
+
+def test_empty_destinations_and_rows():
+    """No entries, zero-width rows, or no destination rows: nothing to add, and no division by a zero size."""
+    out = torch.zeros(3, 0)
+    ops.scatter_add_rows(torch.zeros(2, 0), torch.tensor([0, 1]), torch.tensor([2, 0]), out)
+    empty = torch.tensor([], dtype=torch.int64)
+    out = torch.ones(0, 4)
+    ops.scatter_add_rows(torch.zeros(2, 4), empty, empty, out)
+    out = torch.ones(5, 4)
+    ops.scatter_add_rows(torch.zeros(2, 4), empty, empty, out)
+    assert torch.equal(out, torch.ones(5, 4))

@@ -76,7 +76,8 @@ void chunked_scatter_add(int64_t n, int64_t item_work, int64_t rows, int64_t wid
                          Fn add) {
   constexpr int64_t kMaxChunks = 64;
   const int64_t size = rows * width;
-  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>({kMaxChunks, n, n * item_work / (16 * size)}));
+  const int64_t chunks =
+      size == 0 ? 1 : std::max<int64_t>(1, std::min<int64_t>({kMaxChunks, n, n * item_work / (16 * size)}));
   std::unique_ptr<float[]> copies(new float[(chunks - 1) * size]);  // zeroed by each chunk's own thread
   const int64_t per = (n + chunks - 1) / chunks;
   std::vector<int64_t> bound(chunks + 1, n);
