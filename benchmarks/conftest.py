@@ -1,4 +1,5 @@
 """Prints the derived throughput of every benchmark, one table per section."""
+import time
 from collections import defaultdict
 
 RESULTS: dict[str, list[dict]] = defaultdict(list)
@@ -10,6 +11,13 @@ def report(section: str, row: dict, note: str = "") -> None:
     RESULTS[section].append(row)
     if note:
         NOTES[section] = note
+
+
+def timed(f, *args) -> float:
+    """Seconds one call of ``f(*args)`` takes."""
+    t = time.perf_counter()
+    f(*args)
+    return time.perf_counter() - t
 
 
 def _fmt(v) -> str:

@@ -10,7 +10,7 @@ as in the schedules, so the allocator is not timed."""
 import pytest
 import torch
 
-from benchmarks.conftest import report
+from benchmarks.conftest import report, timed
 from impls.core import ops, tt
 
 G, ITEMS_PER_PREFIX = 65536, 4
@@ -89,14 +89,6 @@ def measure_rounds(st, rounds=ROUNDS, calls=CALLS) -> dict[str, list[float]]:
             best = min(timed(f) for _ in range(calls))
             rates[k].append(flops_of(k, st) / best / 1e9)
     return rates
-
-
-def timed(f) -> float:
-    import time
-
-    t = time.perf_counter()
-    f()
-    return time.perf_counter() - t
 
 
 def test_tt_kernel_roofline(benchmark):

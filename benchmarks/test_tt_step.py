@@ -4,12 +4,10 @@ one table of 1e7 (and 1e8) rows x D=32, ranks 32, B=8192 samples of 46 lookups d
 beside an SGEMM timed in the same round. Reported per system: the median step, the step over its FLOP-time
 (the step's counted FLOPs at the same round's SGEMM rate), and the step over dense-fbgemm's in the same round
 (median and range of the per-round ratios)."""
-import time
-
 import pytest
 import torch
 
-from benchmarks.conftest import report
+from benchmarks.conftest import report, timed
 from impls.api import EmbeddingOptim, SparseFeatures, TableSpec, get_impl
 
 B, L, D, ROUNDS = 8192, 46, 32, 5
@@ -33,24 +31,19 @@ def build(name: str, rows: int):
     return cls([TableSpec("t", rows, D)], EmbeddingOptim("sgd", lr=0.01), check_bounds=False, **opts), ""
 
 
-def step_once(emb, sf, upstream) -> float:
-    t = time.perf_counter()
+def step(emb, sf, upstream) -> None:
     (emb(sf) * upstream).sum().backward()
     emb.optimizer_step()
-    return time.perf_counter() - t
+
+
+def step_once(emb, sf, upstream) -> float:
+    return timed(step, emb, sf, upstream)
 
 
 def sgemm_rate() -> float:
     a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
     torch.mm(a, b)
-    best = min(timed_mm(a, b) for _ in range(3))
-    return 2 * 2048**3 / best
-
-
-def timed_mm(a, b) -> float:
-    t = time.perf_counter()
-    torch.mm(a, b)
-    return time.perf_counter() - t
+    return 2 * 2048**3 / min(timed(torch.mm, a, b) for _ in range(3))
 
 
 def run_rounds(rows: int) -> dict:

@@ -73,7 +73,7 @@ def run(impls, out, timeout, repeats, no_check_bounds, options, **kw) -> None:
     --repeats N, N rounds of every implementation in turn: medians and bootstrap 95 % intervals)."""
     from impls.api import registered_names
     from reproduce.aggregate import summarize
-    from reproduce.config import RunPoint, check_scoped_options, options_for
+    from reproduce.config import RunPoint, UnknownOptions, check_scoped_options, options_for
     from reproduce.lifeline import RunLocked
     from reproduce.sweep import run_point_isolated
 
@@ -102,7 +102,7 @@ def run(impls, out, timeout, repeats, no_check_bounds, options, **kw) -> None:
     except ValueError as exc:
         plain = sorted(k for k, v in impl_opts.items() if not isinstance(v, dict))
         hint = (f" (plain -o KEY=VALUE options such as {plain} go to every implementation; give one to a single "
-                f"implementation as -o IMPL.KEY=VALUE)" if plain and "takes no option" in str(exc) else "")
+                f"implementation as -o IMPL.KEY=VALUE)" if plain and isinstance(exc, UnknownOptions) else "")
         raise click.UsageError(str(exc) + hint) from None
     records = []
     for r in range(repeats):

@@ -257,6 +257,10 @@ def _point(fields: dict[str, Any]) -> RunPoint:
     return RunPoint.from_dict(fields)
 
 
+class UnknownOptions(ValueError):
+    """An implementation option the implementation does not take."""
+
+
 def check_impl_options(impl: str, options: dict[str, Any], world_size: int) -> None:
     """Every key of a point's impl_options is one the implementation takes in this kind of run (one device,
     or over ranks): a typo is refused before anything launches, naming the key, a close match and the keys
@@ -289,7 +293,7 @@ def check_impl_options(impl: str, options: dict[str, Any], world_size: int) -> N
         elif k in other:
             notes.append(f"{k!r} applies {'over ranks (world size >= 2)' if world_size == 1 else 'on one device'} only")
     where = f"over {world_size} ranks" if world_size > 1 else "on one device"
-    raise ValueError(f"{impl} takes no option(s) {bad} {where}" + (f" ({'; '.join(notes)})" if notes else "")
+    raise UnknownOptions(f"{impl} takes no option(s) {bad} {where}" + (f" ({'; '.join(notes)})" if notes else "")
                      + f"; its options: {', '.join(sorted(known)) or 'none'}")
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from impls.api import registered_names
 from reproduce.config import RunPoint
 from reproduce.lifeline import die_with_parent, lock_run
+from reproduce.rank import rank_files
 from reproduce.records import base_record, read_record, write_record
 
 
@@ -48,7 +49,7 @@ def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None,
     lock = lock_run(rec_path)  # RunLocked when a live process runs it already
     try:
         rec_path.unlink(missing_ok=True)
-        for old in [*out_dir.glob(rec_path.name + ".rank*.error"), *out_dir.glob(rec_path.name + ".rank*.step")]:
+        for old in [*rank_files(rec_path, "error").values(), *rank_files(rec_path, "step").values()]:
             old.unlink()
         worker = ["-m", "reproduce.worker", "--point-json", json.dumps(point.to_dict()), "--out", str(rec_path)]
         env = None
@@ -200,14 +201,14 @@ def _why(point: RunPoint, rec_path: Path, log: Path, code: int | None,
     stopped process, which torchrun kills after the grace). Without a root cause: the lowest rank's error file.
     Rank 0 reports in its record, not a file: ``rank0_reason``."""
     errors = {}
-    for f in rec_path.parent.glob(rec_path.name + ".rank*.error"):
+    for rank, f in rank_files(rec_path, "error").items():
         status, _, reason = f.read_text().partition("\n")
-        errors[int(f.name.rsplit(".rank", 1)[1].split(".")[0])] = (status, reason.strip())
+        errors[rank] = (status, reason.strip())
         f.unlink()
     steps = {}
-    for f in rec_path.parent.glob(rec_path.name + ".rank*.step"):
+    for rank, f in rank_files(rec_path, "step").items():
         try:
-            steps[int(f.name.rsplit(".rank", 1)[1].split(".")[0])] = int(f.read_text())
+            steps[rank] = int(f.read_text())
         except ValueError:
             pass  # torn mid-write by the kill: that rank's progress is unknown
         f.unlink()

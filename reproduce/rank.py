@@ -27,6 +27,17 @@ def rank_step_path(out: str | Path, rank: int) -> Path:
     return Path(f"{out}.rank{rank}.step")
 
 
+def rank_files(out: str | Path, kind: str) -> dict[int, Path]:
+    """The ``kind`` ("error" or "step") files the ranks of the run recording to ``out`` left, by rank."""
+    out = Path(out)
+    found = {}
+    for f in out.parent.glob(f"{out.name}.rank*.{kind}"):
+        rank = f.name[len(out.name) + len(".rank"):-len(kind) - 1]
+        if rank.isdigit():
+            found[int(rank)] = f
+    return found
+
+
 @dataclass
 class Rank:
     ctx: Any

@@ -181,15 +181,8 @@ def roofline(root: Path, machine: str) -> list[str]:
         return []
     benches = json.loads(path.read_text())["benchmarks"]
     table = next((b["extra_info"]["kernels"] for b in benches if "kernels" in b.get("extra_info", {})), None)
-    if table is None:  # an older record: one benchmark per kernel, shares from one run each
-        rows = [(b["param"], b["extra_info"]) for b in benches if b.get("extra_info", {}).get("GFLOP/s")]
-        if not rows:
-            return []
-        lines = ["| kernel | GFLOP/s (median of rounds) | share of SGEMM in the same run |", "|---|---|---|"]
-        for name, e in rows:
-            share = e.get("of SGEMM")
-            lines.append(f"| {name} | {e['GFLOP/s']:.1f} | {'–' if share is None or share != share else f'{share:.2f}'} |")
-        return lines
+    if table is None:
+        return []
     lines = ["| kernel | GFLOP/s (median of rounds) | share of the same round's SGEMM: median (range) |",
              "|---|---|---|"]
     for name, e in table.items():

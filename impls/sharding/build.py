@@ -7,7 +7,8 @@ from typing import Any, Sequence
 
 import torch
 
-from impls.api import BUILD_ARGS, HARNESS_KEYS, EmbeddingCollection, EmbeddingOptim, SparseFeatures, TableSpec, keyword_names
+from impls.api import (BUILD_ARGS, HARNESS_KEYS, EmbeddingCollection, EmbeddingOptim, SparseFeatures, TableSpec,
+                       keyword_names)
 from impls.sharding.comm import Comm
 from impls.sharding.context import DistContext
 from impls.sharding.data_parallel import DataParallelCollection

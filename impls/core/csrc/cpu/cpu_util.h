@@ -1,9 +1,10 @@
 // Host helpers for the CPU kernels: index range checks, and deterministic scatter-adds.
 //
 // Many kernels add rows of per-item products into shared rows (core gradients, pooled rows). They never
-// race or lock: the items are ordered by destination (a stable sort), and each destination's run is summed
-// whole by one thread in that order. The result is then bit-identical from run to run and whatever the
-// thread count, and the threads still split the work by items, not by destinations.
+// race or lock, in one of two ways: items ordered by destination (a stable sort), each destination's run
+// summed whole by one thread (parallel_runs); or items in their own order, cut into chunks whose count depends
+// on the sizes only, each chunk adding into its own copy, the copies summed in chunk order
+// (chunked_scatter_add). Either way the result is bit-identical from run to run and whatever the thread count.
 #pragma once
 
 #include <ATen/Parallel.h>

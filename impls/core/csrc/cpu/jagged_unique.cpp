@@ -1,7 +1,7 @@
 // CPU kernel of dlrmbench::jagged_unique (schema in ../ops.cpp): per table a stable LSD radix sort of the ids
 // (offset by the table's smallest id, so only the bits its id range needs are sorted) carrying positions,
-// then a parallel fill of the outputs. Big tables sort one at a time with every thread (per-chunk histograms,
-// chunks fixed by the size); the small ones one per thread.
+// then a parallel fill of the outputs. Big tables sort one at a time with every thread (per-chunk histograms;
+// a stable sort has one answer, so the chunking never shows); the small ones one per thread.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>

@@ -5,9 +5,9 @@
 //   tt_prefix_backward: walk dP back through cores d-2..0, dG_t[j] += P_{t-1}^T dP_t per step (plus the
 //                       recomputed inner products for d = 4), and add dP_0 into core 0.
 // A core-gradient row is shared by every lookup with that digit. In the prefix walk the lookups are ordered
-// by the digit and a digit's run is summed whole by one thread, stacked into tall GEMMs (cpu_util.h:
-// parallel_runs); the last core, and core 0 when d = 3, sum per fixed chunk of items (chunked_scatter_add).
-// Either way the gradients are bit-identical from run to run and for any thread count.
+// by the digit and a digit's run is summed whole by one thread, stacked into tall GEMMs; core 0 and the last
+// core are summed per fixed chunk of items into the chunk's own copy (cpu_util.h: parallel_runs,
+// chunked_scatter_add). Either way the gradients are bit-identical from run to run and for any thread count.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
@@ -82,50 +82,25 @@ void tt_last_backward_cpu(const at::Tensor& prefix, at::TensorList cores, c10::I
   });
 }
 
-// One thread's working memory for a chain step's runs.
+// One stacked chain step over nb prefixes sharing digit j of core t, whose operands `rows` holds (rows of
+// P_{t-1}, rows of dP_t): dG_t[j] (K x N) += [P_{t-1}; ..]^T [dP_t; ..] and dP_{t-1} = dP_t G_t[j]^T, the nb
+// (M x K) results one after another in `out`.
+void stacked_step(const TTShape& s, const CoreView& c, int t, int64_t j, int64_t nb, const StackRows& rows,
+                  float* dGt, float* out) {
+  const int64_t M = rows.M, K = s.r[t], N = s.q[t] * s.r[t + 1];
+  gemm::nn_view(K, N, nb * M, gemm::ColsA{rows.a.data(), 0}, gemm::RowsB{rows.b.data()},
+                gemm::StridedC{dGt + j * s.core_width(t), N}, true);
+  gemm::nt_dot_view(nb * M, K, N, [&](int64_t m) { return rows.b[m]; }, c.row(t, j), N, gemm::StridedC{out, K},
+                    false);
+}
+
+// One thread's working memory for a step t >= 2 (d = 4): the stacked operands and the recomputed P_{t-1}.
 struct StepScratch {
   StackRows rows;
   ChainScratch chain;
-  std::vector<float> inner;  // P_{t-1} of each stacked prefix when it is a product (t >= 2)
-  StepScratch(const TTShape& s, int t) : rows(s.Q(t - 1)), chain(s), inner(t > 1 ? kStack * s.Q(t - 1) * s.r[t] : 0) {}
+  std::vector<float> inner;
+  StepScratch(const TTShape& s, int t) : rows(s.Q(t - 1)), chain(s), inner(kStack * s.Q(t - 1) * s.r[t]) {}
 };
-
-// d = 3: positions ordered by digit 1; chunks of them (run-aligned, a count fixed by the sizes) each walk their
-// runs: dG_1[j] += [P_0; ..]^T [dP_1; ..] (a run lies in one chunk, so one writer per row), dP_0 = dP_1 G_1[j]^T
-// per prefix into kStack scratch, added into the chunk's copy of dG_0 (chunked_scatter_add).
-void prefix_backward_d3(const TTShape& s, const CoreView& c, const int64_t* gid, const float* dP,
-                        const std::vector<int64_t>& order, const std::vector<int64_t>& key,
-                        at::TensorList grad_cores) {
-  const int64_t G = static_cast<int64_t>(order.size());
-  const int64_t M = s.Q(0), K = s.r[1], N = s.q[1] * s.r[2], w0 = s.core_width(0), width = s.prefix_width();
-  float* dG1 = grad_cores[1].data_ptr<float>();
-  auto run_start = [&](int64_t b) {
-    while (b > 0 && b < G && key[order[b]] == key[order[b - 1]]) ++b;
-    return b;
-  };
-  chunked_scatter_add(G, 4 * M * K * N, s.p[0], w0, grad_cores[0].data_ptr<float>(), run_start,
-                      [&](int64_t lo, int64_t hi, float* dG0) {
-    StackRows rows(M);
-    std::vector<float> dprev(kStack * M * K);
-    for (int64_t i = lo; i < hi;) {
-      const int64_t j = key[order[i]];
-      int64_t e = i + 1;
-      while (e < hi && key[order[e]] == j) ++e;
-      for (int64_t c0 = i; c0 < e; c0 += kStack) {
-        const int64_t ce = std::min(e, c0 + kStack), nb = ce - c0;
-        for (int64_t x = c0; x < ce; ++x)  // P_0 is core 0's slice of digit 0 = prefix id div p_1
-          rows.set(x - c0, c.row(0, gid[order[x]] / s.p[1]), K, dP + order[x] * width, N);
-        gemm::nn_view(K, N, nb * M, gemm::ColsA{rows.a.data(), 0}, gemm::RowsB{rows.b.data()},
-                      gemm::StridedC{dG1 + j * s.core_width(1), N}, true);
-        gemm::nt_dot_view(nb * M, K, N, [&](int64_t m) { return rows.b[m]; }, c.row(1, j), N,
-                          gemm::StridedC{dprev.data(), K}, false);
-        for (int64_t x = c0; x < ce; ++x)
-          add_row(dG0 + (gid[order[x]] / s.p[1]) * w0, dprev.data() + (x - c0) * M * K, w0);
-      }
-      i = e;
-    }
-  });
-}
 
 void tt_prefix_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids,
                             const at::Tensor& grad_prefix, at::TensorList grad_cores) {
@@ -137,50 +112,39 @@ void tt_prefix_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntAr
   check_range(op, "prefix_ids", gid, G, s.num_prefixes());
   if (G == 0) return;
   const CoreView c = core_view(s, cores);
-  // The walk's state at position x of the current order: prefix id pid[x] and dP_t at dP + x * dPw.
+  // The walk's state at position x: prefix id pid[x] and its dP_t at dP + x * dPw.
   std::vector<int64_t> pid(gid, gid + G), key(G);
   const float* dP = grad_prefix.data_ptr<float>();
   int64_t dPw = s.prefix_width();
-  std::vector<float> held;  // dP_{t-1} of the step before
+  std::vector<float> held;  // dP_{t-1} of the step before, by position
+  auto digit = [&](int64_t g, int k) {
+    int64_t digits[4];
+    s.prefix_digits(g, digits);
+    return digits[k];
+  };
   auto order_by_digit = [&](int k) {
-    for (int64_t x = 0; x < G; ++x) {
-      int64_t digits[4];
-      s.prefix_digits(pid[x], digits);
-      key[x] = digits[k];
-    }
+    for (int64_t x = 0; x < G; ++x) key[x] = digit(pid[x], k);
     return order_by_key(G, s.p[k], [&](int64_t x) { return key[x]; });
   };
-  if (s.d == 3) {  // one chain step: no per-prefix dP_0 buffer, core 0 summed per fixed chunk (every SC24 shape)
-    const std::vector<int64_t> order = order_by_digit(1);
-    prefix_backward_d3(s, c, gid, grad_prefix.data_ptr<float>(), order, key, grad_cores);
-    return;
-  }
-  // Step t = d-2 .. 1, run by run of equal digit j = i_t, stacked kStack prefixes to a GEMM:
-  //   dG_t[j] (K x N) += [P_{t-1}; ..]^T [dP_t; ..] and dP_{t-1} = dP_t G_t[j]^T (M x K per prefix).
-  for (int t = s.d - 2; t >= 1; --t) {
-    const int64_t M = s.Q(t - 1), K = s.r[t], N = s.q[t] * s.r[t + 1];
+  // Steps t = d-2 .. 2 (d = 4), run by run of equal digit j = i_t (one thread per run, so one writer per row
+  // of dG_t), P_{t-1} recomputed per prefix; dP_{t-1} kept by position for the next step.
+  for (int t = s.d - 2; t >= 2; --t) {
+    const int64_t M = s.Q(t - 1), K = s.r[t];
     const std::vector<int64_t> order = order_by_digit(t);
-    std::vector<float> out(G * M * K);  // dP_{t-1} by position in `order`
+    std::vector<float> out(G * M * K);
     float* dGt = grad_cores[t].data_ptr<float>();
     parallel_runs(order, kGrain, [&](int64_t x) { return key[x]; }, [&] { return StepScratch(s, t); },
                   [&](StepScratch& w, int64_t j, int64_t b, int64_t e) {
       int64_t digits[4];
       for (int64_t c0 = b; c0 < e; c0 += kStack) {
-        const int64_t ce = std::min(e, c0 + kStack), nb = ce - c0;
+        const int64_t ce = std::min(e, c0 + kStack);
         for (int64_t x = c0; x < ce; ++x) {
           s.prefix_digits(pid[order[x]], digits);
-          const float* prev = c.row(0, digits[0]);  // P_0 is core 0's slice, read in place
-          if (t > 1) {
-            float* slot = w.inner.data() + (x - c0) * M * K;
-            prefix_chain(s, c, digits, t - 1, w.chain, slot);
-            prev = slot;
-          }
-          w.rows.set(x - c0, prev, K, dP + order[x] * dPw, N);
+          float* slot = w.inner.data() + (x - c0) * M * K;
+          prefix_chain(s, c, digits, t - 1, w.chain, slot);
+          w.rows.set(x - c0, slot, K, dP + order[x] * dPw, s.q[t] * s.r[t + 1]);
         }
-        gemm::nn_view(K, N, nb * M, gemm::ColsA{w.rows.a.data(), 0}, gemm::RowsB{w.rows.b.data()},
-                      gemm::StridedC{dGt + j * s.core_width(t), N}, true);
-        gemm::nt_dot_view(nb * M, K, N, [&](int64_t m) { return w.rows.b[m]; }, c.row(t, j), N,
-                          gemm::StridedC{out.data() + c0 * M * K, K}, false);
+        stacked_step(s, c, t, j, ce - c0, w.rows, dGt, out.data() + c0 * M * K);
       }
     });
     std::vector<int64_t> next(G);
@@ -190,14 +154,43 @@ void tt_prefix_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntAr
     dP = held.data();
     dPw = M * K;
   }
-  // dG_0[j] += dP_0 of every prefix with first digit j, in order.
-  const std::vector<int64_t> order = order_by_digit(0);
+  // The last step (t = 1, d >= 3) and core 0, with no per-prefix buffer: positions ordered by digit 1, cut into
+  // run-aligned chunks whose count is fixed by the sizes (chunked_scatter_add). A chunk runs its runs whole (one
+  // writer per row of dG_1), computes dP_0 per kStack prefixes and adds it into its own copy of dG_0.
+  // d = 2: the prefix is core 0's slice, and dP is its gradient.
   const int64_t w0 = s.core_width(0);
   float* dG0 = grad_cores[0].data_ptr<float>();
-  parallel_runs(order, 256, [&](int64_t x) { return key[x]; }, [] { return 0; },
-                [&](int, int64_t j, int64_t b, int64_t e) {
-                  for (int64_t x = b; x < e; ++x) add_row(dG0 + j * w0, dP + order[x] * dPw, w0);
-                });
+  if (s.d == 2) {
+    chunked_scatter_add(G, 4 * w0, s.p[0], w0, dG0, [](int64_t b) { return b; },
+                        [&](int64_t lo, int64_t hi, float* buf) {
+                          for (int64_t x = lo; x < hi; ++x) add_row(buf + pid[x] * w0, dP + x * dPw, w0);
+                        });
+    return;
+  }
+  const std::vector<int64_t> order = order_by_digit(1);
+  const int64_t M = s.Q(0), K = s.r[1], N = s.q[1] * s.r[2];
+  float* dG1 = grad_cores[1].data_ptr<float>();
+  auto run_start = [&](int64_t b) {
+    while (b > 0 && b < G && key[order[b]] == key[order[b - 1]]) ++b;
+    return b;
+  };
+  chunked_scatter_add(G, 4 * M * K * N, s.p[0], w0, dG0, run_start, [&](int64_t lo, int64_t hi, float* buf) {
+    StackRows rows(M);
+    std::vector<float> dP0(kStack * M * K);
+    for (int64_t i = lo; i < hi;) {
+      const int64_t j = key[order[i]];
+      int64_t e = i + 1;
+      while (e < hi && key[order[e]] == j) ++e;
+      for (int64_t c0 = i; c0 < e; c0 += kStack) {
+        const int64_t ce = std::min(e, c0 + kStack);
+        for (int64_t x = c0; x < ce; ++x)  // P_0 is core 0's slice, read in place
+          rows.set(x - c0, c.row(0, digit(pid[order[x]], 0)), K, dP + order[x] * dPw, N);
+        stacked_step(s, c, 1, j, ce - c0, rows, dG1, dP0.data());
+        for (int64_t x = c0; x < ce; ++x) add_row(buf + digit(pid[order[x]], 0) * w0, dP0.data() + (x - c0) * w0, w0);
+      }
+      i = e;
+    }
+  });
 }
 
 }  // namespace
