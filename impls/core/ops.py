@@ -182,6 +182,53 @@ def tt_prefix_backward(
         work.add("bwd", "stage1", n * gemms, n * flops)
 
 
+def tt_stages(
+    cores: Sequence[Tensor],
+    shape,
+    prefix_ids: Tensor,
+    item_group: Tensor,
+    item_last: Tensor,
+    work=None,
+    out: Tensor | None = None,
+) -> Tensor:
+    """Both stages in one pass: rows [n, D], item i = prefix(prefix_ids[item_group[i]]) times the last core's
+    slice item_last[i]. Same products as tt_prefix then tt_last, without the [G, width] prefix buffer."""
+    require_kernel("tt_stages", prefix_ids.device)
+    q, r = _tt_args(shape)
+    out = _out(out, item_group.numel(), shape.dim, cores[0])
+    torch.ops.dlrmbench.tt_stages(list(cores), q, r, prefix_ids, item_group, item_last, out)
+    if work is not None:
+        g, n = prefix_ids.numel(), item_group.numel()
+        work.add("fwd", "stage1", g * (shape.d - 2), g * shape.prefix_flops())
+        work.add("fwd", "stage2", n, n * shape.last_flops())
+    return out
+
+
+def tt_stages_backward(
+    cores: Sequence[Tensor],
+    shape,
+    prefix_ids: Tensor,
+    item_group: Tensor,
+    item_last: Tensor,
+    grad_items: Tensor,
+    grad_cores: Sequence[Tensor],
+    work=None,
+) -> None:
+    """Backward of tt_stages: recomputes the prefixes and adds into all d core gradients (item_group must be
+    non-decreasing). Same products as tt_prefix, tt_last_backward and tt_prefix_backward."""
+    require_kernel("tt_stages_backward", prefix_ids.device)
+    q, r = _tt_args(shape)
+    torch.ops.dlrmbench.tt_stages_backward(
+        list(cores), q, r, prefix_ids, item_group, item_last, grad_items, list(grad_cores)
+    )
+    if work is not None:
+        g, n = prefix_ids.numel(), item_group.numel()
+        gemms, flops = shape.prefix_backward_cost()
+        work.add("bwd", "stage1", g * (shape.d - 2), g * shape.prefix_flops())
+        work.add("bwd", "stage2", 2 * n, 2 * n * shape.last_flops())
+        work.add("bwd", "stage1", g * gemms, g * flops)
+
+
 def gather_pool(src: Tensor, index: Tensor, segment_offsets: Tensor, out: Tensor) -> None:
     """out[s] += sum(src[index[j]] for j in segment s); segments given by offsets (len S+1)."""
     require_kernel("gather_pool", src.device)
@@ -211,6 +258,16 @@ def _tt_last_backward_fake(prefix, cores, q, r, item_group, item_last, grad_item
 
 @torch.library.register_fake(f"{_LIB}::tt_prefix_backward")
 def _tt_prefix_backward_fake(cores, q, r, prefix_ids, grad_prefix, grad_cores):
+    return None
+
+
+@torch.library.register_fake(f"{_LIB}::tt_stages")
+def _tt_stages_fake(cores, q, r, prefix_ids, item_group, item_last, out):
+    return None
+
+
+@torch.library.register_fake(f"{_LIB}::tt_stages_backward")
+def _tt_stages_backward_fake(cores, q, r, prefix_ids, item_group, item_last, grad_items, grad_cores):
     return None
 
 

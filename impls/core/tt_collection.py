@@ -47,27 +47,19 @@ class TTTable(nn.Module):
     # The two halves every schedule is built from; schedules differ in what they pass as prefixes and
     # items (occurrences, unique ids, prefix groups) and in how they pool and aggregate around them.
     def stages_forward(self, prefix_ids: Tensor, item_group: Tensor, item_last: Tensor, work: TTWork):
-        """Stage 1 for ``prefix_ids``, stage 2 for the items: rows [n, D] in a workspace buffer."""
+        """Stage 1 for ``prefix_ids``, stage 2 for the items (fused: no prefix buffer): rows [n, D] in a
+        workspace buffer."""
         s, cores = self.shape, self.core_tensors()
-        prefix_buf = self.buffer("prefix", prefix_ids.numel(), s.prefix_width)
-        prefix = ops.tt_prefix(cores, s, prefix_ids, work, out=prefix_buf)
-        emb_buf = self.buffer("emb", item_group.numel(), s.dim)
-        emb = ops.tt_last(prefix, cores, s, item_group, item_last, work, out=emb_buf)
-        work.live(prefix, emb)
+        emb = ops.tt_stages(cores, s, prefix_ids, item_group, item_last, work, out=self.buffer("emb", item_group.numel(), s.dim))
+        work.live(emb)
         return emb
 
     def stages_backward(self, prefix_ids: Tensor, item_group: Tensor, item_last: Tensor, d_items: Tensor,
                         work: TTWork, *extra_live: Tensor) -> None:
-        """Recompute the prefixes, then both stages backward into ``grads`` (item_group non-decreasing)."""
-        s, cores = self.shape, self.core_tensors()
-        G = prefix_ids.numel()
-        prefix = ops.tt_prefix(cores, s, prefix_ids, work, phase="bwd", out=self.buffer("prefix", G, s.prefix_width))
-        d_prefix = ops.tt_last_backward(
-            prefix, cores, s, item_group, item_last, d_items, self.grads[-1], work,
-            out=self.buffer("d_prefix", G, s.prefix_width),
-        )
-        ops.tt_prefix_backward(cores, s, prefix_ids, d_prefix, self.grads[:-1], work)
-        work.live(d_items, prefix, d_prefix, *extra_live)
+        """Recompute the prefixes and walk both stages back into ``grads`` (item_group non-decreasing)."""
+        ops.tt_stages_backward(self.core_tensors(), self.shape, prefix_ids, item_group, item_last, d_items, self.grads,
+                               work)
+        work.live(d_items, *extra_live)
 
     def core_tensors(self) -> list[Tensor]:
         return [c.data for c in self.cores]

@@ -71,6 +71,21 @@ def test_tt_backward_is_bit_identical_across_calls_and_threads(d):
         close(got, want, 1e-4)
 
 
+def fused_backward(s, cores, prefix_ids, item_group, item_last, grad_items):
+    grads = [torch.zeros_like(c) for c in cores]
+    ops.tt_stages_backward(cores, s, prefix_ids, item_group, item_last, grad_items, grads)
+    return grads
+
+
+@pytest.mark.parametrize("d", [2, 3, 4])
+def test_fused_tt_backward_is_bit_identical_across_calls_and_threads(d):
+    args = case(d, "cpu")
+    runs = [with_threads(t, fused_backward, *args) for t in (2, 1, 2, 2)]
+    assert_identical(runs, f"d={d} fused TT backward on the CPU (threads 2, 1, 2, 2)")
+    for got, want in zip(runs[0], backward(*args)[1:]):  # the same sums as the separate stage ops
+        close(got, want, 1e-4)
+
+
 def scatter(src, si, di, rows):
     out = torch.zeros(rows, src.shape[1])
     ops.scatter_add_rows(src, si, di, out)

@@ -94,6 +94,52 @@ def test_backward_stages_match_autograd(device, case):
     assert work.flops["bwd"] == 2 * n * s.last_flops() + G * f_per
 
 
+@pytest.mark.parametrize("device", devices())
+@settings(max_examples=150, deadline=None)
+@given(case=tt_cases(), shuffle=st.booleans())
+def test_fused_stages_match_the_separate_stages(device, case, shuffle):
+    """tt_stages = tt_prefix then tt_last (items in any order); tt_stages_backward = tt_prefix,
+    tt_last_backward, tt_prefix_backward (items by group); both equal autograd through the references."""
+    s, cores, prefix_ids, item_group, item_last, gen = make(case, device)
+    G, n = prefix_ids.numel(), item_group.numel()
+    perm = torch.randperm(n, generator=gen).to(device) if shuffle else torch.arange(n, device=device)
+    work = TTWork()
+    emb = ops.tt_stages(cores, s, prefix_ids, item_group[perm], item_last[perm], work)
+    prefix = ref.tt_prefix_ref(cores, s, prefix_ids)
+    abs_cores = [c.abs() for c in cores]
+    abs_emb = ref.tt_last_ref(ref.tt_prefix_ref(abs_cores, s, prefix_ids), abs_cores, s, item_group, item_last)
+    close(emb, ref.tt_last_ref(prefix, cores, s, item_group, item_last)[perm], 1e-5, abs_emb[perm])
+    assert work.gemms["fwd"] == G * (s.d - 2) + n
+    assert work.flops["fwd"] == G * s.prefix_flops() + n * s.last_flops()
+
+    grad_items = torch.randn(n, s.dim, generator=gen).to(device)
+    grads = [torch.zeros_like(c) for c in cores]
+    ops.tt_stages_backward(cores, s, prefix_ids, item_group, item_last, grad_items, grads, work)
+    want_prefix, want_last = ref.tt_last_backward_ref(prefix, cores, s, item_group, item_last, grad_items)
+    want = ref.tt_prefix_backward_ref(cores, s, prefix_ids, want_prefix)
+    for got, w in zip(grads, [*want, want_last]):
+        close(got, w if w is not None else torch.zeros_like(got), 1e-4)
+    g_per, f_per = s.prefix_backward_cost()
+    assert work.gemms["bwd"] == G * (s.d - 2) + 2 * n + G * g_per
+    assert work.flops["bwd"] == G * s.prefix_flops() + 2 * n * s.last_flops() + G * f_per
+
+
+def test_fused_stages_refuse_bad_items():
+    s = tt.TTShape.create(6 * 5 * 4, 8, [3, 3], p=(6, 5, 4), q=(2, 2, 2))
+    cores = tt.init_cores(s, "normal", torch.Generator().manual_seed(1))
+    ids, grads = torch.tensor([7, 9]), [torch.zeros_like(c) for c in cores]
+    with pytest.raises(ValueError, match=r"item_group\[1\] = 2 is outside \[0, 2\)"):
+        ops.tt_stages(cores, s, ids, torch.tensor([0, 2]), torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match=r"item_last\[0\] = 4 is outside \[0, 4\)"):
+        ops.tt_stages(cores, s, ids, torch.tensor([0, 1]), torch.tensor([4, 1]))
+    with pytest.raises(ValueError, match="non-decreasing"):
+        ops.tt_stages_backward(cores, s, ids, torch.tensor([1, 0]), torch.tensor([0, 1]), torch.ones(2, 8), grads)
+    with pytest.raises(ValueError, match=r"item_group\[0\] = -1"):
+        ops.tt_stages_backward(cores, s, ids, torch.tensor([-1, 0]), torch.tensor([0, 1]), torch.ones(2, 8), grads)
+    with pytest.raises(ValueError, match="expected 3 core gradients"):
+        ops.tt_stages_backward(cores, s, ids, torch.tensor([0, 1]), torch.tensor([0, 1]), torch.ones(2, 8), grads[:2])
+
+
 def test_untouched_core_rows_get_zero_gradient():
     s = tt.TTShape.create(6 * 5 * 4, 8, [3, 3], p=(6, 5, 4), q=(2, 2, 2))
     cores = tt.init_cores(s, "normal", torch.Generator().manual_seed(1))

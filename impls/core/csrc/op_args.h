@@ -30,6 +30,28 @@ inline TTShape check_tt_items_args(const char* op, const at::Tensor& prefix, at:
   return s;
 }
 
+// The fused stages (tt_stages, tt_stages_backward): prefix ids, the items' group and last digit, and one row per
+// item (the output rows or their gradient).
+inline TTShape check_tt_stages_args(const char* op, at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
+                                    const at::Tensor& prefix_ids, const at::Tensor& item_group,
+                                    const at::Tensor& item_last, const at::Tensor& per_item,
+                                    const char* per_item_name) {
+  const TTShape s = parse_tt_shape(op, cores, q, r);
+  check_index(op, "prefix_ids", prefix_ids, cores[0]);
+  check_index(op, "item_group", item_group, cores[0]);
+  check_index(op, "item_last", item_last, cores[0]);
+  TORCH_CHECK_VALUE(item_group.numel() == item_last.numel(), op, ": item_group has ", item_group.numel(),
+                    " entries but item_last has ", item_last.numel());
+  check_rows(op, per_item_name, per_item, item_group.numel(), s.dim(), cores[0]);
+  return s;
+}
+
+inline void check_all_core_grads(const char* op, const TTShape& s, at::TensorList cores, at::TensorList grad_cores) {
+  TORCH_CHECK_VALUE(static_cast<int>(grad_cores.size()) == s.d, op, ": expected ", s.d,
+                    " core gradients (one per core), got ", grad_cores.size());
+  for (int k = 0; k < s.d; ++k) check_rows(op, "grad_cores", grad_cores[k], s.p[k], s.core_width(k), cores[0]);
+}
+
 inline TTShape check_tt_last_backward_args(const at::Tensor& prefix, at::TensorList cores, c10::IntArrayRef q,
                                            c10::IntArrayRef r, const at::Tensor& item_group,
                                            const at::Tensor& item_last, const at::Tensor& grad_items,

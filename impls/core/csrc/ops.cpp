@@ -34,6 +34,17 @@ TORCH_LIBRARY(dlrmbench, m) {
   m.def(
       "tt_prefix_backward(Tensor[] cores, int[] q, int[] r, Tensor prefix_ids, Tensor grad_prefix, "
       "Tensor(a!)[] grad_cores) -> ()");
+  // Both stages in one pass (tt_prefix then tt_last, without a [G, width] prefix buffer): writes rows [n, D]
+  // into out; item i is the prefix product of prefix_ids[item_group[i]] times the last core's slice
+  // item_last[i].
+  m.def(
+      "tt_stages(Tensor[] cores, int[] q, int[] r, Tensor prefix_ids, Tensor item_group, Tensor item_last, "
+      "Tensor(a!) out) -> ()");
+  // Backward of tt_stages (the prefixes recomputed, both stages walked back): adds into all d core gradients;
+  // item_group must be non-decreasing.
+  m.def(
+      "tt_stages_backward(Tensor[] cores, int[] q, int[] r, Tensor prefix_ids, Tensor item_group, "
+      "Tensor item_last, Tensor grad_items, Tensor(a!)[] grad_cores) -> ()");
   // out[s] += sum(src[index[j]] for j in segment_offsets[s]:segment_offsets[s+1]).
   m.def("gather_pool(Tensor src, Tensor index, Tensor segment_offsets, Tensor(a!) out) -> ()");
   // out[dst_index[j]] += src[src_index[j]] for every j.

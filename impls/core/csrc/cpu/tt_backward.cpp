@@ -25,20 +25,6 @@ namespace {
 
 constexpr int64_t kGrain = 16;
 
-// Segment starts of a non-decreasing group map: items of group g are [start[g], start[g+1]).
-std::vector<int64_t> group_starts(const char* op, const int64_t* grp, int64_t n, int64_t groups) {
-  std::vector<int64_t> start(groups + 1, n);
-  int64_t prev = -1;
-  for (int64_t i = 0; i < n; ++i) {
-    TORCH_CHECK_VALUE(grp[i] >= prev, op, ": item_group must be non-decreasing (items of a group contiguous); "
-                      "item_group[", i, "] = ", grp[i], " follows ", prev);
-    TORCH_CHECK_VALUE(grp[i] < groups, op, ": item_group[", i, "] = ", grp[i], " is outside [0, ", groups, ")");
-    for (int64_t g = prev + 1; g <= grp[i]; ++g) start[g] = i;
-    prev = grp[i];
-  }
-  return start;
-}
-
 void tt_last_backward_cpu(const at::Tensor& prefix, at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
                           const at::Tensor& item_group, const at::Tensor& item_last, const at::Tensor& grad_items,
                           at::Tensor grad_last_core, at::Tensor grad_prefix) {
@@ -80,18 +66,6 @@ void tt_last_backward_cpu(const at::Tensor& prefix, at::TensorList cores, c10::I
       gemm::nn_strided(rk, qn, M, P + g * width, 1, rk, dE + i * D, qn, out + j * rk * qn, qn, true);
     }
   });
-}
-
-// One stacked chain step over nb prefixes sharing digit j of core t, whose operands `rows` holds (rows of
-// P_{t-1}, rows of dP_t): dG_t[j] (K x N) += [P_{t-1}; ..]^T [dP_t; ..] and dP_{t-1} = dP_t G_t[j]^T, the nb
-// (M x K) results one after another in `out`.
-void stacked_step(const TTShape& s, const CoreView& c, int t, int64_t j, int64_t nb, const StackRows& rows,
-                  float* dGt, float* out) {
-  const int64_t M = rows.M, K = s.r[t], N = s.q[t] * s.r[t + 1];
-  gemm::nn_view(K, N, nb * M, gemm::ColsA{rows.a.data(), 0}, gemm::RowsB{rows.b.data()},
-                gemm::StridedC{dGt + j * s.core_width(t), N}, true);
-  gemm::nt_dot_view(nb * M, K, N, [&](int64_t m) { return rows.b[m]; }, c.row(t, j), N, gemm::StridedC{out, K},
-                    false);
 }
 
 // One thread's working memory for a step t >= 2 (d = 4): the stacked operands and the recomputed P_{t-1}.

@@ -86,6 +86,20 @@ inline std::vector<int64_t> order_by_group(const int64_t* grp, int64_t n, int64_
   return order;
 }
 
+// Segment starts of a non-decreasing group map: items of group g are [start[g], start[g+1]).
+inline std::vector<int64_t> group_starts(const char* op, const int64_t* grp, int64_t n, int64_t groups) {
+  std::vector<int64_t> start(groups + 1, n);
+  int64_t prev = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    TORCH_CHECK_VALUE(grp[i] >= prev, op, ": item_group must be non-decreasing (items of a group contiguous); "
+                      "item_group[", i, "] = ", grp[i], " follows ", prev);
+    TORCH_CHECK_VALUE(grp[i] >= 0 && grp[i] < groups, op, ": item_group[", i, "] = ", grp[i], " is outside [0, ", groups, ")");
+    for (int64_t g = prev + 1; g <= grp[i]; ++g) start[g] = i;
+    prev = grp[i];
+  }
+  return start;
+}
+
 // Most prefixes (or items) stacked into one GEMM of a run.
 constexpr int64_t kStack = 64;
 
@@ -113,6 +127,60 @@ inline void for_each_run(const std::vector<int64_t>& order, int64_t lo, int64_t 
     fn(i, e, k);
     i = e;
   }
+}
+
+// Stage 1 over one stack of prefixes sharing the last prefix digit j (order[i..e), at most kStack): P for
+// prefix id ids[order[b]] written to dst(b), as one tall GEMM P_{d-2} = [P_{d-3}; ..] G_{d-2}[j] (P_{d-3} read in
+// place when it is core 0's slice, else recomputed per prefix). d = 2: the prefix is core 0's slice, copied.
+struct PrefixStack {
+  const TTShape& s;
+  const CoreView& c;
+  ChainScratch w;
+  std::vector<float> inner;
+  std::vector<const float*> arows;
+  std::vector<float*> crows;
+  PrefixStack(const TTShape& shape, const CoreView& cores)
+      : s(shape), c(cores), w(shape), inner(shape.d > 3 ? kStack * shape.Q(shape.d - 3) * shape.r[shape.d - 2] : 0),
+        arows(kStack * (shape.d > 2 ? shape.Q(shape.d - 3) : 1)), crows(arows.size()) {}
+
+  template <typename Dst>
+  void run(const int64_t* ids, const int64_t* order, int64_t i, int64_t e, int64_t j, Dst dst) {
+    if (s.d == 2) {
+      for (int64_t b = i; b < e; ++b) std::memcpy(dst(b), c.row(0, ids[order[b]]), sizeof(float) * s.prefix_width());
+      return;
+    }
+    const int t = s.d - 2;
+    const int64_t Mi = s.Q(t - 1), K = s.r[t], N = s.q[t] * s.r[t + 1];
+    int64_t digits[4];
+    for (int64_t b = i; b < e; ++b) {
+      s.prefix_digits(ids[order[b]], digits);
+      const float* a = c.row(0, digits[0]);  // d = 3: P_0 is core 0's slice, read in place
+      if (s.d > 3) {
+        float* slot = inner.data() + (b - i) * Mi * K;
+        prefix_chain(s, c, digits, t - 1, w, slot);
+        a = slot;
+      }
+      float* out = dst(b);
+      for (int64_t m = 0; m < Mi; ++m) {
+        arows[(b - i) * Mi + m] = a + m * K;
+        crows[(b - i) * Mi + m] = out + m * N;
+      }
+    }
+    gemm::nn_view((e - i) * Mi, N, K, gemm::RowsA{arows.data()}, gemm::StridedB{c.row(t, j), N},
+                  gemm::RowsC{crows.data()}, false);
+  }
+};
+
+// One stacked chain step over nb prefixes sharing digit j of core t, whose operands `rows` holds (rows of
+// P_{t-1}, rows of dP_t): dG_t[j] (K x N) += [P_{t-1}; ..]^T [dP_t; ..] and dP_{t-1} = dP_t G_t[j]^T, the nb
+// (M x K) results one after another in `out`.
+inline void stacked_step(const TTShape& s, const CoreView& c, int t, int64_t j, int64_t nb, const StackRows& rows,
+                         float* dGt, float* out) {
+  const int64_t M = rows.M, K = s.r[t], N = s.q[t] * s.r[t + 1];
+  gemm::nn_view(K, N, nb * M, gemm::ColsA{rows.a.data(), 0}, gemm::RowsB{rows.b.data()},
+                gemm::StridedC{dGt + j * s.core_width(t), N}, true);
+  gemm::nt_dot_view(nb * M, K, N, [&](int64_t m) { return rows.b[m]; }, c.row(t, j), N, gemm::StridedC{out, K},
+                    false);
 }
 
 }  // namespace dlrmbench

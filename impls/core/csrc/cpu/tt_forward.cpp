@@ -34,32 +34,12 @@ void tt_prefix_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
     });
     return;
   }
-  // Last chain step: P_{d-2} = P_{d-3} (Mi x K) * G_{d-2}[j] (K x N), run by run of equal j.
-  const int t = s.d - 2;
-  const int64_t Mi = s.Q(t - 1), K = s.r[t], N = s.q[t] * s.r[t + 1];
+  // Runs of prefixes sharing the last prefix digit, each one tall GEMM (PrefixStack).
   const std::vector<int64_t> order = order_by_last_prefix_digit(s, g, G);
   at::parallel_for(0, G, kGrain, [&](int64_t lo, int64_t hi) {
-    ChainScratch w(s);
-    std::vector<float> inner(s.d > 3 ? kStack * Mi * K : 0);  // P_{d-3} per prefix when it is a product
-    std::vector<const float*> arows(kStack * Mi);
-    std::vector<float*> crows(kStack * Mi);
-    int64_t digits[4];
-    for_each_run(order, lo, hi, [&](int64_t x) { return g[x] % s.p[t]; }, [&](int64_t i, int64_t e, int64_t j) {
-      for (int64_t b = i; b < e; ++b) {
-        s.prefix_digits(g[order[b]], digits);
-        const float* a = c.row(0, digits[0]);  // d = 3: P_0 is core 0's slice, read in place
-        if (s.d > 3) {
-          float* slot = inner.data() + (b - i) * Mi * K;
-          prefix_chain(s, c, digits, t - 1, w, slot);
-          a = slot;
-        }
-        for (int64_t m = 0; m < Mi; ++m) {
-          arows[(b - i) * Mi + m] = a + m * K;
-          crows[(b - i) * Mi + m] = o + order[b] * width + m * N;
-        }
-      }
-      gemm::nn_view((e - i) * Mi, N, K, gemm::RowsA{arows.data()}, gemm::StridedB{c.row(t, j), N},
-                    gemm::RowsC{crows.data()}, false);
+    PrefixStack stack(s, c);
+    for_each_run(order, lo, hi, [&](int64_t x) { return g[x] % s.p[s.d - 2]; }, [&](int64_t i, int64_t e, int64_t j) {
+      stack.run(g, order.data(), i, e, j, [&](int64_t b) { return o + order[b] * width; });
     });
   });
 }

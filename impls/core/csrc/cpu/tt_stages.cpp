@@ -1,0 +1,184 @@
+// CPU kernels of the fused TT stages (schemas in ../ops.cpp): stage 1 and stage 2 (and, backward, the walk
+// back through both) in one pass over stacks of prefixes, so a prefix product is consumed from L1/L2 right
+// after it is made instead of through a [G, width] buffer in memory.
+//   tt_stages:          per stack of <= kStack prefixes sharing the last prefix digit (one tall GEMM, as in
+//                       tt_prefix), then every item of those prefixes (as in tt_last);
+//   tt_stages_backward: per stack: the prefixes recomputed, stage 2 backward of their items (dP of the stack,
+//                       dG_last), then the stacked stage-1 step (dG_1 of the stack's digit, dP_0 into dG_0).
+// Same products and FLOPs as the separate ops. Gradients are deterministic and independent of the thread
+// count: the prefixes are ordered by digit 1 and cut into run-aligned chunks whose number depends on the
+// sizes only; a digit's run is summed whole by one chunk (dG_1), and dG_0 and dG_last go into each chunk's own
+// copy, reduced in chunk order (cpu_util.h: chunked_scatter_add).
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "../op_args.h"
+#include "../tt_stages_composed.h"
+#include "cpu_util.h"
+#include "tt_chain.h"
+
+namespace dlrmbench {
+namespace {
+
+constexpr int64_t kGrain = 16;
+
+// Items ordered by group (stably) and each group's range in that order.
+struct ItemsByGroup {
+  std::vector<int64_t> order, start;
+  ItemsByGroup(const int64_t* grp, int64_t n, int64_t groups) : order(order_by_group(grp, n, groups)), start(groups + 1, 0) {
+    for (int64_t i = 0; i < n; ++i) ++start[grp[i] + 1];
+    for (int64_t g = 0; g < groups; ++g) start[g + 1] += start[g];
+  }
+};
+
+void tt_stages_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids,
+                   const at::Tensor& item_group, const at::Tensor& item_last, at::Tensor out) {
+  const char* op = "tt_stages";
+  const TTShape s = check_tt_stages_args(op, cores, q, r, prefix_ids, item_group, item_last, out, "out");
+  const auto ids_c = prefix_ids.contiguous(), grp_c = item_group.contiguous(), last_c = item_last.contiguous();
+  const int64_t G = ids_c.numel(), n = grp_c.numel();
+  const int64_t *ids = ids_c.data_ptr<int64_t>(), *grp = grp_c.data_ptr<int64_t>(), *last = last_c.data_ptr<int64_t>();
+  const int L = s.d - 1;
+  check_range(op, "prefix_ids", ids, G, s.num_prefixes());
+  check_range(op, "item_group", grp, n, G);
+  check_range(op, "item_last", last, n, s.p[L]);
+  const ItemsByGroup items(grp, n, G);
+  const CoreView c = core_view(s, cores);
+  const int64_t M = s.Q(L - 1), N = s.q[L], K = s.r[L], width = s.prefix_width(), D = s.dim();
+  float* o = out.data_ptr<float>();
+  const std::vector<int64_t> order = order_by_last_prefix_digit(s, ids, G);
+  at::parallel_for(0, G, kGrain, [&](int64_t lo, int64_t hi) {
+    PrefixStack stack(s, c);
+    std::vector<float> P(kStack * width), tmp(K * N);
+    for_each_run(order, lo, hi, [&](int64_t x) { return ids[x] % s.p[s.d - 2]; }, [&](int64_t i, int64_t e, int64_t j) {
+      stack.run(ids, order.data(), i, e, j, [&](int64_t b) { return P.data() + (b - i) * width; });
+      for (int64_t b = i; b < e; ++b) {
+        const int64_t x = order[b];
+        for (int64_t k = items.start[x]; k < items.start[x + 1]; ++k) {
+          const int64_t item = items.order[k];
+          gemm::nn(M, N, K, P.data() + (b - i) * width, c.row(L, last[item]), o + item * D, false, tmp.data());
+        }
+      }
+    });
+  });
+}
+
+// One chunk's working memory: the stack's prefixes and their gradients, the stage-1 step's operands and dP_0.
+struct BackwardScratch {
+  PrefixStack stack;
+  std::vector<float> P, dP, dP0;
+  StackRows rows;
+  BackwardScratch(const TTShape& s, const CoreView& c)
+      : stack(s, c), P(kStack * s.prefix_width()), dP(kStack * s.prefix_width()), dP0(kStack * s.core_width(0)),
+        rows(s.q[0]) {}
+};
+
+void tt_stages_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
+                            const at::Tensor& prefix_ids, const at::Tensor& item_group, const at::Tensor& item_last,
+                            const at::Tensor& grad_items, at::TensorList grad_cores) {
+  const char* op = "tt_stages_backward";
+  const TTShape s = check_tt_stages_args(op, cores, q, r, prefix_ids, item_group, item_last, grad_items,
+                                         "grad_items");
+  check_all_core_grads(op, s, cores, grad_cores);
+  if (s.d > 3) {  // the walk re-sorts the prefixes per core: the separate stage ops
+    tt_stages_backward_composed(cores, q, r, prefix_ids, item_group, item_last, grad_items, grad_cores);
+    return;
+  }
+  const auto ids_c = prefix_ids.contiguous(), grp_c = item_group.contiguous(), last_c = item_last.contiguous();
+  const auto dE_c = grad_items.contiguous();
+  const int64_t G = ids_c.numel(), n = grp_c.numel();
+  const int64_t *ids = ids_c.data_ptr<int64_t>(), *grp = grp_c.data_ptr<int64_t>(), *last = last_c.data_ptr<int64_t>();
+  const int L = s.d - 1;
+  check_range(op, "prefix_ids", ids, G, s.num_prefixes());
+  check_range(op, "item_last", last, n, s.p[L]);
+  const std::vector<int64_t> start = group_starts(op, grp, n, G);
+  if (G == 0) return;
+  const CoreView c = core_view(s, cores);
+  const int64_t M = s.Q(L - 1), qn = s.q[L], rk = s.r[L], width = s.prefix_width(), D = s.dim();
+  const int64_t w0 = s.core_width(0), wl = s.core_width(L);
+  const float* dE = dE_c.data_ptr<float>();
+  // The last core transposed, slice j as (qn x rk): dP_x (M x rk) (+)= dE_i (M x qn) Gt[j] reads both in place,
+  // and dG_last is summed transposed (dGt[j] (qn x rk) += dE_i^T P_x), a full-width product, then transposed back.
+  std::vector<float> Gt(s.p[L] * wl);
+  at::parallel_for(0, s.p[L], 64, [&](int64_t lo, int64_t hi) {
+    for (int64_t j = lo; j < hi; ++j) gemm::transpose(rk, qn, c.row(L, j), Gt.data() + j * wl);
+  });
+  // Every chunk's copy: [dG_0 | dG_last transposed], padded to whole rows of kRow floats.
+  constexpr int64_t kRow = 64;
+  const int64_t last_at = s.p[0] * w0, total = last_at + s.p[L] * wl, rows = (total + kRow - 1) / kRow;
+  std::vector<float> acc(rows * kRow, 0.f);
+  // d = 3: prefixes by digit 1, whose runs share G_1[j] (the stacked step's B operand and dG_1 row).
+  const std::vector<int64_t> order = order_by_last_prefix_digit(s, ids, G);
+  const int64_t radix = s.p[s.d - 2];
+  auto key = [&](int64_t b) { return ids[order[b]] % radix; };
+  auto run_start = [&](int64_t b) {
+    while (b > 0 && b < G && key(b) == key(b - 1)) ++b;
+    return b;
+  };
+  const int64_t item_work = 2 * (3 * width * s.r[1] + 2 * M * rk * qn * std::max<int64_t>(1, n / G));
+  float* dG1 = s.d == 3 ? grad_cores[1].data_ptr<float>() : nullptr;
+  chunked_scatter_add(G, item_work, rows, kRow, acc.data(), run_start, [&](int64_t lo, int64_t hi, float* buf) {
+    BackwardScratch w(s, c);
+    float* dG0 = buf;
+    float* dGlt = buf + last_at;
+    for (int64_t i = lo; i < hi;) {
+      const int64_t j = key(i);
+      int64_t e = i + 1;
+      while (e < hi && e - i < kStack && key(e) == j) ++e;
+      w.stack.run(ids, order.data(), i, e, j, [&](int64_t b) { return w.P.data() + (b - i) * width; });
+      for (int64_t b = i; b < e; ++b) {  // stage 2 backward of the stack's items
+        const int64_t x = order[b];
+        const float* Px = w.P.data() + (b - i) * width;
+        float* dPx = w.dP.data() + (b - i) * width;
+        if (start[x] == start[x + 1]) std::fill(dPx, dPx + width, 0.f);
+        for (int64_t k = start[x]; k < start[x + 1]; ++k) {
+          const float* dEk = dE + k * D;
+          const int64_t lj = last[k];
+          gemm::nn_strided(M, rk, qn, dEk, qn, 1, Gt.data() + lj * wl, rk, dPx, rk, k > start[x]);
+          gemm::nn_strided(qn, rk, M, dEk, 1, qn, Px, rk, dGlt + lj * wl, rk, true);
+        }
+      }
+      if (s.d == 2) {  // the prefix is core 0's slice: dP is its gradient
+        for (int64_t b = i; b < e; ++b) add_row(dG0 + ids[order[b]] * w0, w.dP.data() + (b - i) * width, w0);
+      } else {  // the stacked stage-1 step: dG_1[j] += [P_0; ..]^T [dP; ..], dP_0 = dP G_1[j]^T into dG_0
+        int64_t digits[4];
+        for (int64_t b = i; b < e; ++b) {
+          s.prefix_digits(ids[order[b]], digits);
+          w.rows.set(b - i, c.row(0, digits[0]), s.r[1], w.dP.data() + (b - i) * width, s.q[1] * s.r[2]);
+        }
+        stacked_step(s, c, 1, j, e - i, w.rows, dG1, w.dP0.data());
+        for (int64_t b = i; b < e; ++b) {
+          s.prefix_digits(ids[order[b]], digits);
+          add_row(dG0 + digits[0] * w0, w.dP0.data() + (b - i) * w0, w0);
+        }
+      }
+      i = e;
+    }
+  });
+  float* g0 = grad_cores[0].data_ptr<float>();
+  float* gl = grad_cores[L].data_ptr<float>();
+  at::parallel_for(0, s.p[0], 64, [&](int64_t lo, int64_t hi) {
+    for (int64_t x = lo; x < hi; ++x) add_row(g0 + x * w0, acc.data() + x * w0, w0);
+  });
+  at::parallel_for(0, s.p[L], 64, [&](int64_t lo, int64_t hi) {
+    for (int64_t j = lo; j < hi; ++j) {
+      const float* t = acc.data() + last_at + j * wl;  // (qn x rk)
+      float* dst = gl + j * wl;                         // (rk x qn)
+      for (int64_t a = 0; a < rk; ++a)
+        for (int64_t b = 0; b < qn; ++b) dst[a * qn + b] += t[b * rk + a];
+    }
+  });
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(dlrmbench, CPU, m) {
+  m.impl("tt_stages", &tt_stages_cpu);
+  m.impl("tt_stages_backward", &tt_stages_backward_cpu);
+}
+
+}  // namespace dlrmbench
