@@ -25,6 +25,16 @@ inline void check_range(const char* op, const char* name, const int64_t* v, int6
   }
 }
 
+// A cache-line request that the compiler keeps even when nothing else uses the address (GCC drops a
+// __builtin_prefetch whose loop has no other effect).
+inline void prefetch(const void* p) {
+#if defined(__x86_64__)
+  asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p)));
+#else
+  __builtin_prefetch(p);
+#endif
+}
+
 inline void add_row(float* __restrict__ dst, const float* __restrict__ src, int64_t D) {
   for (int64_t k = 0; k < D; ++k) dst[k] += src[k];
 }
@@ -67,18 +77,15 @@ void parallel_runs(const std::vector<int64_t>& order, int64_t grain, KeyFn key, 
   });
 }
 
-// A deterministic scatter-add that keeps the items' own (streaming) order: [0, n) is cut into chunks whose
-// number depends on the sizes only, never on the thread count, each boundary moved up to align(b) (e.g.
-// the next group start); chunk c runs add(lo, hi, buf) into its own zeroed (rows x width) copy of dst
-// (chunk 0 into dst itself), and the copies are then added into dst in chunk order. `item_work` is one
-// item's work in flops: chunks are only made while their copies cost a small part of it.
+// A deterministic scatter-add that keeps the items' own (streaming) order: [0, n) is cut into `chunks`
+// chunks (a number that depends on the sizes only, never on the thread count), each boundary moved up to
+// align(b) (e.g. the next group start); chunk c runs add(lo, hi, buf) into its own zeroed (rows x width) copy of
+// dst (chunk 0 into dst itself), and the copies are then added into dst in chunk order.
 template <typename Align, typename Fn>
-void chunked_scatter_add(int64_t n, int64_t item_work, int64_t rows, int64_t width, float* dst, Align align,
-                         Fn add) {
-  constexpr int64_t kMaxChunks = 64;
+void chunked_scatter_add_in(int64_t chunks, int64_t n, int64_t rows, int64_t width, float* dst, Align align,
+                            Fn add) {
   const int64_t size = rows * width;
-  const int64_t chunks =
-      size == 0 ? 1 : std::max<int64_t>(1, std::min<int64_t>({kMaxChunks, n, n * item_work / (16 * size)}));
+  chunks = std::max<int64_t>(1, std::min(chunks, n));
   std::unique_ptr<float[]> copies(new float[(chunks - 1) * size]);  // zeroed by each chunk's own thread
   const int64_t per = (n + chunks - 1) / chunks;
   std::vector<int64_t> bound(chunks + 1, n);
@@ -96,6 +103,18 @@ void chunked_scatter_add(int64_t n, int64_t item_work, int64_t rows, int64_t wid
     for (int64_t c = 1; c < chunks; ++c)
       for (int64_t r = lo; r < hi; ++r) add_row(dst + r * width, copies.get() + (c - 1) * size + r * width, width);
   });
+}
+
+// chunked_scatter_add_in with as many chunks (up to 64) as keep the copies a small part of the work:
+// `item_work` is one item's work in flops.
+template <typename Align, typename Fn>
+void chunked_scatter_add(int64_t n, int64_t item_work, int64_t rows, int64_t width, float* dst, Align align,
+                         Fn add) {
+  constexpr int64_t kMaxChunks = 64;
+  const int64_t size = rows * width;
+  const int64_t chunks =
+      size == 0 ? 1 : std::max<int64_t>(1, std::min<int64_t>({kMaxChunks, n, n * item_work / (16 * size)}));
+  chunked_scatter_add_in(chunks, n, rows, width, dst, align, add);
 }
 
 }  // namespace dlrmbench

@@ -86,11 +86,13 @@ struct RowsA {  // A(i, k) = rows[i][k]
   float at(int64_t i, int64_t k) const { return rows[i][k]; }
   RowsA from(int64_t i) const { return {rows + i}; }
 };
-struct ColsA {  // A(i, k) = cols[k][off + i]: the transpose of a row-pointer matrix
+struct ColsA {  // A(i, k) = cols[k][(off + i) * stride]: the transpose of a row-pointer matrix (stride 1), or
+                // columns gathered from many small matrices
   const float* const* cols;
   int64_t off;
-  float at(int64_t i, int64_t k) const { return cols[k][off + i]; }
-  ColsA from(int64_t i) const { return {cols, off + i}; }
+  int64_t stride = 1;
+  float at(int64_t i, int64_t k) const { return cols[k][(off + i) * stride]; }
+  ColsA from(int64_t i) const { return {cols, off + i, stride}; }
 };
 struct StridedB {
   const float* p;

@@ -173,12 +173,17 @@ struct PrefixStack {
 
 // One stacked chain step over nb prefixes sharing digit j of core t, whose operands `rows` holds (rows of
 // P_{t-1}, rows of dP_t): dG_t[j] (K x N) += [P_{t-1}; ..]^T [dP_t; ..] and dP_{t-1} = dP_t G_t[j]^T, the nb
-// (M x K) results one after another in `out`.
+// (M x K) results one after another in `out`. With `slice_t` (G_t[j] transposed, N x K) the second product
+// runs register-tiled along K instead of as dot products along N (worth its transpose for a long run).
 inline void stacked_step(const TTShape& s, const CoreView& c, int t, int64_t j, int64_t nb, const StackRows& rows,
-                         float* dGt, float* out) {
+                         float* dGt, float* out, const float* slice_t = nullptr) {
   const int64_t M = rows.M, K = s.r[t], N = s.q[t] * s.r[t + 1];
   gemm::nn_view(K, N, nb * M, gemm::ColsA{rows.a.data(), 0}, gemm::RowsB{rows.b.data()},
                 gemm::StridedC{dGt + j * s.core_width(t), N}, true);
+  if (slice_t) {
+    gemm::nn_view(nb * M, K, N, gemm::RowsA{rows.b.data()}, gemm::StridedB{slice_t, K}, gemm::StridedC{out, K}, false);
+    return;
+  }
   gemm::nt_dot_view(nb * M, K, N, [&](int64_t m) { return rows.b[m]; }, c.row(t, j), N, gemm::StridedC{out, K},
                     false);
 }

@@ -25,6 +25,8 @@ namespace dlrmbench {
 namespace {
 
 constexpr int64_t kGrain = 16;
+constexpr int64_t kLongRun = 8;
+constexpr int64_t kChunks = 8;   // the backward's chunks (each with its own dG_0 and dG_last copy)  // stacks of at least this many prefixes transpose G_1[digit] once per run
 
 // Items ordered by group (stably) and each group's range in that order.
 struct ItemsByGroup {
@@ -34,6 +36,15 @@ struct ItemsByGroup {
     for (int64_t g = 0; g < groups; ++g) start[g + 1] += start[g];
   }
 };
+
+// A stack's prefixes come in digit order, their items anywhere in the item arrays: their first entries are
+// requested for the whole stack before its stage-1 GEMM, which hides the misses behind it.
+template <typename Fn>
+inline void prefetch_stack(const std::vector<int64_t>& order, int64_t i, int64_t e, const std::vector<int64_t>& start,
+                           Fn first_item) {
+  for (int64_t b = i; b < e; ++b)
+    if (start[order[b]] < start[order[b] + 1]) first_item(start[order[b]]);
+}
 
 void tt_stages_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids,
                    const at::Tensor& item_group, const at::Tensor& item_last, at::Tensor out) {
@@ -55,6 +66,11 @@ void tt_stages_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
     PrefixStack stack(s, c);
     std::vector<float> P(kStack * width), tmp(K * N);
     for_each_run(order, lo, hi, [&](int64_t x) { return ids[x] % s.p[s.d - 2]; }, [&](int64_t i, int64_t e, int64_t j) {
+      prefetch_stack(order, i, e, items.start, [&](int64_t k) {
+        const int64_t item = items.order[k];
+        prefetch(last + item);
+        prefetch(o + item * D);
+      });
       stack.run(ids, order.data(), i, e, j, [&](int64_t b) { return P.data() + (b - i) * width; });
       for (int64_t b = i; b < e; ++b) {
         const int64_t x = order[b];
@@ -70,11 +86,13 @@ void tt_stages_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
 // One chunk's working memory: the stack's prefixes and their gradients, the stage-1 step's operands and dP_0.
 struct BackwardScratch {
   PrefixStack stack;
-  std::vector<float> P, dP, dP0;
+  std::vector<float> P, dP, dP0, slice_t;  // slice_t: G_1[digit] transposed, for a long run
+  int64_t slice_digit = -1;
+  std::vector<const float*> cols, brows;  // a prefix's items as the stage-2 backward GEMM's operands
   StackRows rows;
   BackwardScratch(const TTShape& s, const CoreView& c)
       : stack(s, c), P(kStack * s.prefix_width()), dP(kStack * s.prefix_width()), dP0(kStack * s.core_width(0)),
-        rows(s.q[0]) {}
+        slice_t(s.d == 3 ? s.core_width(1) : 0), cols(kStack * s.q[s.d - 1]), brows(cols.size()), rows(s.q[0]) {}
 };
 
 void tt_stages_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
@@ -115,13 +133,23 @@ void tt_stages_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntAr
   const std::vector<int64_t> order = order_by_last_prefix_digit(s, ids, G);
   const int64_t radix = s.p[s.d - 2];
   auto key = [&](int64_t b) { return ids[order[b]] % radix; };
-  auto run_start = [&](int64_t b) {
+  // Chunks of about equal work (a prefix's stage-1 work plus its items'), cut at run starts: a fixed number
+  // (kChunks, fewer for a small call) so the per-chunk copies stay a small part of the work.
+  const int64_t stage1_work = 6 * width * s.r[1], item_work = 4 * M * rk * qn;
+  std::vector<int64_t> cum(G + 1, 0);
+  for (int64_t b = 0; b < G; ++b) {
+    const int64_t x = order[b];
+    cum[b + 1] = cum[b] + stage1_work + (start[x + 1] - start[x]) * item_work;
+  }
+  auto balanced_run_start = [&](int64_t b) {  // b = c * ceil(G / chunks): the position where work c/chunks ends
+    const double target = static_cast<double>(cum[G]) * static_cast<double>(b) / static_cast<double>(G);
+    b = std::lower_bound(cum.begin(), cum.end(), static_cast<int64_t>(target)) - cum.begin();
     while (b > 0 && b < G && key(b) == key(b - 1)) ++b;
     return b;
   };
-  const int64_t item_work = 2 * (3 * width * s.r[1] + 2 * M * rk * qn * std::max<int64_t>(1, n / G));
+  const int64_t chunks = std::min<int64_t>(kChunks, 1 + cum[G] / (64 * rows * kRow));
   float* dG1 = s.d == 3 ? grad_cores[1].data_ptr<float>() : nullptr;
-  chunked_scatter_add(G, item_work, rows, kRow, acc.data(), run_start, [&](int64_t lo, int64_t hi, float* buf) {
+  chunked_scatter_add_in(chunks, G, rows, kRow, acc.data(), balanced_run_start, [&](int64_t lo, int64_t hi, float* buf) {
     BackwardScratch w(s, c);
     float* dG0 = buf;
     float* dGlt = buf + last_at;
@@ -129,18 +157,32 @@ void tt_stages_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntAr
       const int64_t j = key(i);
       int64_t e = i + 1;
       while (e < hi && e - i < kStack && key(e) == j) ++e;
+      prefetch_stack(order, i, e, start, [&](int64_t k) {
+        prefetch(last + k);
+        prefetch(dE + k * D);
+        prefetch(dE + k * D + 16);
+      });
       w.stack.run(ids, order.data(), i, e, j, [&](int64_t b) { return w.P.data() + (b - i) * width; });
       for (int64_t b = i; b < e; ++b) {  // stage 2 backward of the stack's items
         const int64_t x = order[b];
         const float* Px = w.P.data() + (b - i) * width;
         float* dPx = w.dP.data() + (b - i) * width;
         if (start[x] == start[x + 1]) std::fill(dPx, dPx + width, 0.f);
-        for (int64_t k = start[x]; k < start[x + 1]; ++k) {
-          const float* dEk = dE + k * D;
-          const int64_t lj = last[k];
-          gemm::nn_strided(M, rk, qn, dEk, qn, 1, Gt.data() + lj * wl, rk, dPx, rk, k > start[x]);
-          gemm::nn_strided(qn, rk, M, dEk, 1, qn, Px, rk, dGlt + lj * wl, rk, true);
+        // dP_x = [dE_k ..] (M x qn*items) [Gt[j_k]; ..] (qn*items x rk): one GEMM over the prefix's items
+        // (kStack at a time), accumulated in registers; A's columns and B's rows gathered by pointer.
+        for (int64_t k0 = start[x]; k0 < start[x + 1]; k0 += kStack) {
+          const int64_t k1 = std::min(start[x + 1], k0 + kStack);
+          for (int64_t k = k0; k < k1; ++k)
+            for (int64_t v = 0; v < qn; ++v) {
+              w.cols[(k - k0) * qn + v] = dE + k * D + v;
+              w.brows[(k - k0) * qn + v] = Gt.data() + last[k] * wl + v * rk;
+            }
+          gemm::nn_view(M, rk, (k1 - k0) * qn, gemm::ColsA{w.cols.data(), 0, qn}, gemm::RowsB{w.brows.data()},
+                        gemm::StridedC{dPx, rk}, k0 > start[x]);
         }
+        // dG_last[j_k] (transposed: qn x rk) += dE_k^T P_x, per item
+        for (int64_t k = start[x]; k < start[x + 1]; ++k)
+          gemm::nn_strided(qn, rk, M, dE + k * D, 1, qn, Px, rk, dGlt + last[k] * wl, rk, true);
       }
       if (s.d == 2) {  // the prefix is core 0's slice: dP is its gradient
         for (int64_t b = i; b < e; ++b) add_row(dG0 + ids[order[b]] * w0, w.dP.data() + (b - i) * width, w0);
@@ -150,7 +192,13 @@ void tt_stages_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntAr
           s.prefix_digits(ids[order[b]], digits);
           w.rows.set(b - i, c.row(0, digits[0]), s.r[1], w.dP.data() + (b - i) * width, s.q[1] * s.r[2]);
         }
-        stacked_step(s, c, 1, j, e - i, w.rows, dG1, w.dP0.data());
+        const float* slice_t = nullptr;
+        if (e - i >= kLongRun) {
+          if (w.slice_digit != j) gemm::transpose(s.r[1], s.q[1] * s.r[2], c.row(1, j), w.slice_t.data());
+          w.slice_digit = j;
+          slice_t = w.slice_t.data();
+        }
+        stacked_step(s, c, 1, j, e - i, w.rows, dG1, w.dP0.data(), slice_t);
         for (int64_t b = i; b < e; ++b) {
           s.prefix_digits(ids[order[b]], digits);
           add_row(dG0 + digits[0] * w0, w.dP0.data() + (b - i) * w0, w0);
