@@ -259,5 +259,38 @@ inline void tn(int64_t M, int64_t N, int64_t K, const float* A, const float* B, 
   nn_strided(K, N, M, A, 1, K, B, N, C, N, accumulate);
 }
 
+// Stage 2 of TT lookups whose last core is 4 wide: C0[M x 4] = A[M x K] B0[K x 4] and C1 = A B1, two items
+// of one prefix A in one pass, their 4-wide rows side by side in 8-float vectors (rows of A broadcast). C1 may
+// be null (one item: half the lanes idle, as in a 4-float product). All row-major and contiguous; no call
+// into the generic tiles (a per-item call and its register spills cost more than this product).
+#if defined(__AVX2__) && defined(__FMA__)
+template <int MR>
+inline void n4_rows(int64_t K, const float* A, const float* B0, const float* B1, float* C0, float* C1) {
+  __m256 c[MR];
+  for (int m = 0; m < MR; ++m) c[m] = _mm256_setzero_ps();
+  const float* b1 = B1 ? B1 : B0;
+  for (int64_t k = 0; k < K; ++k) {
+    const __m256 b = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(B0 + 4 * k)), _mm_loadu_ps(b1 + 4 * k), 1);
+    for (int m = 0; m < MR; ++m) c[m] = _mm256_fmadd_ps(_mm256_broadcast_ss(A + m * K + k), b, c[m]);
+  }
+  for (int m = 0; m < MR; ++m) {
+    _mm_storeu_ps(C0 + 4 * m, _mm256_castps256_ps128(c[m]));
+    if (C1) _mm_storeu_ps(C1 + 4 * m, _mm256_extractf128_ps(c[m], 1));
+  }
+}
+
+inline void n4_pair(int64_t M, int64_t K, const float* A, const float* B0, const float* B1, float* C0, float* C1) {
+  int64_t m = 0;
+  for (; m + 8 <= M; m += 8) n4_rows<8>(K, A + m * K, B0, B1, C0 + 4 * m, C1 ? C1 + 4 * m : nullptr);
+  for (; m + 2 <= M; m += 2) n4_rows<2>(K, A + m * K, B0, B1, C0 + 4 * m, C1 ? C1 + 4 * m : nullptr);
+  if (m < M) n4_rows<1>(K, A + m * K, B0, B1, C0 + 4 * m, C1 ? C1 + 4 * m : nullptr);
+}
+#else
+inline void n4_pair(int64_t M, int64_t K, const float* A, const float* B0, const float* B1, float* C0, float* C1) {
+  nn_strided(M, 4, K, A, K, 1, B0, 4, C0, 4, false);
+  if (C1) nn_strided(M, 4, K, A, K, 1, B1, 4, C1, 4, false);
+}
+#endif
+
 }  // namespace gemm
 }  // namespace dlrmbench

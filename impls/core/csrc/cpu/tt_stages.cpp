@@ -74,9 +74,21 @@ void tt_stages_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
       stack.run(ids, order.data(), i, e, j, [&](int64_t b) { return P.data() + (b - i) * width; });
       for (int64_t b = i; b < e; ++b) {
         const int64_t x = order[b];
-        for (int64_t k = items.start[x]; k < items.start[x + 1]; ++k) {
+        const float* Px = P.data() + (b - i) * width;
+        int64_t k = items.start[x];
+        if (N == 4) {  // two items of the prefix per pass
+          for (; k + 1 < items.start[x + 1]; k += 2) {
+            const int64_t i0 = items.order[k], i1 = items.order[k + 1];
+            gemm::n4_pair(M, K, Px, c.row(L, last[i0]), c.row(L, last[i1]), o + i0 * D, o + i1 * D);
+          }
+          if (k < items.start[x + 1]) {
+            const int64_t i0 = items.order[k++];
+            gemm::n4_pair(M, K, Px, c.row(L, last[i0]), nullptr, o + i0 * D, nullptr);
+          }
+        }
+        for (; k < items.start[x + 1]; ++k) {
           const int64_t item = items.order[k];
-          gemm::nn(M, N, K, P.data() + (b - i) * width, c.row(L, last[item]), o + item * D, false, tmp.data());
+          gemm::nn(M, N, K, Px, c.row(L, last[item]), o + item * D, false, tmp.data());
         }
       }
     });
