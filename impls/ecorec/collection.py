@@ -64,9 +64,13 @@ class EcoRec(TTCollection):
     def lookup_forward(self, table: TTTable, values: Tensor, offsets: Tensor, batch_size: int, work: TTWork):
         s = table.shape
         dd = dedup(values, offsets, batch_size)
-        bags = bag_ids(offsets, values.numel())
         bounds = micro_batch_bounds(dd.unique.numel(), self.micro_batches, self.min_chunk)
         out = torch.zeros(batch_size, s.dim, device=values.device)
+        # Occurrences in sorted order: their bag (one gather per step, shared by every chunk and the backward)
+        # and their unique id (non-decreasing: counts expanded, no gather).
+        occ_bags = bag_ids(offsets, values.numel()).index_select(0, dd.sorted_positions)
+        occ_unique = torch.repeat_interleave(torch.arange(dd.unique.numel(), device=values.device), dd.counts,
+                                             output_size=values.numel()) if len(bounds) > 1 else None
         chunks = []
         work.unique += dd.unique.numel()
         work.micro_batches += len(bounds)
@@ -78,19 +82,18 @@ class EcoRec(TTCollection):
             if len(bounds) == 1:  # expand: every occurrence adds its unique row into its bag
                 ops.gather_pool(emb, dd.inverse, offsets, out)
             else:
-                occ = dd.sorted_positions[dd.count_offsets[lo] : dd.count_offsets[hi]]
-                ops.scatter_add_rows(emb, dd.inverse.index_select(0, occ) - lo, bags.index_select(0, occ), out)
+                c0, c1 = int(dd.count_offsets[lo]), int(dd.count_offsets[hi])
+                ops.scatter_add_rows(emb, occ_unique[c0:c1] - lo, occ_bags[c0:c1], out)
             chunks.append((lo, hi, groups))
-        return out, (dd, bags, chunks)
+        return out, (dd, occ_bags, chunks)
 
     def lookup_backward(self, table: TTTable, saved: Any, grad: Tensor, work: TTWork) -> None:
-        dd, bags, chunks = saved
+        dd, occ_bags, chunks = saved
         s = table.shape
         for lo, hi, groups in chunks:
             ids = dd.unique[lo:hi]
-            c0 = int(dd.count_offsets[lo])
-            occ_bags = bags.index_select(0, dd.sorted_positions[c0 : int(dd.count_offsets[hi])])
+            c0, c1 = int(dd.count_offsets[lo]), int(dd.count_offsets[hi])
             d_unique = table.buffer("d_unique", hi - lo, s.dim).zero_()  # C: occurrences -> unique ids
-            ops.gather_pool(grad, occ_bags, dd.count_offsets[lo : hi + 1] - c0, d_unique)
+            ops.gather_pool(grad, occ_bags[c0:c1], dd.count_offsets[lo : hi + 1] - c0, d_unique)
             # M stage 2 with C: unique ids -> prefix groups (the prefix gradient is summed per group), M stage 1
             table.stages_backward(groups.prefix_ids, groups.group_of, ids % s.last_radix, d_unique, work, occ_bags)
