@@ -18,6 +18,7 @@
 
 #include "../op_args.h"
 #include "cpu_util.h"
+#include "stage2.h"
 #include "tt_chain.h"
 
 namespace dlrmbench {
@@ -41,31 +42,23 @@ void tt_last_backward_cpu(const at::Tensor& prefix, at::TensorList cores, c10::I
   const int64_t G = prefix.size(0);
   const std::vector<int64_t> start = group_starts(op, grp, n, G);
 
-  const int64_t M = s.Q(L - 1), qn = s.q[L], rk = s.r[L], width = s.prefix_width(), D = s.dim();
+  const int64_t width = s.prefix_width(), wl = s.core_width(L);
   float* dP = grad_prefix.data_ptr<float>();
   const float* P = prefix.data_ptr<float>();
   const float* dE = grad_items.data_ptr<float>();
-  float* dG = grad_last_core.data_ptr<float>();
-  // The last core transposed once per call, slice j as (qn x rk), so dP_g (M x rk) (+)= dE_i (M x qn) *
-  // Gt[j] (qn x rk) reads its operands in place.
-  std::vector<float> Gt(s.p[L] * rk * qn);
-  const float* Gl = cores[L].data_ptr<float>();
-  at::parallel_for(0, s.p[L], 64, [&](int64_t lo, int64_t hi) {
-    for (int64_t j = lo; j < hi; ++j) gemm::transpose(rk, qn, Gl + j * rk * qn, Gt.data() + j * rk * qn);
+  const CoreView c = core_view(s, cores);
+  // Group by group in item order (P_g and dE stream), chunks aligned to group starts (stage2.h): dP_g has one
+  // writer; dG_last is summed transposed into each chunk's copy (chunked_scatter_add), then added back.
+  const std::vector<float> Gt = transposed_last_core(s, c);
+  std::vector<float> dGt(s.p[L] * wl, 0.f);
+  auto group_start = [&](int64_t g) { return g; };
+  chunked_scatter_add(G, 4 * s.Q(L - 1) * s.r[L] * s.q[L] * std::max<int64_t>(1, n / std::max<int64_t>(G, 1)), s.p[L],
+                      wl, dGt.data(), group_start, [&](int64_t lo, int64_t hi, float* out) {
+    Stage2Rows w(s);
+    for (int64_t g = lo; g < hi; ++g)
+      stage2_items_backward(s, Gt.data(), P + g * width, dE, last, start[g], start[g + 1], dP + g * width, out, w);
   });
-  // Per item, in item order (P_g and dE stream by group), chunks aligned to group starts:
-  //   dP_g (M x rk) (+)= dE_i (M x qn) * G_last[j]^T, one writer per group;
-  //   dG_last[j] (rk x qn) += P_g^T (rk x M) * dE_i (M x qn), summed per chunk (chunked_scatter_add).
-  for (int64_t g = 0; g < G; ++g)
-    if (start[g] == start[g + 1]) std::fill(dP + g * width, dP + (g + 1) * width, 0.f);
-  auto group_start = [&](int64_t b) { return b == 0 || b == n ? b : start[grp[b - 1] + 1]; };
-  chunked_scatter_add(n, 4 * M * rk * qn, s.p[L], rk * qn, dG, group_start, [&](int64_t lo, int64_t hi, float* out) {
-    for (int64_t i = lo; i < hi; ++i) {
-      const int64_t g = grp[i], j = last[i];
-      gemm::nn_strided(M, rk, qn, dE + i * D, qn, 1, Gt.data() + j * rk * qn, rk, dP + g * width, rk, i > start[g]);
-      gemm::nn_strided(rk, qn, M, P + g * width, 1, rk, dE + i * D, qn, out + j * rk * qn, qn, true);
-    }
-  });
+  add_transposed(s, dGt.data(), grad_last_core.data_ptr<float>());
 }
 
 // One thread's working memory for a step t >= 2 (d = 4): the stacked operands and the recomputed P_{t-1}.

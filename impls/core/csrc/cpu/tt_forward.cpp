@@ -10,6 +10,7 @@
 
 #include "../op_args.h"
 #include "cpu_util.h"
+#include "stage2.h"
 #include "tt_chain.h"
 
 namespace dlrmbench {
@@ -55,20 +56,21 @@ void tt_last_cpu(const at::Tensor& prefix, at::TensorList cores, c10::IntArrayRe
   const int L = s.d - 1;
   check_range("tt_last", "item_group", grp, n, prefix.size(0));
   check_range("tt_last", "item_last", last, n, s.p[L]);
-  const int64_t D = s.dim();
   float* o = out.data_ptr<float>();
   const float* P = prefix.data_ptr<float>();
   const CoreView c = core_view(s, cores);
-  const int64_t M = s.Q(L - 1), N = s.q[L], K = s.r[L], width = s.prefix_width();
-  // One GEMM per item; items of one prefix run back to back, so P_g stays in L1 across them (stacking
-  // the last-core slices into one wide GEMM was measured slower: copying a slice costs more than its
-  // product when the last core is this thin).
+  const int64_t width = s.prefix_width();
+  // Items by group, run by run of one prefix (stage2.h); chunks of the order need no alignment (each item's
+  // row has one writer).
   const std::vector<int64_t> order = order_by_group(grp, n, prefix.size(0));
   at::parallel_for(0, n, kGrain, [&](int64_t lo, int64_t hi) {
-    std::vector<float> tmp(K * N);
-    for (int64_t i = lo; i < hi; ++i) {
-      const int64_t item = order[i];
-      gemm::nn(M, N, K, P + grp[item] * width, c.row(L, last[item]), o + item * D, false, tmp.data());
+    std::vector<float> tmp(s.r[L] * s.q[L]);
+    for (int64_t i = lo; i < hi;) {
+      const int64_t g = grp[order[i]];
+      int64_t e = i + 1;
+      while (e < hi && grp[order[e]] == g) ++e;
+      stage2_items(s, c, P + g * width, i, e, [&](int64_t k) { return order[k]; }, last, o, tmp.data());
+      i = e;
     }
   });
 }

@@ -19,6 +19,7 @@
 #include "../op_args.h"
 #include "../tt_stages_composed.h"
 #include "cpu_util.h"
+#include "stage2.h"
 #include "tt_chain.h"
 
 namespace dlrmbench {
@@ -59,7 +60,7 @@ void tt_stages_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
   check_range(op, "item_last", last, n, s.p[L]);
   const ItemsByGroup items(grp, n, G);
   const CoreView c = core_view(s, cores);
-  const int64_t M = s.Q(L - 1), N = s.q[L], K = s.r[L], width = s.prefix_width(), D = s.dim();
+  const int64_t N = s.q[L], K = s.r[L], width = s.prefix_width(), D = s.dim();
   float* o = out.data_ptr<float>();
   const std::vector<int64_t> order = order_by_last_prefix_digit(s, ids, G);
   at::parallel_for(0, G, kGrain, [&](int64_t lo, int64_t hi) {
@@ -74,22 +75,8 @@ void tt_stages_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
       stack.run(ids, order.data(), i, e, j, [&](int64_t b) { return P.data() + (b - i) * width; });
       for (int64_t b = i; b < e; ++b) {
         const int64_t x = order[b];
-        const float* Px = P.data() + (b - i) * width;
-        int64_t k = items.start[x];
-        if (N == 4) {  // two items of the prefix per pass
-          for (; k + 1 < items.start[x + 1]; k += 2) {
-            const int64_t i0 = items.order[k], i1 = items.order[k + 1];
-            gemm::n4_pair(M, K, Px, c.row(L, last[i0]), c.row(L, last[i1]), o + i0 * D, o + i1 * D);
-          }
-          if (k < items.start[x + 1]) {
-            const int64_t i0 = items.order[k++];
-            gemm::n4_pair(M, K, Px, c.row(L, last[i0]), nullptr, o + i0 * D, nullptr);
-          }
-        }
-        for (; k < items.start[x + 1]; ++k) {
-          const int64_t item = items.order[k];
-          gemm::nn(M, N, K, Px, c.row(L, last[item]), o + item * D, false, tmp.data());
-        }
+        stage2_items(s, c, P.data() + (b - i) * width, items.start[x], items.start[x + 1],
+                     [&](int64_t k) { return items.order[k]; }, last, o, tmp.data());
       }
     });
   });
@@ -100,11 +87,11 @@ struct BackwardScratch {
   PrefixStack stack;
   std::vector<float> P, dP, dP0, slice_t;  // slice_t: G_1[digit] transposed, for a long run
   int64_t slice_digit = -1;
-  std::vector<const float*> cols, brows;  // a prefix's items as the stage-2 backward GEMM's operands
+  Stage2Rows items;
   StackRows rows;
   BackwardScratch(const TTShape& s, const CoreView& c)
       : stack(s, c), P(kStack * s.prefix_width()), dP(kStack * s.prefix_width()), dP0(kStack * s.core_width(0)),
-        slice_t(s.d == 3 ? s.core_width(1) : 0), cols(kStack * s.q[s.d - 1]), brows(cols.size()), rows(s.q[0]) {}
+        slice_t(s.d == 3 ? s.core_width(1) : 0), items(s), rows(s.q[0]) {}
 };
 
 void tt_stages_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
@@ -131,12 +118,8 @@ void tt_stages_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntAr
   const int64_t M = s.Q(L - 1), qn = s.q[L], rk = s.r[L], width = s.prefix_width(), D = s.dim();
   const int64_t w0 = s.core_width(0), wl = s.core_width(L);
   const float* dE = dE_c.data_ptr<float>();
-  // The last core transposed, slice j as (qn x rk): dP_x (M x rk) (+)= dE_i (M x qn) Gt[j] reads both in place,
-  // and dG_last is summed transposed (dGt[j] (qn x rk) += dE_i^T P_x), a full-width product, then transposed back.
-  std::vector<float> Gt(s.p[L] * wl);
-  at::parallel_for(0, s.p[L], 64, [&](int64_t lo, int64_t hi) {
-    for (int64_t j = lo; j < hi; ++j) gemm::transpose(rk, qn, c.row(L, j), Gt.data() + j * wl);
-  });
+  // The last core transposed (stage2.h): dG_last is summed transposed, then added back.
+  const std::vector<float> Gt = transposed_last_core(s, c);
   // Every chunk's copy: [dG_0 | dG_last transposed], padded to whole rows of kRow floats.
   constexpr int64_t kRow = 64;
   const int64_t last_at = s.p[0] * w0, total = last_at + s.p[L] * wl, rows = (total + kRow - 1) / kRow;
@@ -177,24 +160,8 @@ void tt_stages_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntAr
       w.stack.run(ids, order.data(), i, e, j, [&](int64_t b) { return w.P.data() + (b - i) * width; });
       for (int64_t b = i; b < e; ++b) {  // stage 2 backward of the stack's items
         const int64_t x = order[b];
-        const float* Px = w.P.data() + (b - i) * width;
-        float* dPx = w.dP.data() + (b - i) * width;
-        if (start[x] == start[x + 1]) std::fill(dPx, dPx + width, 0.f);
-        // dP_x = [dE_k ..] (M x qn*items) [Gt[j_k]; ..] (qn*items x rk): one GEMM over the prefix's items
-        // (kStack at a time), accumulated in registers; A's columns and B's rows gathered by pointer.
-        for (int64_t k0 = start[x]; k0 < start[x + 1]; k0 += kStack) {
-          const int64_t k1 = std::min(start[x + 1], k0 + kStack);
-          for (int64_t k = k0; k < k1; ++k)
-            for (int64_t v = 0; v < qn; ++v) {
-              w.cols[(k - k0) * qn + v] = dE + k * D + v;
-              w.brows[(k - k0) * qn + v] = Gt.data() + last[k] * wl + v * rk;
-            }
-          gemm::nn_view(M, rk, (k1 - k0) * qn, gemm::ColsA{w.cols.data(), 0, qn}, gemm::RowsB{w.brows.data()},
-                        gemm::StridedC{dPx, rk}, k0 > start[x]);
-        }
-        // dG_last[j_k] (transposed: qn x rk) += dE_k^T P_x, per item
-        for (int64_t k = start[x]; k < start[x + 1]; ++k)
-          gemm::nn_strided(qn, rk, M, dE + k * D, 1, qn, Px, rk, dGlt + last[k] * wl, rk, true);
+        stage2_items_backward(s, Gt.data(), w.P.data() + (b - i) * width, dE, last, start[x], start[x + 1],
+                              w.dP.data() + (b - i) * width, dGlt, w.items);
       }
       if (s.d == 2) {  // the prefix is core 0's slice: dP is its gradient
         for (int64_t b = i; b < e; ++b) add_row(dG0 + ids[order[b]] * w0, w.dP.data() + (b - i) * width, w0);
@@ -220,18 +187,10 @@ void tt_stages_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntAr
     }
   });
   float* g0 = grad_cores[0].data_ptr<float>();
-  float* gl = grad_cores[L].data_ptr<float>();
   at::parallel_for(0, s.p[0], 64, [&](int64_t lo, int64_t hi) {
     for (int64_t x = lo; x < hi; ++x) add_row(g0 + x * w0, acc.data() + x * w0, w0);
   });
-  at::parallel_for(0, s.p[L], 64, [&](int64_t lo, int64_t hi) {
-    for (int64_t j = lo; j < hi; ++j) {
-      const float* t = acc.data() + last_at + j * wl;  // (qn x rk)
-      float* dst = gl + j * wl;                         // (rk x qn)
-      for (int64_t a = 0; a < rk; ++a)
-        for (int64_t b = 0; b < qn; ++b) dst[a * qn + b] += t[b * rk + a];
-    }
-  });
+  add_transposed(s, acc.data() + last_at, grad_cores[L].data_ptr<float>());
 }
 
 }  // namespace
