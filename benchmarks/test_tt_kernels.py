@@ -5,8 +5,9 @@ median and range over the rounds, so machine noise moves both sides of a ratio t
 
 Shapes are the SC24 Table-1 table: N = 1e8, D = 32, ranks 32 (p = (400, 500, 500), q = (2, 4, 4)), so
 a = 2*q1*r1*q2*r2 = 16384 and b = 2*q1*q2*r2*q3 = 2048 FLOPs. Stage 1 gets G sorted distinct prefix
-ids (EcoRec's E1 of a large batch); stage 2 gets 4 items per prefix. Outputs go to preallocated buffers,
-as in the schedules, so the allocator is not timed."""
+ids (EcoRec's E1 of a large batch); stage 2 gets 4 items per prefix. "stages" / "stages-bwd" are the fused
+ops the TT systems run (both stages per stack of prefixes, the backward with the prefixes recomputed, its
+FLOPs counted as such). Outputs go to preallocated buffers, as in the schedules, so the allocator is not timed."""
 import pytest
 import torch
 
@@ -49,6 +50,8 @@ def flops_of(kernel, st):
         "stage2": st["n"] * s.last_flops(),
         "stage2-bwd": 2 * st["n"] * s.last_flops(),
         "stage1-bwd": G * s.prefix_backward_cost()[1],
+        "stages": G * s.prefix_flops() + st["n"] * s.last_flops(),
+        "stages-bwd": G * (s.prefix_flops() + s.prefix_backward_cost()[1]) + 2 * st["n"] * s.last_flops(),
     }[kernel]
 
 
@@ -71,10 +74,15 @@ def runner(kernel, st):
         )
     if kernel == "stage1-bwd":
         return lambda: ops.tt_prefix_backward(c, s, st["ids"], st["d_prefix"], st["grads"][:2])
+    if kernel == "stages":
+        return lambda: ops.tt_stages(c, s, st["ids"], st["grp"], st["last"], out=st["emb"])
+    if kernel == "stages-bwd":
+        return lambda: ops.tt_stages_backward(c, s, st["ids"], st["grp"], st["last"], st["d_emb"], st["grads"])
     raise ValueError(kernel)
 
 
-KERNELS = ["sgemm", "stage1", "stage1-bmm", "stage1-bmm+gather", "stage2", "stage2-bwd", "stage1-bwd"]
+KERNELS = ["sgemm", "stage1", "stage1-bmm", "stage1-bmm+gather", "stage2", "stage2-bwd", "stage1-bwd", "stages",
+           "stages-bwd"]
 ROUNDS, CALLS = 9, 3  # per round each kernel's best of CALLS calls (the first call of a kernel warms it)
 
 
