@@ -279,6 +279,32 @@ inline void n4_rows(int64_t K, const float* A, const float* B0, const float* B1,
   }
 }
 
+// C[4 x N] += A^T B for A[M x 4] and B[M x N] (N a multiple of 8), row-major: the last-core gradient of one
+// item (C = dGt[j], A = dE, B = P), inlined like n4_pair.
+template <int NV>
+inline void t4_acc_cols(int64_t M, const float* A, const float* B, int64_t N, float* C, int64_t n) {
+  __m256 c[4][NV];
+  for (int v = 0; v < 4; ++v)
+    for (int t = 0; t < NV; ++t) c[v][t] = _mm256_loadu_ps(C + v * N + n + 8 * t);
+  for (int64_t m = 0; m < M; ++m) {
+    __m256 b[NV];
+    for (int t = 0; t < NV; ++t) b[t] = _mm256_loadu_ps(B + m * N + n + 8 * t);
+    for (int v = 0; v < 4; ++v) {
+      const __m256 a = _mm256_broadcast_ss(A + m * 4 + v);
+      for (int t = 0; t < NV; ++t) c[v][t] = _mm256_fmadd_ps(a, b[t], c[v][t]);
+    }
+  }
+  for (int v = 0; v < 4; ++v)
+    for (int t = 0; t < NV; ++t) _mm256_storeu_ps(C + v * N + n + 8 * t, c[v][t]);
+}
+
+inline void t4_acc(int64_t M, int64_t N, const float* A, const float* B, float* C) {
+  int64_t n = 0;
+  for (; n + 16 <= N; n += 16) t4_acc_cols<2>(M, A, B, N, C, n);
+  for (; n + 8 <= N; n += 8) t4_acc_cols<1>(M, A, B, N, C, n);
+  if (n < N) nn_strided(4, N - n, M, A, 1, 4, B + n, N, C + n, N, true);
+}
+
 inline void n4_pair(int64_t M, int64_t K, const float* A, const float* B0, const float* B1, float* C0, float* C1) {
   int64_t m = 0;
   for (; m + 8 <= M; m += 8) n4_rows<8>(K, A + m * K, B0, B1, C0 + 4 * m, C1 ? C1 + 4 * m : nullptr);
@@ -289,6 +315,10 @@ inline void n4_pair(int64_t M, int64_t K, const float* A, const float* B0, const
 inline void n4_pair(int64_t M, int64_t K, const float* A, const float* B0, const float* B1, float* C0, float* C1) {
   nn_strided(M, 4, K, A, K, 1, B0, 4, C0, 4, false);
   if (C1) nn_strided(M, 4, K, A, K, 1, B1, 4, C1, 4, false);
+}
+
+inline void t4_acc(int64_t M, int64_t N, const float* A, const float* B, float* C) {
+  nn_strided(4, N, M, A, 1, 4, B, N, C, N, true);
 }
 #endif
 

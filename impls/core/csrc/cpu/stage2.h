@@ -83,7 +83,12 @@ inline void stage2_items_backward(const TTShape& s, const float* Gt, const float
     gemm::nn_view(M, rk, (b1 - b0) * qn, gemm::ColsA{w.cols.data(), 0, qn}, gemm::RowsB{w.brows.data()},
                   gemm::StridedC{dP, rk}, b0 > k0);
   }
-  for (int64_t k = k0; k < k1; ++k) gemm::nn_strided(qn, rk, M, dE + k * D, 1, qn, P, rk, dGt + last[k] * wl, rk, true);
+  for (int64_t k = k0; k < k1; ++k) {
+    if (qn == 4)
+      gemm::t4_acc(M, rk, dE + k * D, P, dGt + last[k] * wl);
+    else
+      gemm::nn_strided(qn, rk, M, dE + k * D, 1, qn, P, rk, dGt + last[k] * wl, rk, true);
+  }
 }
 
 }  // namespace dlrmbench
