@@ -1,6 +1,7 @@
 // CPU kernel of dlrmbench::jagged_unique (schema in ../ops.cpp): per table a stable LSD radix sort of the ids
-// (offset by the table's smallest id, so only the bits its id range needs are sorted) carrying positions,
-// then a parallel fill of the outputs. Big tables sort one at a time with every thread (per-chunk histograms;
+// (offset by the table's smallest id, so only the bits its id range needs are sorted; id and position packed
+// in one word when they fit, in as few passes of <= 10-bit digits as the range needs), then a parallel fill of
+// the outputs from the sorted ids. Big tables sort one at a time with every thread (per-chunk histograms;
 // a stable sort has one answer, so the chunking never shows); the small ones one per thread.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
@@ -17,28 +18,29 @@
 namespace dlrmbench {
 namespace {
 
-constexpr int kRadixBits = 11;  // 2048 buckets: a pass's histograms stay in L1/L2
+constexpr int kMaxDigitBits = 10;      // at most 1024 buckets per pass: the histograms and write streams stay cached
 constexpr int64_t kBigTable = 1 << 16;  // ids; below this a table sorts on one thread
 
-// Sort order[0..n) (positions) stably by v[position] - lo, where every such key is < 2^bits, into `order`.
-// `keys` / `tmp_keys` / `tmp_order` are scratch of n entries. `chunks` > 1 splits each pass over threads.
-void radix_sort_positions(const int64_t* v, int64_t lo, int bits, int64_t n, int64_t chunks, int64_t* order,
-                          uint64_t* keys, uint64_t* tmp_keys, int64_t* tmp_order) {
-  constexpr int64_t B = int64_t{1} << kRadixBits;
+// Stable LSD radix sort of w[0..n) by bits [shift0, shift0 + bits) of each word, carrying pay[0..n) along when
+// it is given (tmp, tmp_pay: scratch of n). As few passes as the width needs, of equal digits. `chunks` > 1
+// splits each pass over threads (per-chunk histograms, bucket-major offsets: the same stable result).
+void radix_sort(int64_t n, int shift0, int bits, int64_t chunks, uint64_t* w, uint64_t* tmp, int64_t* pay,
+                int64_t* tmp_pay) {
+  const int passes = (bits + kMaxDigitBits - 1) / kMaxDigitBits;
+  if (passes == 0) return;
+  const int digit = (bits + passes - 1) / passes;
+  const int64_t B = int64_t{1} << digit;
   const int64_t per = (n + chunks - 1) / chunks;
-  at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
-    for (int64_t i = c0 * per, e = std::min(n, c1 * per); i < e; ++i)
-      keys[i] = static_cast<uint64_t>(v[order[i]]) - static_cast<uint64_t>(lo);
-  });
   std::vector<int64_t> hist(chunks * B);
-  uint64_t *src_k = keys, *dst_k = tmp_keys;
-  int64_t *src_o = order, *dst_o = tmp_order;
-  for (int shift = 0; shift < bits; shift += kRadixBits) {
+  uint64_t *src = w, *dst = tmp;
+  int64_t *src_p = pay, *dst_p = tmp_pay;
+  for (int pass = 0; pass < passes; ++pass) {
+    const int shift = shift0 + pass * digit;
     std::fill(hist.begin(), hist.end(), 0);
     at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
         int64_t* h = hist.data() + c * B;
-        for (int64_t i = c * per, e = std::min(n, (c + 1) * per); i < e; ++i) ++h[(src_k[i] >> shift) & (B - 1)];
+        for (int64_t i = c * per, e = std::min(n, (c + 1) * per); i < e; ++i) ++h[(src[i] >> shift) & (B - 1)];
       }
     });
     int64_t sum = 0;  // bucket-major, chunk-minor: every chunk writes its share of a bucket in order (stable)
@@ -52,31 +54,56 @@ void radix_sort_positions(const int64_t* v, int64_t lo, int bits, int64_t n, int
       for (int64_t c = c0; c < c1; ++c) {
         int64_t* h = hist.data() + c * B;
         for (int64_t i = c * per, e = std::min(n, (c + 1) * per); i < e; ++i) {
-          const int64_t d = h[(src_k[i] >> shift) & (B - 1)]++;
-          dst_k[d] = src_k[i];
-          dst_o[d] = src_o[i];
+          const int64_t d = h[(src[i] >> shift) & (B - 1)]++;
+          dst[d] = src[i];
+          if (src_p) dst_p[d] = src_p[i];
         }
       }
     });
-    std::swap(src_k, dst_k);
-    std::swap(src_o, dst_o);
+    std::swap(src, dst);
+    std::swap(src_p, dst_p);
   }
-  if (src_o != order) std::copy(src_o, src_o + n, order);
+  if (src != w) {
+    std::copy(src, src + n, w);
+    if (pay) std::copy(src_p, src_p + n, pay);
+  }
 }
 
-// Sort table [start, end): sp[start..end) = its positions ordered by (id, position).
-void sort_table(const int64_t* v, int64_t start, int64_t end, int64_t chunks, int64_t* sp) {
+// Sort table [start, end): sp[start..end) = its positions ordered by (id, position), sv[start..end) = the ids in
+// that order. The key (id - the table's smallest) and the position pack into one word when they fit (the
+// position's low bits make the sort stable and travel with the key), else the positions ride along.
+void sort_table(const int64_t* v, int64_t start, int64_t end, int64_t chunks, int64_t* sp, int64_t* sv) {
   const int64_t n = end - start;
   if (n == 0) return;
-  int64_t* order = sp + start;
-  for (int64_t k = 0; k < n; ++k) order[k] = start + k;
   const auto mm = std::minmax_element(v + start, v + end);
-  const uint64_t range = static_cast<uint64_t>(*mm.second) - static_cast<uint64_t>(*mm.first);
+  const int64_t lo = *mm.first;
+  const uint64_t range = static_cast<uint64_t>(*mm.second) - static_cast<uint64_t>(lo);
   const int bits = range == 0 ? 0 : 64 - __builtin_clzll(range);
-  if (bits == 0) return;
-  std::vector<uint64_t> keys(n), tmp_keys(n);
-  std::vector<int64_t> tmp_order(n);
-  radix_sort_positions(v, *mm.first, bits, n, chunks, order, keys.data(), tmp_keys.data(), tmp_order.data());
+  const int pbits = n == 1 ? 0 : 64 - __builtin_clzll(static_cast<uint64_t>(n - 1));
+  const int64_t per = (n + chunks - 1) / chunks;
+  auto each = [&](auto fn) {
+    at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t i = c0 * per, e = std::min(n, c1 * per); i < e; ++i) fn(i);
+    });
+  };
+  std::vector<uint64_t> words(n), tmp(n);
+  if (bits + pbits <= 64) {
+    const uint64_t mask = pbits == 64 ? ~uint64_t{0} : (uint64_t{1} << pbits) - 1;
+    each([&](int64_t i) { words[i] = ((static_cast<uint64_t>(v[start + i]) - static_cast<uint64_t>(lo)) << pbits) | i; });
+    radix_sort(n, pbits, bits, chunks, words.data(), tmp.data(), nullptr, nullptr);
+    each([&](int64_t k) {
+      sp[start + k] = start + static_cast<int64_t>(words[k] & mask);
+      sv[start + k] = static_cast<int64_t>((words[k] >> pbits) + static_cast<uint64_t>(lo));
+    });
+    return;
+  }
+  std::vector<int64_t> tmp_pos(n);
+  each([&](int64_t i) {
+    words[i] = static_cast<uint64_t>(v[start + i]) - static_cast<uint64_t>(lo);
+    sp[start + i] = start + i;
+  });
+  radix_sort(n, 0, bits, chunks, words.data(), tmp.data(), sp + start, tmp_pos.data());
+  each([&](int64_t k) { sv[start + k] = static_cast<int64_t>(words[k] + static_cast<uint64_t>(lo)); });
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> jagged_unique_cpu(
@@ -104,13 +131,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> jagged_un
   // Pass 1: sort each table's positions by (id, position). Big tables one at a time with every thread on
   // each radix pass, small ones one per thread. A stable sort has one answer: the chunking (thread count)
   // never changes it.
+  std::vector<int64_t> sorted_ids(nnz);  // the ids in sorted order, so pass 2 reads no id through a position
+  int64_t* sv = sorted_ids.data();
   auto first_of = [&](int64_t t) { return o[t * batch_size]; };
   const int64_t threads = at::get_num_threads();
   for (int64_t t = 0; t < num_tables; ++t)
-    if (first_of(t + 1) - first_of(t) >= kBigTable) sort_table(v, first_of(t), first_of(t + 1), threads, sp);
+    if (first_of(t + 1) - first_of(t) >= kBigTable) sort_table(v, first_of(t), first_of(t + 1), threads, sp, sv);
   at::parallel_for(0, num_tables, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; ++t)
-      if (first_of(t + 1) - first_of(t) < kBigTable) sort_table(v, first_of(t), first_of(t + 1), 1, sp);
+      if (first_of(t + 1) - first_of(t) < kBigTable) sort_table(v, first_of(t), first_of(t + 1), 1, sp, sv);
   });
 
   // Pass 2, over (table, chunk) pieces of the sorted order, in parallel: count where a new id starts, then
@@ -125,7 +154,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> jagged_un
     const int64_t c = n >= kBigTable ? threads : 1, per = (n + c - 1) / std::max<int64_t>(c, 1);
     for (int64_t k = 0; k < c && k * per < n; ++k) pieces.push_back({t, lo + k * per, std::min(lo + n, lo + (k + 1) * per)});
   }
-  auto new_id = [&](int64_t t, int64_t k) { return k == first_of(t) || v[sp[k]] != v[sp[k - 1]]; };
+  auto new_id = [&](int64_t t, int64_t k) { return k == first_of(t) || sv[k] != sv[k - 1]; };
   at::parallel_for(0, static_cast<int64_t>(pieces.size()), 1, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i)
       for (int64_t k = pieces[i].lo; k < pieces[i].hi; ++k) pieces[i].starts += new_id(pieces[i].table, k);
@@ -151,7 +180,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> jagged_un
       for (int64_t k = pieces[i].lo; k < pieces[i].hi; ++k) {
         const int64_t p = sp[k];
         if (new_id(pieces[i].table, k)) {
-          uq[++u] = v[p];
+          uq[++u] = sv[k];
           first[u] = k;
         }
         inv[p] = u;
