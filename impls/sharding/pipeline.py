@@ -2,8 +2,10 @@
 
 A stage is one local lookup whose rows are ordered by source rank (``rows_per_source``) and the AlltoAll that
 returns each source its rows. Forward: stage i's AlltoAll is issued (async) and stage i+1 computes meanwhile;
-all are awaited at the end and placed into the [B_local, sum(dims)] output. Backward runs the stages in reverse:
-the gradient AlltoAll of the next stage is issued before this stage's lookup backward runs, so it overlaps it.
+all are awaited at the end and placed into the [B_local, sum(dims)] output. Backward runs in backward groups, by
+default the stages in reverse; EcoRec's table pipeline gives its own (the artifact cuts the backward pass's table
+groups separately, plan.backward_group_tables), which is why a stage computes its tables as separate parts. The
+gradient AlltoAll of the next group is issued before this group's lookup backward runs, so it overlaps it.
 One stage with overlap off is the plain sequential exchange (TT-Rec's and the dense baseline's).
 
 Table groups (EcoRec's table-wise pipeline) and sample micro-batches (its batch-wise ablation) are both stages;
@@ -22,7 +24,7 @@ from impls.sharding.comm import Comm
 
 @dataclass
 class Stage:
-    compute: Callable[[], Tensor]  # [sum(rows_per_source), width] on this rank
+    compute: Callable[[], list[Tensor]]  # its parts (tables), each [sum(rows_per_source), part width], on this rank
     rows_per_source: list[int]  # rows of the computed block that go back to each source rank
     recv_rows: int  # this rank's output rows the stage fills: row_start : row_start + recv_rows
     row_start: int
@@ -30,13 +32,24 @@ class Stage:
     columns: list[Tensor]  # per rank: the output columns its block fills (int64)
 
 
+@dataclass
+class BackwardGroup:
+    parts: list[tuple[int, int | None]]  # this rank's (stage, part) in column order; part None: all of the stage's
+    widths: list[int]  # the group's gradient width on every rank
+    columns: list[Tensor]  # per rank: the output columns of its tables in the group (int64)
+    stage: int  # the stage whose rows (rows_per_source, row_start, recv_rows) the group's gradient covers
+
+
 class _Run:
     """One forward / backward pass over the stages (kept by the autograd node)."""
 
-    def __init__(self, comm: Comm, stages: Sequence[Stage], batch: int, width: int, overlap: bool, phase: str):
+    def __init__(self, comm: Comm, stages: Sequence[Stage], batch: int, width: int, overlap: bool, phase: str,
+                 backward_groups: Sequence[BackwardGroup] | None):
         self.comm, self.stages, self.batch, self.width = comm, list(stages), batch, width
         self.overlap, self.phase = overlap, phase
-        self.outs: list[Tensor | None] = [None] * len(self.stages)
+        self.outs: list[list[Tensor | None] | None] = [None] * len(self.stages)
+        self.backward_groups = list(backward_groups) if backward_groups is not None else [
+            BackwardGroup([(i, None)], st.widths, st.columns, i) for i, st in reversed(list(enumerate(self.stages)))]
 
     def _exchange(self, send: Tensor, out_splits, in_splits, phase: str):
         recv = send.new_empty(sum(out_splits))
@@ -49,10 +62,10 @@ class _Run:
         me = self.comm.ctx.rank
         for i, st in enumerate(self.stages):
             with torch.set_grad_enabled(grad_enabled):
-                y = st.compute()
-            self.outs[i] = y
+                parts = st.compute()
+            self.outs[i] = list(parts)
             w = st.widths[me]
-            send = y.detach().reshape(-1)
+            send = (parts[0] if len(parts) == 1 else torch.cat(parts, 1)).detach().reshape(-1)
             recv, h = self._exchange(send, [st.recv_rows * wr for wr in st.widths],
                                      [n * w for n in st.rows_per_source], self.phase + ".fwd")
             if not self.overlap:
@@ -71,31 +84,43 @@ class _Run:
 
     def backward(self, grad: Tensor) -> None:
         me = self.comm.ctx.rank
-        order = list(reversed(range(len(self.stages))))
 
-        def issue(i):
-            st = self.stages[i]
-            lo, hi = st.row_start, st.row_start + st.recv_rows
-            rows = grad[lo:hi]
-            send = torch.cat([rows[:, cols].reshape(-1) for cols in st.columns])
-            w = st.widths[me]
+        def issue(bg: BackwardGroup):
+            st = self.stages[bg.stage]
+            rows = grad[st.row_start : st.row_start + st.recv_rows]
+            send = torch.cat([rows[:, cols].reshape(-1) for cols in bg.columns])
+            w = bg.widths[me]
             recv, h = self._exchange(send, [n * w for n in st.rows_per_source],
-                                     [st.recv_rows * wr for wr in st.widths], self.phase + ".bwd")
+                                     [st.recv_rows * wr for wr in bg.widths], self.phase + ".bwd")
             if not self.overlap:
                 self.comm.wait(h, self.phase + ".bwd")
                 h = None
             return recv, h
 
-        nxt = issue(order[0]) if order else None
-        for k, i in enumerate(order):
+        groups = self.backward_groups
+        nxt = issue(groups[0]) if groups else None
+        for k, bg in enumerate(groups):
             recv, h = nxt
-            if k + 1 < len(order):
-                nxt = issue(order[k + 1])  # in flight while this stage's backward runs
+            if k + 1 < len(groups):
+                nxt = issue(groups[k + 1])  # in flight while this group's backward runs
             self.comm.wait(h, self.phase + ".bwd")
-            y = self.outs[i]
-            self.outs[i] = None
-            if y is not None and y.requires_grad:
-                torch.autograd.backward(y, recv.view(y.shape))
+            parts = []
+            for i, p in bg.parts:
+                outs = self.outs[i]
+                for j in range(len(outs)) if p is None else [p]:
+                    parts.append(outs[j])
+                    outs[j] = None
+            st = self.stages[bg.stage]
+            g = recv.view(sum(st.rows_per_source), bg.widths[me])
+            ys, gs, col = [], [], 0
+            for y in parts:
+                w = y.shape[1]
+                if y.requires_grad:
+                    ys.append(y)
+                    gs.append(g[:, col : col + w])
+                col += w
+            if ys:
+                torch.autograd.backward(ys, gs)
 
 
 class _PipelineFn(torch.autograd.Function):
@@ -112,9 +137,9 @@ class _PipelineFn(torch.autograd.Function):
 
 
 def run_stages(comm: Comm, stages: Sequence[Stage], batch: int, width: int, overlap: bool,
-               phase: str = "emb") -> Tensor:
+               phase: str = "emb", backward_groups: Sequence[BackwardGroup] | None = None) -> Tensor:
     """The assembled [batch, width] output; differentiable when grad mode is on (backward as described)."""
-    run = _Run(comm, stages, batch, width, overlap, phase)
+    run = _Run(comm, stages, batch, width, overlap, phase, backward_groups)
     if not torch.is_grad_enabled():
         return run.forward(grad_enabled=False)
     anchor = torch.zeros(0, requires_grad=True)  # makes the node part of the graph; receives no gradient

@@ -10,7 +10,9 @@ Groups (§4.6): each rank cuts its table list into ``g`` groups whose sizes lie 
 k = skew * 2(n - g) / (g(g - 1)) around n / g, largest first; ``reorder`` reverses the list (cheapest tables
 first) before it is cut. Whole sizes as the SC24 artifact makes them (ecorec/utils.py ``partition_number``):
 every group starts at one table and each further table goes to the group furthest below its target, ties to
-the earlier group; here in exact rational arithmetic, so a tie is a tie (the artifact compares floats)."""
+the earlier group; here in exact rational arithmetic, so a tie is a tie (the artifact compares floats). The backward
+pass has its own groups, as the artifact makes them: the forward list reversed, cut by the partition whose targets
+rise (backward_group_tables)."""
 from __future__ import annotations
 
 import random as _random
@@ -80,33 +82,48 @@ def place_tables(
     return owned
 
 
-def slope_group_sizes(n: int, groups: int, skew: float) -> list[int]:
-    """Sizes of ``groups`` consecutive groups over ``n`` tables, largest first, on EcoRec's slope; every group
-    gets at least one table when n >= groups (the rest are empty otherwise). n=40, g=4, skew=1 -> [19,13,7,1];
-    n=8, g=3, skew=0.6 -> [4,3,1] (the artifact's)."""
+def slope_group_sizes(n: int, groups: int, skew: float, decreasing: bool = True) -> list[int]:
+    """Sizes of ``groups`` consecutive groups over ``n`` tables on EcoRec's slope; every group gets at least one
+    table when n >= groups (the rest are empty otherwise). ``decreasing``: the forward groups, largest first
+    (n=40, g=4, skew=1 -> [19,13,7,1]; n=8, g=3, skew=0.6 -> [4,3,1], the artifact's). Otherwise the artifact's
+    backward sizes, smallest first: its partition with the targets rising, whose ties go to the smaller group,
+    so not always the forward sizes reversed (n=13, g=4, skew=1: [1,3,4,5] against [6,4,2,1])."""
     if groups < 1:
         raise ValueError(f"need at least one group, got {groups}")
     if not 0.0 <= skew <= 1.0:
         raise ValueError(f"skew must be in [0, 1], got {skew}")
     if n < groups:
-        return [1] * n + [0] * (groups - n)
+        sizes = [1] * n + [0] * (groups - n)
+        return sizes if decreasing else sizes[::-1]
     if groups == 1:
         return [n]
     k = Fraction(str(skew)) * 2 * (n - groups) / (groups * (groups - 1))  # str: 0.6 is 3/5, not its float
     center = Fraction(groups - 1, 2)
-    targets = [Fraction(n, groups) + k * (center - i) for i in range(groups)]  # largest first
+    sign = 1 if decreasing else -1
+    targets = [Fraction(n, groups) + sign * k * (center - i) for i in range(groups)]
     sizes = [1] * groups
     for _ in range(n - groups):
         gap = [t - s for t, s in zip(targets, sizes)]
         sizes[gap.index(max(gap))] += 1  # the furthest below its target; ties: the earlier group
-    return sorted(sizes, reverse=True)
+    return sorted(sizes, reverse=decreasing)
+
+
+def _cut(order: Sequence[int], sizes: Sequence[int]) -> list[list[int]]:
+    out, start = [], 0
+    for size in sizes:
+        out.append(list(order[start : start + size]))
+        start += size
+    return out
 
 
 def group_tables(owned: Sequence[int], groups: int, skew: float = 0.0, reorder: bool = False) -> list[list[int]]:
     """Cut one rank's table list into pipeline groups (``reorder``: cheapest first, i.e. the list reversed)."""
     order = list(reversed(owned)) if reorder else list(owned)
-    out, start = [], 0
-    for size in slope_group_sizes(len(order), groups, skew):
-        out.append(order[start : start + size])
-        start += size
-    return out
+    return _cut(order, slope_group_sizes(len(order), groups, skew))
+
+
+def backward_group_tables(owned: Sequence[int], groups: int, skew: float = 0.0, reorder: bool = False) -> list[list[int]]:
+    """The backward pass's groups as the SC24 artifact cuts them (table_wise.py): the forward list reversed, cut
+    by the rising partition (slope_group_sizes(..., decreasing=False)), in the order they run."""
+    forward = list(reversed(owned)) if reorder else list(owned)
+    return _cut(forward[::-1], slope_group_sizes(len(forward), groups, skew, decreasing=False))

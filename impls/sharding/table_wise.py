@@ -7,7 +7,9 @@ pipeline         none (one stage, TT-Rec's and the dense baseline's) | table (Ec
                  | batch (its batch-wise ablation: sample micro-batches)
 pipeline_groups  table groups per rank (EcoRec's num_micro_keys), default 4
 skew             slope of the group sizes in [0, 1] (EcoRec's skew_degree)
-reorder          reverse each rank's cost-ordered list before grouping (cheap tables first)
+reorder          reverse each rank's cost-ordered list before grouping (cheap tables first); the backward pass
+                 runs its own groups, cut as the artifact cuts them (plan.backward_group_tables), so under
+                 the table pipeline every owned table is its own local module (looked up as a part of its stage)
 pipeline_micro_batches   sample micro-batches of the batch-wise pipeline, default 4
 overlap          issue AlltoAlls asynchronously (default); False waits on each, same numbers
 capacity_bytes   per-rank parameter budget; a placement that cannot fit is an error"""
@@ -21,8 +23,8 @@ from torch import Tensor
 from impls.api import EmbeddingCollection, EmbeddingOptim, MemoryReport, SparseFeatures, TableSpec, WorkReport
 from impls.sharding.context import DistContext
 from impls.sharding.exchange import exchange_ids
-from impls.sharding.pipeline import Stage, run_stages
-from impls.sharding.plan import group_tables, place_tables
+from impls.sharding.pipeline import BackwardGroup, Stage, run_stages
+from impls.sharding.plan import backward_group_tables, group_tables, place_tables
 from impls.sharding.reports import merge_memory, merge_work
 from impls.sharding.sharded import ShardedCollection, is_tt
 
@@ -78,24 +80,40 @@ class TableWiseCollection(ShardedCollection):
         self.groups = [group_tables(o, ngroups, skew, reorder) for o in self.owned]
         dims = [t.dim for t in self.tables]
         col0 = [sum(dims[:i]) for i in range(len(dims))]
+
+        def columns(tables):
+            return torch.tensor([c for i in tables for c in range(col0[i], col0[i] + dims[i])], dtype=torch.int64,
+                                device=dist.device)
+
         self._widths = [[sum(dims[i] for i in g[s]) for g in self.groups] for s in range(ngroups)]
-        self._columns = [
-            [torch.tensor([c for i in g[s] for c in range(col0[i], col0[i] + dims[i])], dtype=torch.int64,
-                          device=dist.device) for g in self.groups]
-            for s in range(ngroups)
-        ]
+        self._columns = [[columns(g[s]) for g in self.groups] for s in range(ngroups)]
         if pipeline == "batch" and is_tt(local_cls):
             # several backward passes per step: the core update waits for all of them (same math as fused)
             local_options["fused"] = False
         self.local = torch.nn.ModuleList()
         self._local_pos: list[list[int]] = []  # per stage group: positions in this rank's received table order
+        self._parts: list[list[int]] = []  # per stage group: its local modules (one per table under the table pipeline)
+        per_table = pipeline == "table"
         for grp in self.groups[me]:
-            if grp:
-                specs = [self.tables[i] for i in grp]
+            units = [[i] for i in grp] if per_table else ([grp] if grp else [])
+            self._parts.append([])
+            for unit in units:
+                specs = [self.tables[i] for i in unit]
+                self._parts[-1].append(len(self.local))
                 self.local.append(self.build_local(specs, **restrict_options(local_options, {t.name for t in specs})))
-            else:
-                self.local.append(None)
             self._local_pos.append([self.owned[me].index(i) for i in grp])
+        self._local_tables = [[i] for grp in self.groups[me] for i in grp] if per_table else [g for g in self.groups[me] if g]
+        self.backward_groups: list[list[list[int]]] | None = None
+        self._backward: list[BackwardGroup] | None = None
+        if per_table:
+            self.backward_groups = [backward_group_tables(o, ngroups, skew, reorder) for o in self.owned]
+            where = {i: (s, k) for s, grp in enumerate(self.groups[me]) for k, i in enumerate(grp)}
+            self._backward = [
+                BackwardGroup([where[i] for i in self.backward_groups[me][b]],
+                              [sum(dims[i] for i in bg[b]) for bg in self.backward_groups],
+                              [columns(bg[b]) for bg in self.backward_groups], 0)
+                for b in range(ngroups)
+            ]
         self._earlier: list[WorkReport] = []  # batch pipeline: forward counters of the earlier micro-batches
         self._calls = 0
 
@@ -103,8 +121,11 @@ class TableWiseCollection(ShardedCollection):
     def placement(self) -> dict[str, list]:
         """Table names per rank, and per rank its pipeline groups in running order (for records)."""
         names = [t.name for t in self.tables]
-        return {"owned": [[names[i] for i in o] for o in self.owned],
-                "groups": [[[names[i] for i in g] for g in gs] for gs in self.groups]}
+        out = {"owned": [[names[i] for i in o] for o in self.owned],
+               "groups": [[[names[i] for i in g] for g in gs] for gs in self.groups]}
+        if self.backward_groups is not None:
+            out["backward_groups"] = [[[names[i] for i in g] for g in gs] for gs in self.backward_groups]
+        return out
 
     def owner_of(self, table: str) -> int:
         i = self.table_index(table)
@@ -112,8 +133,8 @@ class TableWiseCollection(ShardedCollection):
 
     def _local_of(self, table: str) -> EmbeddingCollection:
         i = self.table_index(table)
-        for grp, coll in zip(self.groups[self.dist.rank], self.local):
-            if i in grp:
+        for tables, coll in zip(self._local_tables, self.local):
+            if i in tables:
                 return coll
         raise KeyError(f"table {table!r} lives on rank {self.owner_of(table)}, not on rank {self.dist.rank}")
 
@@ -136,16 +157,18 @@ class TableWiseCollection(ShardedCollection):
             plan = [(r, s, 0, B) for s in range(len(self.groups[me]))]
         stages = []
         for routed, s, row_start, rows in plan:
-            coll, pos = self.local[s], self._local_pos[s]
+            mods, pos = [self.local[m] for m in self._parts[s]], self._local_pos[s]
             total = routed.features.batch_size
 
-            def compute(coll=coll, pos=pos, f=routed.features, total=total) -> Tensor:
-                if coll is None:
-                    return torch.zeros(total, 0, device=self.dist.device)
+            def compute(mods=mods, pos=pos, f=routed.features, total=total) -> list[Tensor]:
+                if not mods:
+                    return [torch.zeros(total, 0, device=self.dist.device)]
                 if self.pipeline == "batch" and self._calls:  # the previous micro-batch's forward counters
-                    self._earlier.append(coll.work_report())
+                    self._earlier.append(mods[0].work_report())
                 self._calls += 1
-                return coll(f.select_tables(pos))
+                if len(mods) == 1 and len(pos) > 1:  # one module for the stage's tables
+                    return [mods[0](f.select_tables(pos))]
+                return [m(f.select_tables([p])) for m, p in zip(mods, pos)]
 
             stages.append(Stage(compute, routed.batch_sizes, rows, row_start, self._widths[s], self._columns[s]))
         return stages
@@ -154,7 +177,8 @@ class TableWiseCollection(ShardedCollection):
         features = self.checked(features)
         self.mark_step()
         self._earlier, self._calls = [], 0
-        return run_stages(self.comm, self._stages(features), features.batch_size, self.output_dim, self.overlap)
+        return run_stages(self.comm, self._stages(features), features.batch_size, self.output_dim, self.overlap,
+                          backward_groups=self._backward)
 
     def optimizer_step(self) -> None:
         for coll in self.local:

@@ -117,6 +117,7 @@ CASES = {
                               "options": {"ranks": 4, "tt_min_rows": 100}},
     "ecorec-twp": {"impl": "ecorec", "options": {"ranks": 4, "micro_batches": 2}},
     "ecorec-twp-sync": {"impl": "ecorec", "options": {"ranks": 4, "micro_batches": 2, "overlap": False}},
+    "ecorec-twp-g3": {"impl": "ecorec", "options": {"ranks": 4, "pipeline_groups": 3, "skew": 0.6}},
     "ecorec-bwp": {"impl": "ecorec", "options": {"ranks": 4, "pipeline": "batch", "pipeline_micro_batches": 3}},
     "elrec-tw-greedy": {"impl": "elrec", "mode": "dlrm", "options": {"ranks": 4, **TW, "placement": "greedy"}},
 }

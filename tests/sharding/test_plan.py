@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from impls.sharding.plan import PlacementError, group_tables, place_tables, slope_group_sizes
+from impls.sharding.plan import PlacementError, backward_group_tables, group_tables, place_tables, slope_group_sizes
 
 
 def test_slope_example_from_the_paper():
@@ -36,6 +36,29 @@ def test_slope_groups_cover_and_decrease(n, g, skew):
         assert all(a >= b for a, b in zip(sizes, sizes[1:])) or skew == 0.0
         if skew == 0.0:
             assert max(sizes) - min(sizes) <= 1
+
+
+def test_backward_sizes_are_the_artifacts():
+    # ecorec/utils.py partition_number(n, g, skew, decreasing=False): its backward pass's group sizes
+    assert slope_group_sizes(13, 4, 1.0, decreasing=False) == [1, 3, 4, 5]  # forward [6, 4, 2, 1]
+    assert slope_group_sizes(8, 3, 0.6, decreasing=False) == [2, 3, 3]  # forward [4, 3, 1]
+    assert slope_group_sizes(40, 4, 1.0, decreasing=False) == [1, 7, 13, 19]
+    assert slope_group_sizes(26, 4, 0.5, decreasing=False) == [4, 6, 7, 9]
+    assert slope_group_sizes(10, 4, 0.0, decreasing=False) == [2, 2, 3, 3]
+    assert slope_group_sizes(2, 4, 1.0, decreasing=False) == [0, 0, 1, 1]
+
+
+def test_backward_groups_cut_the_reversed_forward_list():
+    owned = list(range(13))
+    assert group_tables(owned, 4, 1.0) == [[0, 1, 2, 3, 4, 5], [6, 7, 8, 9], [10, 11], [12]]
+    # not the forward groups reversed: [12], [11, 10, 9], ... against [12], [11, 10], [9, 8, 7, 6], ...
+    assert backward_group_tables(owned, 4, 1.0) == [[12], [11, 10, 9], [8, 7, 6, 5], [4, 3, 2, 1, 0]]
+    assert backward_group_tables([5, 1, 7], 2, 0.0, reorder=True) == [[5], [1, 7]]  # forward [[7, 1], [5]]
+    for n in range(1, 20):
+        for g in range(1, 6):
+            fwd = [i for grp in group_tables(list(range(n)), g, 1.0) for i in grp]
+            bwd = [i for grp in backward_group_tables(list(range(n)), g, 1.0) for i in grp]
+            assert bwd == fwd[::-1]  # every table once, in reverse running order
 
 
 def test_groups_and_reordering():
