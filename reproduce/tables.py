@@ -16,7 +16,8 @@ from reproduce.stats import median_ci, predicted_vs_measured, ratio_ci
 @dataclass(frozen=True)
 class Col:
     """One column: median(metric of `num`) / median(metric of `den`) with its interval, or, without `den`, the
-    median of `num` divided by `scale`."""
+    median of `num` divided by `scale`. With `per`, the ratio is divided by the same ratio of that metric (e.g. a
+    time ratio over the FLOP ratio: 1 when both run at the same FLOP rate)."""
     title: str
     num: str
     metric: str = "total_ms"
@@ -24,6 +25,7 @@ class Col:
     unit: str = "×"
     scale: float = 1.0
     by: str = "label"
+    per: str | None = None
 
 
 def _cell(v: tuple[float, float, float], unit: str, runs: int) -> str:
@@ -53,6 +55,11 @@ def ratio_table(reps: pd.DataFrame, keys: list[tuple[str, str]], cols: list[Col]
             else:
                 den = g[(g[c.by] == c.den)][c.metric].dropna().tolist()
                 v = ratio_ci(num, den) if num and den else (float("nan"),) * 3
+                if c.per is not None:
+                    pn = g[(g[c.by] == c.num)][c.per].dropna().tolist()
+                    pd_ = g[(g[c.by] == c.den)][c.per].dropna().tolist()
+                    base = ratio_ci(pn, pd_)[0] if pn and pd_ else float("nan")
+                    v = tuple(x / base if base else float("nan") for x in v)
                 runs.append(min(len(num), len(den)))
             cells.append(_cell(v, c.unit, runs[-1]))
         if all(c == "–" for c in cells):
@@ -78,7 +85,10 @@ ABLATION = [Col("batch-wise (bwp) ms", "ablation: batch-wise pipeline (bwp)", un
             Col("twp + reordering ms", "ablation: twp + reordering", unit=""),
             Col("+ slope (default) ms", "ecorec", unit=""),
             Col("bwp / twp", "ablation: batch-wise pipeline (bwp)", den="ablation: table-wise pipeline (twp)")]
-TABLE1 = [Col("EL-Rec / EcoRec time", "elrec", den="ecorec"), Col("TT-Rec / EcoRec time", "ttrec", den="ecorec"),
+TABLE1 = [Col("EL-Rec / EcoRec time", "elrec", den="ecorec"), Col("EL-Rec / EcoRec FLOPs", "elrec", "flops", "ecorec"),
+          Col("EL-Rec time ratio / FLOP ratio", "elrec", den="ecorec", unit="", per="flops"),
+          Col("TT-Rec / EcoRec time", "ttrec", den="ecorec"), Col("TT-Rec / EcoRec FLOPs", "ttrec", "flops", "ecorec"),
+          Col("TT-Rec time ratio / FLOP ratio", "ttrec", den="ecorec", unit="", per="flops"),
           Col("EcoRec / EL-Rec peak memory", "ecorec", "peak_rss_delta_bytes", "elrec", unit=""),
           Col("TT-Rec peak MiB", "ttrec", "peak_rss_delta_bytes", unit="", scale=2**20)]
 RECSYS24 = [Col("table_row_wise / planner time", "table_row_wise", den="embark planner"),
