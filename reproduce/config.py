@@ -225,12 +225,13 @@ def _read(path: Path) -> dict[str, Any]:
 def apply_profile(doc: dict[str, Any], profile: str | None, path: Path) -> tuple[dict[str, Any], str]:
     """Overlay ``[profiles.NAME]`` on the experiment: its ``grid`` and ``defaults`` keys replace those of the
     experiment, its ``grids`` / ``points`` / ``results`` (when given) replace the experiment's. Without ``profile`` an
-    experiment with profiles runs its ``cpu`` one."""
+    experiment with profiles runs its ``cpu`` one; an experiment without a ``cpu`` profile is its own (the file as
+    written), whether or not ``cpu`` is named."""
     profiles = doc.get("profiles", {})
     name = profile or DEFAULT_PROFILE
     if name not in profiles:
-        if profile is None or (not profiles and name == DEFAULT_PROFILE):
-            return doc, DEFAULT_PROFILE  # no profiles: the file as written is the cpu profile
+        if name == DEFAULT_PROFILE:
+            return doc, DEFAULT_PROFILE  # no cpu profile: the file as written is the cpu profile
         raise ValueError(f"{path}: no profile {name!r}; it has {sorted(profiles) or 'none'}")
     over = profiles[name]
     bad = sorted(set(over) - {"grid", "defaults", "grids", "points", "description", "results", "repeats"})

@@ -350,3 +350,12 @@ def test_options_refused_before_launch():
 
     res = CliRunner().invoke(cli, ["data", "prepare", "criteo-kaggle", "--raw", ".", "--freq-threshold", "-5"])
     assert res.exit_code == 2 and "-5" in res.output
+
+
+def test_an_experiment_without_a_cpu_profile_runs_as_written(tmp_path):
+    # `make reproduce-sc24-table1` passes --profile cpu to an experiment whose only profile is `paper`
+    path = experiment(tmp_path, extra='\n[profiles.paper]\ngrid = { batch_size = [4096] }\n')
+    for profile in (None, "cpu"):
+        exp = load_experiment(path, root=tmp_path, profile=profile)
+        assert exp.profile == "cpu" and exp.points and all(p.batch_size != 4096 for p in exp.points)
+    assert {p.batch_size for p in load_experiment(path, root=tmp_path, profile="paper").points} == {4096}
