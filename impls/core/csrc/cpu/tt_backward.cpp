@@ -143,16 +143,17 @@ void tt_prefix_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntAr
   };
   chunked_scatter_add(G, 4 * M * K * N, s.p[0], w0, dG0, run_start, [&](int64_t lo, int64_t hi, float* buf) {
     StackRows rows(M);
-    std::vector<float> dP0(kStack * M * K);
+    std::vector<float> dP0(kStack * M * K), slice_t(K * N);  // slice_t: G_1[j] transposed, for a long run
     for (int64_t i = lo; i < hi;) {
       const int64_t j = key[order[i]];
       int64_t e = i + 1;
       while (e < hi && key[order[e]] == j) ++e;
+      if (e - i >= kLongRun) gemm::transpose(K, N, c.row(1, j), slice_t.data());
       for (int64_t c0 = i; c0 < e; c0 += kStack) {
         const int64_t ce = std::min(e, c0 + kStack);
         for (int64_t x = c0; x < ce; ++x)  // P_0 is core 0's slice, read in place
           rows.set(x - c0, c.row(0, digit(pid[order[x]], 0)), K, dP + order[x] * dPw, N);
-        stacked_step(s, c, 1, j, ce - c0, rows, dG1, dP0.data());
+        stacked_step(s, c, 1, j, ce - c0, rows, dG1, dP0.data(), ce - c0 >= kLongRun ? slice_t.data() : nullptr);
         for (int64_t x = c0; x < ce; ++x) add_row(buf + digit(pid[order[x]], 0) * w0, dP0.data() + (x - c0) * w0, w0);
       }
       i = e;

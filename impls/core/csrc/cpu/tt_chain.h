@@ -175,6 +175,8 @@ struct PrefixStack {
 // P_{t-1}, rows of dP_t): dG_t[j] (K x N) += [P_{t-1}; ..]^T [dP_t; ..] and dP_{t-1} = dP_t G_t[j]^T, the nb
 // (M x K) results one after another in `out`. With `slice_t` (G_t[j] transposed, N x K) the second product
 // runs register-tiled along K instead of as dot products along N (worth its transpose for a long run).
+constexpr int64_t kLongRun = 8;  // stacks of at least this many prefixes pay for transposing G_t[j] (slice_t)
+
 inline void stacked_step(const TTShape& s, const CoreView& c, int t, int64_t j, int64_t nb, const StackRows& rows,
                          float* dGt, float* out, const float* slice_t = nullptr) {
   const int64_t M = rows.M, K = s.r[t], N = s.q[t] * s.r[t + 1];

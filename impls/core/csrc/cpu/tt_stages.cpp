@@ -26,8 +26,7 @@ namespace dlrmbench {
 namespace {
 
 constexpr int64_t kGrain = 16;
-constexpr int64_t kLongRun = 8;
-constexpr int64_t kChunks = 8;   // the backward's chunks (each with its own dG_0 and dG_last copy)  // stacks of at least this many prefixes transpose G_1[digit] once per run
+constexpr int64_t kChunks = 8;  // the backward's chunks at most (each with its own dG_0 and dG_last copy)
 
 // Items ordered by group (stably) and each group's range in that order.
 struct ItemsByGroup {
