@@ -17,32 +17,33 @@ inline TTShape check_tt_prefix_args(at::TensorList cores, c10::IntArrayRef q, c1
   return s;
 }
 
-inline TTShape check_tt_items_args(const char* op, const at::Tensor& prefix, at::TensorList cores, c10::IntArrayRef q,
-                                   c10::IntArrayRef r, const at::Tensor& item_group, const at::Tensor& item_last,
-                                   const at::Tensor& per_item, const char* per_item_name) {
-  const TTShape s = parse_tt_shape(op, cores, q, r);
-  check_rows(op, "prefix", prefix, -1, s.prefix_width(), cores[0]);
+// The items of a stage-2 op: their group and last digit, and one row per item (output rows or their gradient).
+inline void check_items(const char* op, const TTShape& s, at::TensorList cores, const at::Tensor& item_group,
+                        const at::Tensor& item_last, const at::Tensor& per_item, const char* per_item_name) {
   check_index(op, "item_group", item_group, cores[0]);
   check_index(op, "item_last", item_last, cores[0]);
   TORCH_CHECK_VALUE(item_group.numel() == item_last.numel(), op, ": item_group has ", item_group.numel(),
                     " entries but item_last has ", item_last.numel());
   check_rows(op, per_item_name, per_item, item_group.numel(), s.dim(), cores[0]);
+}
+
+inline TTShape check_tt_items_args(const char* op, const at::Tensor& prefix, at::TensorList cores, c10::IntArrayRef q,
+                                   c10::IntArrayRef r, const at::Tensor& item_group, const at::Tensor& item_last,
+                                   const at::Tensor& per_item, const char* per_item_name) {
+  const TTShape s = parse_tt_shape(op, cores, q, r);
+  check_rows(op, "prefix", prefix, -1, s.prefix_width(), cores[0]);
+  check_items(op, s, cores, item_group, item_last, per_item, per_item_name);
   return s;
 }
 
-// The fused stages (tt_stages, tt_stages_backward): prefix ids, the items' group and last digit, and one row per
-// item (the output rows or their gradient).
+// The fused stages (tt_stages, tt_stages_backward): prefix ids and the items.
 inline TTShape check_tt_stages_args(const char* op, at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
                                     const at::Tensor& prefix_ids, const at::Tensor& item_group,
                                     const at::Tensor& item_last, const at::Tensor& per_item,
                                     const char* per_item_name) {
   const TTShape s = parse_tt_shape(op, cores, q, r);
   check_index(op, "prefix_ids", prefix_ids, cores[0]);
-  check_index(op, "item_group", item_group, cores[0]);
-  check_index(op, "item_last", item_last, cores[0]);
-  TORCH_CHECK_VALUE(item_group.numel() == item_last.numel(), op, ": item_group has ", item_group.numel(),
-                    " entries but item_last has ", item_last.numel());
-  check_rows(op, per_item_name, per_item, item_group.numel(), s.dim(), cores[0]);
+  check_items(op, s, cores, item_group, item_last, per_item, per_item_name);
   return s;
 }
 
