@@ -241,6 +241,16 @@ def scatter_add_rows(src: Tensor, src_index: Tensor, dst_index: Tensor, out: Ten
     torch.ops.dlrmbench.scatter_add_rows(src, src_index, dst_index, out)
 
 
+def counter_uniform(seed: int, out: Tensor, low: float, high: float, row_start: int = 0, row_step: int = 1,
+                    col_start: int = 0) -> Tensor:
+    """Fill float32 ``out`` [n, c] with draws in [low, high) that depend on (seed, row, column) only: row
+    row_start + i * row_step, column col_start + j. Returns ``out``."""
+    require_kernel("counter_uniform", out.device)
+    torch.ops.dlrmbench.counter_uniform(int(seed), int(row_start), int(row_step), int(col_start), float(low),
+                                        float(high), out)
+    return out
+
+
 @torch.library.register_fake(f"{_LIB}::tt_prefix")
 def _tt_prefix_fake(cores, q, r, prefix_ids, out):
     return None
@@ -278,4 +288,9 @@ def _gather_pool_fake(src, index, segment_offsets, out):
 
 @torch.library.register_fake(f"{_LIB}::scatter_add_rows")
 def _scatter_add_rows_fake(src, src_index, dst_index, out):
+    return None
+
+
+@torch.library.register_fake(f"{_LIB}::counter_uniform")
+def _counter_uniform_fake(seed, row_start, row_step, col_start, low, high, out):
     return None

@@ -109,3 +109,31 @@ def gather_pool_ref(src: Tensor, index: Tensor, segment_offsets: Tensor, out: Te
 
 def scatter_add_rows_ref(src: Tensor, src_index: Tensor, dst_index: Tensor, out: Tensor) -> Tensor:
     return out.index_add(0, dst_index, src[src_index])
+
+
+_M32 = 0xFFFFFFFF
+
+
+def _mul32(h: Tensor, c: int) -> Tensor:
+    """(h * c) mod 2^32 for int64 h < 2^32, without int64 overflow (two 16-bit halves of c)."""
+    return (h * (c & 0xFFFF) + (((h * (c >> 16)) & 0xFFFF) << 16)) & _M32
+
+
+def _fmix32(h: Tensor) -> Tensor:
+    h = h ^ (h >> 16)
+    h = _mul32(h, 0x85EBCA6B)
+    h = h ^ (h >> 13)
+    h = _mul32(h, 0xC2B2AE35)
+    return h ^ (h >> 16)
+
+
+def counter_uniform_ref(seed: int, rows: Tensor, cols: Tensor, low: float, high: float) -> Tensor:
+    """counter_uniform's draws for int64 row ids [n] x column ids [c] (cpu/counter_uniform.cpp's hash)."""
+    s = seed % (1 << 64)
+    s0, s1 = s & _M32, s >> 32
+    a = _fmix32((rows & _M32) ^ s0)
+    row_hash = _fmix32((rows >> 32) ^ s1 ^ a)
+    h = _fmix32(_mul32(cols & _M32, 0x9E3779B1).unsqueeze(0) ^ row_hash.unsqueeze(1))
+    lo = torch.tensor(low, dtype=torch.float32).double()
+    span = torch.tensor(high, dtype=torch.float32).double() - lo
+    return (lo + span * ((h >> 8).double() * 2.0**-24)).float()

@@ -7,16 +7,27 @@ import torch
 from torch import Tensor
 
 from impls.api import TableSpec, table_seed
+from impls.core import ops
 
 
 @torch.no_grad()
-def dense_table_init(spec: TableSpec, seed: int, out: Tensor | None = None) -> Tensor:
-    """A [rows, dim] fp32 table drawn as dlrm does, from a generator seeded by (seed, table name), so
-    every implementation and every shard starts from the same weights. ``out`` (a CPU tensor of that shape, e.g. a
-    view into a library's weight buffer) is filled in place, so no second copy of the table is made."""
-    g = torch.Generator().manual_seed(table_seed(seed, spec.name))
+def dense_table_init(spec: TableSpec, seed: int, out: Tensor | None = None, *, rows: slice = slice(None),
+                     cols: slice = slice(None)) -> Tensor:
+    """The table's initial weights, uniform(+-sqrt(1/rows)) as dlrm draws them, each entry a function of (seed,
+    table name, row, column) only (the counter-based ``counter_uniform`` op), so every implementation, shard and
+    rank starts from the same weights. ``rows`` / ``cols`` (slices, steps allowed for rows) pick a block: a
+    shard (EMBark's rows j::r, TorchRec's r0:r1 x c0:c1) is generated directly, without the rest of the table.
+    ``out`` (a CPU float32 tensor of the block's shape, e.g. a view into a library's weight buffer) is filled in
+    place, so no second copy is made."""
+    r0, r1, rs = rows.indices(spec.num_embeddings)
+    c0, c1, cs = cols.indices(spec.dim)
+    if rs < 1 or cs != 1:
+        raise ValueError(f"table {spec.name!r}: init rows need a positive step and columns a step of 1, got "
+                         f"rows {rows}, cols {cols}")
+    shape = (len(range(r0, r1, rs)), max(0, c1 - c0))
+    w = torch.empty(shape) if out is None else out
+    if tuple(w.shape) != shape:
+        raise ValueError(f"table {spec.name!r}: init target has shape {tuple(w.shape)}, the block {shape}")
     bound = math.sqrt(1.0 / spec.num_embeddings)
-    w = torch.empty(spec.num_embeddings, spec.dim) if out is None else out
-    if tuple(w.shape) != (spec.num_embeddings, spec.dim):
-        raise ValueError(f"table {spec.name!r}: init target has shape {tuple(w.shape)}")
-    return w.uniform_(-bound, bound, generator=g)
+    return ops.counter_uniform(table_seed(seed, spec.name), w, -bound, bound, row_start=r0, row_step=rs,
+                               col_start=c0)

@@ -99,10 +99,9 @@ class EmbarkCollection(EmbeddingCollection):
             coll = store_cls([sub], optim, None, device=device, check_bounds=False, seed=seed,
                              **(storage_options or {}))
             if storage == "dense" and sub.num_embeddings == shard_rows(spec.num_embeddings, s.rows, s.row):
-                # the rows and columns of the table the single-device model starts from
-                full = dense_table_init(spec, seed)
-                with torch.no_grad():
-                    coll.weights[0].copy_(full[s.row :: s.rows, s.col * width : (s.col + 1) * width])
+                # the rows and columns of the table the single-device model starts from, generated directly
+                dense_table_init(spec, seed, coll.weights[0].data, rows=slice(s.row, None, s.rows),
+                                 cols=slice(s.col * width, (s.col + 1) * width))
             self.storage.append(coll)
         # hierarchical RB: every GPU of a node holds the same (table, column) sequence of RB row shards
         self.hier = plan.hierarchical and any(p.cluster == "rb" for p in plan.mp)

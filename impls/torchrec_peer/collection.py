@@ -86,10 +86,9 @@ class TorchRecCollection(EmbeddingCollection):
         """Every local shard (or replica) from the rows and columns of dense-torch's initial table."""
         for name, t in self._weights():
             spec = self.tables[self.table_index(name)]
-            full = dense_table_init(spec, seed)
-            for off, tensor in self._local_shards(t):
-                r, c = off
-                tensor.copy_(full[r : r + tensor.shape[0], c : c + tensor.shape[1]])
+            for (r, c), tensor in self._local_shards(t):
+                tensor.copy_(dense_table_init(spec, seed, rows=slice(r, r + tensor.shape[0]),
+                                              cols=slice(c, c + tensor.shape[1])))
 
     def _weights(self):
         for key, t in self.model.state_dict().items():

@@ -184,3 +184,30 @@ def check_strategy_plans(ctx, strategy: str) -> None:
     assert abs(float(loss) - ref_loss) <= 1e-5 * max(1.0, abs(ref_loss)), (strategy, float(loss), ref_loss)
     for t in TABLES:
         close(coll.gather_table(t.name), ref.materialize(t.name), f"{strategy} plan, table {t.name}")
+
+
+def check_build_generates_own_shards_only(ctx) -> None:
+    """Building a rank's clusters draws the initial rows of its own shards (and its DP replicas), never a whole
+    model-parallel table: every draw goes through counter_uniform, counted here."""
+    from impls.core import ops
+    from impls.embark.shards import shard_rows
+
+    drawn = []
+    real = ops.counter_uniform
+
+    def counting(seed, out, *args, **kw):
+        drawn.append(out.numel())
+        return real(seed, out, *args, **kw)
+
+    ops.counter_uniform = counting
+    try:
+        plan = plan_for(ctx.world_size)
+        EmbarkCollection(TABLES, EmbeddingOptim("sgd", lr=0.1), ctx, plan=plan, seed=3)
+    finally:
+        ops.counter_uniform = real
+    own = sum(shard_rows(TABLES[s.table].num_embeddings, s.rows, s.row) * TABLES[s.table].dim // s.cols
+              for s in plan.gpu_shards(ctx.rank))
+    dp = sum(TABLES[t].num_embeddings * TABLES[t].dim for t in plan.dp)
+    # each shard is drawn at most twice (its storage's own init, then the rows of the whole table) and never more
+    assert max(drawn) <= max(own, dp), (drawn, own, dp)
+    assert sum(drawn) <= 2 * own + dp, (sum(drawn), own, dp)

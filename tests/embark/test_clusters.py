@@ -37,3 +37,7 @@ def test_tt_tables_inside_clusters(tmp_path):
 def test_planner_and_baseline_plans_execute_exactly(tmp_path, strategy):
     """4 ranks as 2 nodes of 2, so table_row_wise (and possibly the planner) run hierarchical RB."""
     run_ranks(tmp_path, 4, cc.check_strategy_plans, strategy, L=2)
+
+
+def test_build_draws_only_the_ranks_own_shards(tmp_path):
+    run_ranks(tmp_path, 4, cc.check_build_generates_own_shards_only)

@@ -49,4 +49,10 @@ TORCH_LIBRARY(dlrmbench, m) {
   m.def("gather_pool(Tensor src, Tensor index, Tensor segment_offsets, Tensor(a!) out) -> ()");
   // out[dst_index[j]] += src[src_index[j]] for every j.
   m.def("scatter_add_rows(Tensor src, Tensor src_index, Tensor dst_index, Tensor(a!) out) -> ()");
+  // Fills float32 out [n, c] (rows contiguous): out[i, j] = a uniform draw in [low, high) that is a function of
+  // (seed, row_start + i * row_step, col_start + j) only (cpu/counter_uniform.cpp gives the hash); low and high
+  // are taken as float32. Any shard of a table is generated without the rest of it.
+  m.def(
+      "counter_uniform(int seed, int row_start, int row_step, int col_start, float low, float high, Tensor(a!) out) "
+      "-> ()");
 }
