@@ -1,26 +1,23 @@
-"""EMBark's embedding clusters over gloo / NCCL ranks, from a Plan (shards.py).
+"""EMBark's embedding clusters over gloo / NCCL ranks, from a Plan (shards.py): the step.
 
 - DP tables: replicated, local lookups, one dense wgrad all-reduce per step (impls/sharding/data_parallel.py).
 - RB (reduction-based) shards: each source sends every owner the keys of its local batch that the owner's row
-  shard holds (key % r; one owner per column group), with per-sample counts; the owner pools partial sums for
+  shards hold (key % r; one owner per column group), with per-sample counts; the owner pools partial sums for
   every sample of the global batch and returns each source its rows; the source sums the r partials of each
   column group (and divides by the bag length for mean pooling). Backward: each source returns the gradient
-  columns of the group to every owner of it; the owner's lookup backward reduces them per key.
+  columns of the group to every owner of it; the owner's lookup backward reduces them per key. Hierarchical:
+  the partial sums travel through the node first (hier.py).
 - UB (unique-based) shards: each source deduplicates the keys it sends per owner; the owner deduplicates again
   across sources, looks the unique set up once and returns one vector per (source, unique key); the source
   expands and pools. Backward: the source sums its gradient per unique key and returns U x d'; the owner sums
   over sources and keys.
 
-A shard's storage is a single-device collection over a (rows, d') table: ``storage="dense"`` (dense-torch,
-initialized with the rows and columns of the table dense-torch would start from, so the sharded model equals
-the single-device one) or ``"tt"`` (an ecorec TT table per shard; no published system has this). Keys travel
-as int64 local rows (key // r); payloads are fp32, or fp16 with ``fp16_comm``.
-
-Every exchange goes through Comm: phases embark.keys.header / embark.keys / embark.fwd / embark.bwd, and
-emb.dp for the DP all-reduce."""
+Routing (routing.py) and the owners' fused lookups, one per cluster per rank (engines.py), are tensor passes;
+the step loops over ranks only to cut one buffer into per-rank blocks. Keys travel as int64 local rows
+(key // r); payloads are fp32, or fp16 with ``fp16_comm``. Phases: embark.keys.header / embark.keys /
+embark.fwd / embark.bwd (hierarchical: embark.fwd.intra / .rail, embark.bwd.rail / .intra), emb.dp."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import torch
@@ -28,34 +25,14 @@ from torch import Tensor
 
 from impls.api import (EmbeddingCollection, EmbeddingOptim, MemoryReport, SparseFeatures, TableSpec, WorkReport,
                        get_impl, register)
-from impls.dense.init import dense_table_init
+from impls.embark import hier
+from impls.embark.engines import STORAGES, RBEngine, UBEngine, build_store, shard_spec
+from impls.embark.routing import Routed, ShardLayout, route
+from impls.embark.shards import Cluster, Plan, shard_rows
 from impls.sharding.comm import Comm
 from impls.sharding.context import DistContext
 from impls.sharding.data_parallel import DataParallelCollection
 from impls.sharding.reports import merge_memory, merge_work
-from impls.embark import hier
-from impls.embark.shards import Plan, Shard, shard_rows
-
-STORAGES = {"dense": "dense-torch", "tt": "ecorec"}
-
-
-@dataclass
-class _Send:
-    """What a source sends one owner for one shard, and what it keeps to use the answer."""
-
-    shard: Shard
-    counts: Tensor  # RB: keys per local sample [b]; UB: [number of unique keys]
-    keys: Tensor  # local rows
-    sample: Tensor  # RB: unused; UB: the sample of each occurrence
-    inverse: Tensor | None = None  # UB: occurrence -> index into keys
-
-
-@dataclass
-class _Step:
-    sends: list[list[_Send]] = field(default_factory=list)  # per owner, in the owner's shard order
-    outs: list[tuple[Tensor, Any]] = field(default_factory=list)  # owner: (output with graph, backward plan)
-    lengths: dict[int, Tensor] = field(default_factory=dict)  # mean tables: bag lengths [b]
-    batch: int = 0
 
 
 @register
@@ -86,36 +63,29 @@ class EmbarkCollection(EmbeddingCollection):
         me = dist.rank
         dims = [t.dim for t in self.tables]
         self.col0 = [sum(dims[:i]) for i in range(len(dims))]
-        # every rank's shards in one canonical order (plan order), so both ends agree on the layout
-        self.by_gpu: list[list[Shard]] = [plan.gpu_shards(g) for g in range(plan.world_size)]
-        self.cluster = {p.table: p.cluster for p in plan.mp}
-        store_cls = get_impl(STORAGES[storage])
-        self.storage = torch.nn.ModuleList()
-        for s in self.by_gpu[me]:
-            spec = self.tables[s.table]
-            width = spec.dim // s.cols
-            sub = TableSpec(f"{spec.name}#r{s.row}of{s.rows}c{s.col}of{s.cols}",
-                            max(1, shard_rows(spec.num_embeddings, s.rows, s.row)), width)
-            coll = store_cls([sub], optim, None, device=device, check_bounds=False, seed=seed,
-                             **(storage_options or {}))
-            if storage == "dense" and sub.num_embeddings == shard_rows(spec.num_embeddings, s.rows, s.row):
-                # the rows and columns of the table the single-device model starts from, generated directly
-                dense_table_init(spec, seed, coll.weights[0].data, rows=slice(s.row, None, s.rows),
-                                 cols=slice(s.col * width, (s.col + 1) * width))
-            self.storage.append(coll)
+        self.layout = ShardLayout(plan, self.tables, self.device)
+        self.cluster = self.layout.cluster
+        rb, ub = self.layout.rb[me], self.layout.ub[me]
+        rb_store = build_store(self.tables, rb, optim, storage, device, seed, storage_options)
+        ub_store = build_store(self.tables, ub, optim, storage, device, seed, storage_options)
+        self.storage = torch.nn.ModuleList(x for x in (rb_store, ub_store) if x is not None)
+        self._stored = [(rb, rb_store), (ub, ub_store)]  # (its shards, the store holding them as its tables)
+        self.rb = RBEngine(rb_store, len(rb), self.layout.rb_width[me]) if rb else None
+        self.ub = UBEngine(ub_store, [self.tables[x.table].dim // x.cols for x in ub], self.layout.max_rows) \
+            if ub else None
         # hierarchical RB: every GPU of a node holds the same (table, column) sequence of RB row shards
-        self.hier = plan.hierarchical and any(p.cluster == "rb" for p in plan.mp)
+        self.hier = plan.hierarchical and any(p.cluster is Cluster.RB for p in plan.mp)
         L = dist.local_world_size
         if self.hier and L != plan.gpus_per_node:
             raise ValueError(f"the plan has {plan.gpus_per_node} GPUs per node, the run {L}")
-        self.layout = []
+        self.node_cols = []  # hierarchical: the output columns of node n's RB partial sums
         for n in range(dist.num_nodes if self.hier else 0):
-            seqs = [[(x.table, x.col, self.tables[x.table].dim // x.cols) for x in self.by_gpu[g]
-                     if self.cluster[x.table] == "rb"] for g in range(n * L, (n + 1) * L)]
+            seqs = [[(x.table, x.col, self.tables[x.table].dim // x.cols) for x in self.layout.rb[g]]
+                    for g in range(n * L, (n + 1) * L)]
             if any(q != seqs[0] for q in seqs):
                 raise ValueError(f"hierarchical RB needs every GPU of node {n} to hold row shards of the same "
                                  f"tables and columns; they hold {seqs}")
-            self.layout.append(seqs[0])
+            self.node_cols.append(self.layout.rb_cols[n * L])
         self.dp_tables = list(plan.dp)
         self.dp = None
         if self.dp_tables:
@@ -150,204 +120,124 @@ class EmbarkCollection(EmbeddingCollection):
                           "max_cost": ev.max_cost, "oom_predicted": ev.oom}
         return coll
 
-    # --- the key exchange -------------------------------------------------------------------------
-    def _route(self, features: SparseFeatures) -> _Step:
-        b = features.batch_size
-        st = _Step(batch=b)
-        per_table = {}
-        for p in self.plan.mp:
-            vals, offs = features.table(p.table)
-            lengths = offs.diff()
-            per_table[p.table] = (vals, torch.repeat_interleave(torch.arange(b, device=vals.device), lengths))
-            if self.tables[p.table].pooling == "mean":
-                st.lengths[p.table] = lengths.clamp(min=1).to(torch.float32).unsqueeze(1)
-        for g, shards in enumerate(self.by_gpu):
-            out = []
-            for s in shards:
-                vals, sample = per_table[s.table]
-                mine = vals % s.rows == s.row
-                keys, smp = vals[mine] // s.rows, sample[mine]
-                if self.cluster[s.table] == "rb":
-                    out.append(_Send(s, torch.bincount(smp, minlength=b), keys, smp))
-                else:
-                    uniq, inv = torch.unique(keys, sorted=True, return_inverse=True)
-                    out.append(_Send(s, torch.tensor([uniq.numel()], device=vals.device), uniq, smp, inv))
-            st.sends.append(out)
-        return st
-
-    def _exchange_keys(self, st: _Step) -> list[tuple[int, Tensor]]:
-        """Per source: (its batch size, its int64 payload: counts of every shard, then keys of every shard)."""
-        G = self.dist.world_size
-        dev = self.dist.device
-        payload = [torch.cat([x.counts for x in sends] + [x.keys for x in sends]) if sends
-                   else torch.zeros(0, dtype=torch.int64, device=dev) for sends in st.sends]
-        header = torch.tensor([[st.batch, p.numel()] for p in payload], dtype=torch.int64, device=dev).reshape(-1)
+    # --- the step -----------------------------------------------------------------------------------
+    def _exchange_keys(self, st: Routed) -> list[tuple[int, Tensor]]:
+        """Per source: (its batch size, its int64 payload for this rank)."""
+        G, dev = self.dist.world_size, self.dist.device
+        header = torch.tensor([[st.batch, p.numel()] for p in st.payload], dtype=torch.int64, device=dev).reshape(-1)
         got = torch.empty_like(header)
         self.comm.all_to_all(got, header, [2] * G, [2] * G, "embark.keys.header")
         got = got.view(G, 2).tolist()
         recv = torch.empty(sum(n for _, n in got), dtype=torch.int64, device=dev)
-        self.comm.all_to_all(recv, torch.cat(payload), [n for _, n in got], [p.numel() for p in payload],
+        self.comm.all_to_all(recv, torch.cat(st.payload), [n for _, n in got], [p.numel() for p in st.payload],
                              "embark.keys")
         return [(bs, blk) for (bs, _), blk in zip(got, torch.split(recv, [n for _, n in got]))]
 
-    # --- owner side ---------------------------------------------------------------------------------
-    def _owner_forward(self, received: list[tuple[int, Tensor]], grad_enabled: bool) -> list[list[Tensor]]:
-        """Look up this rank's shards for every source; per source the blocks to send back, shard by shard."""
-        mine = self.by_gpu[self.dist.rank]
-        G = len(received)
-        # parse: counts of every shard, then the keys of every shard
-        parsed = []  # per source: list of (counts, keys) per shard
-        for bs, blk in received:
-            ncount = [bs if self.cluster[s.table] == "rb" else 1 for s in mine]
-            counts = list(torch.split(blk[: sum(ncount)], ncount))
-            nkeys = [int(c.sum()) if self.cluster[s.table] == "rb" else int(c[0]) for s, c in zip(mine, counts)]
-            keys = list(torch.split(blk[sum(ncount):], nkeys))
-            parsed.append((bs, counts, keys))
-        back: list[list[Tensor]] = [[] for _ in range(G)]
-        outs = []
-        for i, (s, coll) in enumerate(zip(mine, self.storage)):
-            with torch.set_grad_enabled(grad_enabled):
-                if self.cluster[s.table] == "rb":  # partial sums for every sample of the global batch
-                    lengths = torch.cat([p[1][i] for p in parsed])
-                    values = torch.cat([p[2][i] for p in parsed])
-                    offsets = torch.zeros(lengths.numel() + 1, dtype=torch.int64, device=values.device)
-                    torch.cumsum(lengths, 0, out=offsets[1:])
-                    y = coll(SparseFeatures(values, offsets, lengths.numel()))
-                    rows = [p[0] for p in parsed]
-                    if self.hier:  # they travel through the node (hier.py), not the flat exchange
-                        outs.append((y, ("rbh", rows)))
-                        continue
-                    for src, blk in enumerate(torch.split(y.detach(), rows)):
-                        back[src].append(blk.reshape(-1))
-                    outs.append((y, ("rb", rows)))
-                else:  # unique across sources, one lookup, one vector per (source, unique key)
-                    keys = [p[2][i] for p in parsed]
-                    uniq, inv = torch.unique(torch.cat(keys), sorted=True, return_inverse=True)
-                    y = coll(SparseFeatures(uniq, torch.arange(uniq.numel() + 1, device=uniq.device), uniq.numel())) \
-                        if uniq.numel() else torch.zeros(0, self.tables[s.table].dim // s.cols, device=uniq.device)
-                    per_src = list(torch.split(inv, [k.numel() for k in keys]))
-                    for src, idx in enumerate(per_src):
-                        back[src].append(y.detach()[idx].reshape(-1))
-                    outs.append((y, ("ub", per_src)))
-        self._owner_outs = outs
-        return back
+    def _owner_forward(self, received: list[tuple[int, Tensor]], grad_enabled: bool) -> list[Tensor]:
+        """Both fused lookups for every source; per source the floats to send back (RB block, UB vectors)."""
+        me = self.dist.rank
+        n_rb, n_ub = self.layout.n_rb[me], self.layout.n_ub[me]
+        rb_counts, ub_counts, rb_keys, ub_keys = [], [], [], []
+        for bs, blk in received:  # a source's payload: RB counts [n_rb, bs], UB counts [n_ub], then the keys
+            c = blk[: n_rb * bs].view(n_rb, bs)
+            u = blk[n_rb * bs : n_rb * bs + n_ub]
+            k = int(c.sum())
+            rb_counts.append(c)
+            ub_counts.append(u)
+            rb_keys.append(blk[n_rb * bs + n_ub : n_rb * bs + n_ub + k])
+            ub_keys.append(blk[n_rb * bs + n_ub + k :])
+        sizes = [bs for bs, _ in received]
+        back = [[] for _ in received]
+        self._partial = None
+        if self.rb is not None:
+            y = self.rb.forward(rb_counts, rb_keys, grad_enabled)
+            if self.hier:
+                self._partial = y
+            else:
+                for src, blk in enumerate(torch.split(y, sizes)):
+                    back[src].append(blk.reshape(-1))
+        if self.ub is not None:
+            for src, vec in enumerate(self.ub.forward(ub_counts, ub_keys, grad_enabled)):
+                back[src].append(vec)
+        dtype, dev = self.payload_dtype, self.dist.device
+        return [torch.cat(x).to(dtype) if x else torch.zeros(0, dtype=dtype, device=dev) for x in back]
 
-    # --- the step -----------------------------------------------------------------------------------
+    def _rb_widths(self) -> list[int]:
+        return [0 if self.hier else w for w in self.layout.rb_width]
+
     def _mp_forward(self, features: SparseFeatures, grad_enabled: bool) -> Tensor:
-        G, b = self.dist.world_size, features.batch_size
-        st = self._route(features)
+        b = features.batch_size
+        st = route(self.layout, features, self.output_dim, self.hier)
         received = self._exchange_keys(st)
         self._sources = [bs for bs, _ in received]  # every source's batch size
-        back = self._owner_forward(received, grad_enabled)
-        send = [torch.cat(x).to(self.payload_dtype) if x else torch.zeros(0, dtype=self.payload_dtype,
-                                                                            device=self.dist.device) for x in back]
-        sizes = [self._answer_size(st, g) for g in range(G)]
-        recv = torch.empty(sum(sizes), dtype=self.payload_dtype, device=self.dist.device)
-        self.comm.all_to_all(recv, torch.cat(send), sizes, [x.numel() for x in send], "embark.fwd")
+        send = self._owner_forward(received, grad_enabled)
+        self._recv_sizes = [x.numel() for x in send]
+        recv = torch.empty(sum(st.answer_sizes), dtype=self.payload_dtype, device=self.dist.device)
+        self.comm.all_to_all(recv, torch.cat(send), st.answer_sizes, [x.numel() for x in send], "embark.fwd")
         out = torch.zeros(b, self.output_dim, device=self.dist.device)
-        for g, blk in enumerate(torch.split(recv.to(torch.float32), sizes)):
-            pos = 0
-            for x in st.sends[g]:
-                s, d = x.shard, self.tables[x.shard.table].dim // x.shard.cols
-                lo = self.col0[s.table] + s.col * d
-                if self.cluster[s.table] == "rb" and self.hier:
-                    continue
-                if self.cluster[s.table] == "rb":
-                    out[:, lo : lo + d] += blk[pos : pos + b * d].view(b, d)
-                    pos += b * d
-                else:
-                    u = x.keys.numel()
-                    vec = blk[pos : pos + u * d].view(u, d)
-                    out[:, lo : lo + d].index_add_(0, x.sample, vec[x.inverse])
-                    pos += u * d
+        rb_parts, ub_parts = [], []
+        for blk, n_rb in zip(torch.split(recv.to(torch.float32), st.answer_sizes), st.rb_sizes):
+            rb_parts.append(blk[:n_rb].view(b, -1))
+            ub_parts.append(blk[n_rb:])
+        if not self.hier and any(st.rb_sizes):
+            out.index_add_(1, torch.cat(self.layout.rb_cols), torch.cat(rb_parts, 1))
+        if st.ub_total:
+            out.view(-1).index_add_(0, st.ub_dst, torch.cat(ub_parts)[st.ub_src])
         if self.hier:
-            mine = [y.detach() for y, (kind, _) in self._owner_outs if kind == "rbh"]
-            rows = self._sources
-            partial = torch.cat(mine, 1) if mine else torch.zeros(sum(rows), 0)
-            widths = [sum(d for _, _, d in lay) for lay in self.layout]
-            for lay, part in zip(self.layout, hier.forward(self.comm, partial, rows, widths, self.payload_dtype)):
-                pos = 0
-                for t, k, d in lay:
-                    lo = self.col0[t] + k * d
-                    out[:, lo : lo + d] += part[:, pos : pos + d]
-                    pos += d
-        for t, ln in st.lengths.items():
-            lo = self.col0[t]
-            out[:, lo : lo + self.tables[t].dim] /= ln
+            partial = self._partial if self._partial is not None else torch.zeros(sum(self._sources), 0)
+            widths = [c.numel() for c in self.node_cols]
+            for cols, part in zip(self.node_cols, hier.forward(self.comm, partial, self._sources, widths,
+                                                               self.payload_dtype)):
+                out.index_add_(1, cols, part)
+        self._mean_lengths = {}
+        for t, spec in enumerate(self.tables):
+            if spec.pooling == "mean" and t in self.cluster:
+                ln = features.table(t)[1].diff().clamp(min=1).to(torch.float32).unsqueeze(1)
+                self._mean_lengths[t] = ln
+                out[:, self.col0[t] : self.col0[t] + spec.dim] /= ln
         self._step = st
         return out
-
-    def _answer_size(self, st: _Step, g: int) -> int:
-        n = 0
-        for x in st.sends[g]:
-            d = self.tables[x.shard.table].dim // x.shard.cols
-            if self.cluster[x.shard.table] == "rb" and self.hier:
-                continue
-            n += (st.batch if self.cluster[x.shard.table] == "rb" else x.keys.numel()) * d
-        return n
 
     def _mp_backward(self, grad: Tensor) -> None:
         st, G = self._step, self.dist.world_size
         grad = grad.clone()
-        for t, ln in st.lengths.items():
-            lo = self.col0[t]
-            grad[:, lo : lo + self.tables[t].dim] /= ln
-        send = []
-        for g in range(G):
-            parts = []
-            for x in st.sends[g]:
-                s, d = x.shard, self.tables[x.shard.table].dim // x.shard.cols
-                lo = self.col0[s.table] + s.col * d
-                cols = grad[:, lo : lo + d]
-                if self.cluster[s.table] == "rb" and self.hier:
-                    continue
-                if self.cluster[s.table] == "rb":
-                    parts.append(cols.reshape(-1))
-                else:  # the source's gradient per unique key
-                    gu = torch.zeros(x.keys.numel(), d, device=grad.device).index_add_(0, x.inverse, cols[x.sample])
-                    parts.append(gu.reshape(-1))
-            send.append(torch.cat(parts).to(self.payload_dtype) if parts
-                        else torch.zeros(0, dtype=self.payload_dtype, device=grad.device))
-        my = self._owner_outs  # what this rank sent each source in forward, shard by shard, comes back
-
-        def rows(kind, info, src):  # RB: the source's samples; UB: its unique keys; hierarchical RB: not here
-            return info[src] if kind == "rb" else 0 if kind == "rbh" else info[src].numel()
-
-        recv_sizes = [sum(rows(kind, info, src) * y.shape[1] for y, (kind, info) in my) for src in range(G)]
+        for t, ln in self._mean_lengths.items():
+            grad[:, self.col0[t] : self.col0[t] + self.tables[t].dim] /= ln
+        # what each owner gets: the RB gradient columns of its shards, then the gradient per UB unique key
+        rb = [grad.index_select(1, cols).reshape(-1) if not self.hier else grad[:0, 0]
+              for cols in self.layout.rb_cols]
+        ub = torch.zeros(st.ub_total, device=grad.device).index_add_(0, st.ub_src, grad.reshape(-1)[st.ub_dst])
+        ub = torch.split(ub, [a - r for a, r in zip(st.answer_sizes, st.rb_sizes)])
+        send = torch.cat([x for r, u in zip(rb, ub) for x in (r, u)]).to(self.payload_dtype)
+        me = self.dist.rank
+        recv_sizes = self._recv_sizes  # what this rank answered each source in forward comes back
         recv = torch.empty(sum(recv_sizes), dtype=self.payload_dtype, device=grad.device)
-        self.comm.all_to_all(recv, torch.cat(send), recv_sizes, [x.numel() for x in send], "embark.bwd")
+        self.comm.all_to_all(recv, send, recv_sizes, [r.numel() + u.numel() for r, u in zip(rb, ub)], "embark.bwd")
+        rb_grads, ub_grads = [], []
+        width = self.layout.rb_width[me] if not self.hier else 0
+        for bs, blk in zip(self._sources, torch.split(recv.to(torch.float32), recv_sizes)):
+            rb_grads.append(blk[: bs * width].view(bs, width))
+            ub_grads.append(blk[bs * width :])
         tensors, grads = [], []
-        blocks: list[list[Tensor]] = [[] for _ in my]
-        for src, blk in enumerate(torch.split(recv.to(torch.float32), recv_sizes)):
-            pos = 0
-            for i, (y, (kind, info)) in enumerate(my):
-                n = rows(kind, info, src) * y.shape[1]
-                blocks[i].append(blk[pos : pos + n].view(-1, y.shape[1]))
-                pos += n
-        if self.hier:  # the node path's gradient of this GPU's partial sums, split over its RB shards
-            per_node = [torch.cat([grad[:, self.col0[t] + k * d : self.col0[t] + (k + 1) * d] for t, k, d in lay], 1)
-                        if lay else grad[:, :0] for lay in self.layout]
-            width = sum(y.shape[1] for y, (kind, _) in my if kind == "rbh")
-            g_mine = hier.backward(self.comm, per_node, self._sources, width, self.payload_dtype)
-            pos = 0
-            for i, (y, (kind, _)) in enumerate(my):
-                if kind == "rbh":
-                    blocks[i] = [g_mine[:, pos : pos + y.shape[1]]]
-                    pos += y.shape[1]
-        for (y, (kind, info)), parts in zip(my, blocks):
-            if not y.requires_grad:
-                continue
-            if kind in ("rb", "rbh"):
-                g = torch.cat(parts)
+        if self.rb is not None:
+            if self.hier:
+                per_node = [grad.index_select(1, cols) for cols in self.node_cols]
+                g = hier.backward(self.comm, per_node, self._sources, self.layout.rb_width[me], self.payload_dtype)
             else:
-                g = torch.zeros_like(y)
-                for idx, part in zip(info, parts):
-                    g.index_add_(0, idx, part)
+                g = torch.cat(rb_grads)
+            y, g = self.rb.backward(g)
             tensors.append(y)
             grads.append(g)
-        if tensors:
-            torch.autograd.backward(tensors, grads)
-        self._owner_outs = []
+        elif self.hier:  # this rank holds no RB shard but still takes part in the node exchanges
+            per_node = [grad.index_select(1, cols) for cols in self.node_cols]
+            hier.backward(self.comm, per_node, self._sources, 0, self.payload_dtype)
+        if self.ub is not None:
+            y, g = self.ub.backward(ub_grads)
+            tensors.append(y)
+            grads.append(g)
+        keep = [(y, g) for y, g in zip(tensors, grads) if y.requires_grad]
+        if keep:
+            torch.autograd.backward([y for y, _ in keep], [g for _, g in keep])
 
     def forward(self, features: SparseFeatures) -> Tensor:
         features = self.checked(features)
@@ -386,8 +276,8 @@ class EmbarkCollection(EmbeddingCollection):
         if t in self.dp_tables:
             return self.dp.materialize(table)
         spec = self.tables[t]
-        mine = [(s.row, s.rows, s.col, s.cols, coll.materialize(coll.tables[0].name).detach().cpu())
-                for s, coll in zip(self.by_gpu[self.dist.rank], self.storage) if s.table == t]
+        mine = [(s.row, s.rows, s.col, s.cols, store.materialize(shard_spec(spec, s).name).detach().cpu())
+                for shards, store in self._stored for s in shards if s.table == t]
         parts = [None] * self.dist.world_size
         dist.all_gather_object(parts, mine)
         full = torch.empty(spec.num_embeddings, spec.dim)

@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from impls.api import TableSpec
-from impls.embark.shards import Plan
+from impls.embark.shards import Cluster, Plan
 
 
 @dataclass(frozen=True)
@@ -189,9 +189,9 @@ def evaluate(plan: Plan, tables: Sequence[TableSpec], model: CostModel) -> Evalu
         model = dataclasses.replace(model, hierarchical=plan.hierarchical)
     n = model.num_buckets
     comp, comm, mem = [0.0] * n, [0.0] * n, [0.0] * n
-    ub = [p.table for p in plan.mp if p.cluster == "ub"]
+    ub = [p.table for p in plan.mp if p.cluster is Cluster.UB]
     for p in plan.mp:
-        if p.cluster == "ub":
+        if p.cluster is Cluster.UB:
             continue
         t = tables[p.table]
         for k in range(p.c):

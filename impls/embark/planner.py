@@ -25,7 +25,7 @@ from typing import Sequence
 
 from impls.api import TableSpec
 from impls.embark.cost import CostModel, evaluate
-from impls.embark.shards import Plan, TablePlacement
+from impls.embark.shards import Cluster, Plan, TablePlacement
 
 STRATEGIES = ("embark", "table_row_wise", "uniform", "round_robin")
 
@@ -121,18 +121,18 @@ def _to_plan(where, st: _State, model: CostModel, dp, ub, name: str) -> Plan:
         r, c = st.r[t], st.c[t]
         if model.hierarchical:  # a node bucket: the shard is row-split over the node's L GPUs
             gpus = tuple(g for k in range(c) for j in range(r) for g in _buckets_gpus(model, cells[(k, j)]))
-            mp.append(TablePlacement(t, gpus, c, "rb"))
+            mp.append(TablePlacement(t, gpus, c, Cluster.RB))
             continue
-        mp.append(TablePlacement(t, tuple(cells[(k, j)] for k in range(c) for j in range(r)), c, "rb"))
+        mp.append(TablePlacement(t, tuple(cells[(k, j)] for k in range(c) for j in range(r)), c, Cluster.RB))
     for t in ub:
-        mp.append(TablePlacement(t, tuple(range(model.world_size)), 1, "ub"))
+        mp.append(TablePlacement(t, tuple(range(model.world_size)), 1, Cluster.UB))
     return Plan(model.world_size, L, tuple(dp), tuple(sorted(mp, key=lambda p: p.table)), name, model.hierarchical)
 
 
 def _uniform(rb, model: CostModel, dp, ub, name="uniform") -> Plan:
     G = model.world_size
-    mp = [TablePlacement(t, tuple(range(G)), 1, "rb") for t in rb]
-    mp += [TablePlacement(t, tuple(range(G)), 1, "ub") for t in ub]
+    mp = [TablePlacement(t, tuple(range(G)), 1, Cluster.RB) for t in rb]
+    mp += [TablePlacement(t, tuple(range(G)), 1, Cluster.UB) for t in ub]
     return Plan(G, model.gpus_per_node, tuple(dp), tuple(sorted(mp, key=lambda p: p.table)), name)
 
 
@@ -211,15 +211,15 @@ def table_row_wise(tables, model: CostModel, dp, ub, rb) -> Plan:
         else:
             node = k % N
             gpus = tuple(range(node * L, (node + 1) * L))
-        mp.append(TablePlacement(t, gpus, 1, "rb"))
-    mp += [TablePlacement(t, tuple(range(G)), 1, "ub") for t in ub]
+        mp.append(TablePlacement(t, gpus, 1, Cluster.RB))
+    mp += [TablePlacement(t, tuple(range(G)), 1, Cluster.UB) for t in ub]
     # row shards inside a node reduce over NVLink first, then cross nodes (TorchRec's TWRW, HugeCTR's hier RB)
     return Plan(G, L, tuple(dp), tuple(sorted(mp, key=lambda p: p.table)), "table_row_wise", N > 1)
 
 
 def round_robin(tables, model: CostModel, dp, ub, rb) -> Plan:
-    mp = [TablePlacement(t, (k % model.world_size,), 1, "rb") for k, t in enumerate(rb)]
-    mp += [TablePlacement(t, tuple(range(model.world_size)), 1, "ub") for t in ub]
+    mp = [TablePlacement(t, (k % model.world_size,), 1, Cluster.RB) for k, t in enumerate(rb)]
+    mp += [TablePlacement(t, tuple(range(model.world_size)), 1, Cluster.UB) for t in ub]
     return Plan(model.world_size, model.gpus_per_node, tuple(dp), tuple(sorted(mp, key=lambda p: p.table)),
                 "round_robin")
 

@@ -7,12 +7,26 @@ A plan also names the data-parallel tables (replicated on every GPU) and the clu
 table: RB (reduction-based: partial sums) or UB (unique-based: unique vectors)."""
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Sequence
 
 from impls.api import TableSpec
 
-CLUSTERS = ("rb", "ub")
+
+class Cluster(str, enum.Enum):
+    """An embedding cluster: data-parallel, reduction-based (partial sums) or unique-based (unique vectors). A
+    str enum, so plans written with the strings "dp" / "rb" / "ub" compare and serialize as before."""
+
+    DP = "dp"
+    RB = "rb"
+    UB = "ub"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+CLUSTERS = (Cluster.RB, Cluster.UB)  # the model-parallel clusters
 
 
 @dataclass(frozen=True)
@@ -58,7 +72,11 @@ class TablePlacement:
     table: int
     gpus: tuple[int, ...]
     c: int = 1
-    cluster: str = "rb"
+    cluster: Cluster = Cluster.RB
+
+    def __post_init__(self) -> None:
+        if self.cluster in CLUSTERS:  # a string names the same cluster; anything else fails in Plan.validate
+            object.__setattr__(self, "cluster", Cluster(self.cluster))
 
     @property
     def r(self) -> int:
@@ -114,7 +132,7 @@ class Plan:
                 raise ValueError(f"table {name!r} is placed twice")
             seen[p.table] = p.cluster
             if p.cluster not in CLUSTERS:
-                raise ValueError(f"table {name!r}: cluster must be one of {CLUSTERS}, got {p.cluster!r}")
+                raise ValueError(f"table {name!r}: cluster must be one of {[c.value for c in CLUSTERS]}, got {p.cluster!r}")
             if p.c < 1 or len(p.gpus) % p.c or not p.gpus:
                 raise ValueError(f"table {name!r}: {len(p.gpus)} GPUs do not split into {p.c} column groups")
             if tables[p.table].dim % p.c:
@@ -129,9 +147,9 @@ class Plan:
         check_coverage(tables, self.shards())
         return self
 
-    def cluster_of(self, table: int) -> str:
+    def cluster_of(self, table: int) -> Cluster:
         if table in self.dp:
-            return "dp"
+            return Cluster.DP
         p = self.placement(table)
         if p is None:
             raise KeyError(f"table {table} is not in the plan")
