@@ -241,6 +241,21 @@ def scatter_add_rows(src: Tensor, src_index: Tensor, dst_index: Tensor, out: Ten
     torch.ops.dlrmbench.scatter_add_rows(src, src_index, dst_index, out)
 
 
+class Routed(NamedTuple):
+    keys: Tensor  # [m] local rows, shard by shard
+    samples: Tensor  # [m] the sample (bag within its table) of each
+    shard_counts: Tensor  # [num_shards]
+    sample_counts: Tensor  # [count_shards, B]
+
+
+def route_keys(values: Tensor, offsets: Tensor, batch_size: int, table_r: Tensor, table_c: Tensor,
+               table_base: Tensor, shard_of: Tensor, num_shards: int, count_shards: int) -> Routed:
+    """Every key of a table-major batch to the shards that hold it (schema in csrc/ops.cpp)."""
+    require_kernel("route_keys", values.device)
+    return Routed(*torch.ops.dlrmbench.route_keys(values, offsets, int(batch_size), table_r, table_c, table_base,
+                                                  shard_of, int(num_shards), int(count_shards)))
+
+
 def counter_uniform(seed: int, out: Tensor, low: float, high: float, row_start: int = 0, row_step: int = 1,
                     col_start: int = 0) -> Tensor:
     """Fill float32 ``out`` [n, c] with draws in [low, high) that depend on (seed, row, column) only: row
@@ -294,3 +309,10 @@ def _scatter_add_rows_fake(src, src_index, dst_index, out):
 @torch.library.register_fake(f"{_LIB}::counter_uniform")
 def _counter_uniform_fake(seed, row_start, row_step, col_start, low, high, out):
     return None
+
+
+@torch.library.register_fake(f"{_LIB}::route_keys")
+def _route_keys_fake(values, offsets, batch_size, table_r, table_c, table_base, shard_of, num_shards, count_shards):
+    m = torch.library.get_ctx().new_dynamic_size()
+    return (values.new_empty(m), values.new_empty(m), values.new_empty(num_shards),
+            values.new_empty(count_shards, batch_size))

@@ -137,3 +137,25 @@ def counter_uniform_ref(seed: int, rows: Tensor, cols: Tensor, low: float, high:
     lo = torch.tensor(low, dtype=torch.float32).double()
     span = torch.tensor(high, dtype=torch.float32).double() - lo
     return (lo + span * ((h >> 8).double() * 2.0**-24)).float()
+
+
+def route_keys_ref(values: Tensor, offsets: Tensor, batch_size: int, table_r: Tensor, table_c: Tensor,
+                   table_base: Tensor, shard_of: Tensor, num_shards: int, count_shards: int):
+    """route_keys: entries expanded per column group, then one stable sort by shard."""
+    T, B = table_r.numel(), batch_size
+    lengths = offsets.diff()
+    table = torch.repeat_interleave(torch.arange(T), lengths.view(T, B).sum(1))
+    sample = torch.repeat_interleave(torch.arange(T * B) % B, lengths)
+    keep = table_r[table] > 0
+    v, table, sample = values[keep], table[keep], sample[keep]
+    c = table_c[table]
+    copy = torch.repeat_interleave(torch.arange(v.numel()), c)
+    k = torch.arange(copy.numel()) - torch.repeat_interleave(torch.cumsum(c, 0) - c, c)
+    v, table, sample = v[copy], table[copy], sample[copy]
+    r = table_r[table]
+    shard = shard_of[table_base[table] + k * r + v % r]
+    order = torch.argsort(shard, stable=True)
+    shard_counts = torch.bincount(shard, minlength=num_shards)
+    counted = shard < count_shards
+    sample_counts = torch.bincount(shard[counted] * B + sample[counted], minlength=count_shards * B)
+    return (v // r)[order], sample[order], shard_counts, sample_counts.view(count_shards, B)

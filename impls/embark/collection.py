@@ -182,7 +182,11 @@ class EmbarkCollection(EmbeddingCollection):
         if not self.hier and any(st.rb_sizes):
             out.index_add_(1, torch.cat(self.layout.rb_cols), torch.cat(rb_parts, 1))
         if st.ub_total:
-            out.view(-1).index_add_(0, st.ub_dst, torch.cat(ub_parts)[st.ub_src])
+            stream = torch.cat(ub_parts)
+            for grp in st.ub_groups:
+                pool = torch.zeros(b * (grp.cols.numel() // grp.width), grp.width, device=out.device)
+                pool.index_add_(0, grp.occ_row, stream[grp.flat][grp.occ_unique])
+                out.index_add_(1, grp.cols, pool.view(b, -1))
         if self.hier:
             partial = self._partial if self._partial is not None else torch.zeros(sum(self._sources), 0)
             widths = [c.numel() for c in self.node_cols]
@@ -206,7 +210,11 @@ class EmbarkCollection(EmbeddingCollection):
         # what each owner gets: the RB gradient columns of its shards, then the gradient per UB unique key
         rb = [grad.index_select(1, cols).reshape(-1) if not self.hier else grad[:0, 0]
               for cols in self.layout.rb_cols]
-        ub = torch.zeros(st.ub_total, device=grad.device).index_add_(0, st.ub_src, grad.reshape(-1)[st.ub_dst])
+        ub = torch.zeros(st.ub_total, device=grad.device)
+        for grp in st.ub_groups:
+            per_row = grad.index_select(1, grp.cols).view(-1, grp.width)
+            gu = torch.zeros(grp.flat.shape[0], grp.width, device=grad.device)
+            ub[grp.flat.reshape(-1)] = gu.index_add_(0, grp.occ_unique, per_row[grp.occ_row]).view(-1)
         ub = torch.split(ub, [a - r for a, r in zip(st.answer_sizes, st.rb_sizes)])
         send = torch.cat([x for r, u in zip(rb, ub) for x in (r, u)]).to(self.payload_dtype)
         me = self.dist.rank

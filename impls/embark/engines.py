@@ -84,23 +84,28 @@ class RBEngine:
 
 class UBEngine:
     """The rank's UB shards: per step, one vector per (source, unique key of the source), looked up once per
-    unique key across sources."""
+    unique key across sources. Vectors move by width: the shards of one width w are slots of a [rows * slots, w]
+    view of the store's output, gathered and scattered row-wise."""
 
     def __init__(self, store: EmbeddingCollection, widths: Sequence[int], max_rows: int) -> None:
         self.store, self.n, self.max_rows = store, len(widths), max_rows
         self.widths = torch.tensor(list(widths), dtype=torch.int64)
-        self.col0 = torch.cumsum(self.widths, 0) - self.widths
-        self.W = int(self.widths.sum())
+        col0 = torch.cumsum(self.widths, 0) - self.widths
+        self.slot = torch.zeros(self.n, dtype=torch.int64)
+        self.groups: list[tuple[int, Tensor]] = []  # (width, the store output columns of its slots)
+        for w in sorted(set(widths)):
+            mine = [i for i, x in enumerate(widths) if x == w]
+            self.slot[mine] = torch.arange(len(mine))
+            self.groups.append((w, torch.cat([torch.arange(int(col0[i]), int(col0[i]) + w) for i in mine])))
 
     def forward(self, counts: Sequence[Tensor], keys: Sequence[Tensor], grad_enabled: bool) -> list[Tensor]:
         """``counts[src]`` [n] unique keys per shard, ``keys[src]`` shard-major: per source, its vectors
         (shard by shard, key by key, flat)."""
         dev = keys[0].device
         seg = torch.stack(list(counts))  # [G, n]
-        widths, col0 = self.widths.to(dev), self.col0.to(dev)
+        widths = self.widths.to(dev)
         shard = torch.repeat_interleave(torch.arange(self.n, device=dev).repeat(len(keys)), seg.reshape(-1))
-        key = torch.cat(list(keys))
-        uniq, inv = torch.unique(shard * self.max_rows + key, sorted=True, return_inverse=True)
+        uniq, inv = torch.unique(shard * self.max_rows + torch.cat(list(keys)), sorted=True, return_inverse=True)
         u_shard = uniq // self.max_rows
         per_shard = torch.bincount(u_shard, minlength=self.n)
         rows = max(1, int(per_shard.max()) if per_shard.numel() else 1)
@@ -110,12 +115,27 @@ class UBEngine:
         torch.cumsum(lengths.reshape(-1), 0, out=offsets[1:])
         with torch.set_grad_enabled(grad_enabled):
             self.out = self.store(SparseFeatures(uniq % self.max_rows, offsets, rows))  # [rows, W]
-        # every received key's d' floats in the flat [rows, W] output
-        self.index = expand_ranges(u_row[inv] * self.W + col0[shard], widths[shard])
-        flat = self.out.detach().reshape(-1)[self.index]
+        # every received key: its width, where its floats go in the answers, and its row in its width's view
+        key_w = widths[shard]
+        start = torch.cumsum(key_w, 0) - key_w
+        self.moves = []
+        flat = torch.empty(int(key_w.sum()), device=self.out.device)
+        y = self.out.detach()
+        for w, cols in self.groups:
+            sel = torch.nonzero(key_w == w).squeeze(1)
+            slots = cols.numel() // w
+            rows_w = u_row[inv[sel]] * slots + self.slot.to(dev)[shard[sel]]
+            at = start[sel].unsqueeze(1) + torch.arange(w, device=dev)
+            cols = cols.to(dev)
+            flat[at] = y.index_select(1, cols).view(-1, w)[rows_w]
+            self.moves.append((w, cols, rows_w, at))
         return list(torch.split(flat, (seg * widths).sum(1).tolist()))
 
     def backward(self, grads: Sequence[Tensor]) -> tuple[Tensor, Tensor]:
-        g = torch.zeros(self.out.numel(), device=self.out.device)
-        g.index_add_(0, self.index, torch.cat(list(grads)))
-        return self.out, g.view_as(self.out)
+        g_flat = torch.cat(list(grads))
+        g = torch.zeros_like(self.out)
+        for w, cols, rows_w, at in self.moves:
+            per_row = torch.zeros(g.shape[0] * (cols.numel() // w), w, device=g.device)
+            per_row.index_add_(0, rows_w, g_flat[at])
+            g.index_add_(1, cols, per_row.view(g.shape[0], -1))
+        return self.out, g

@@ -4,6 +4,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <utility>
+
 #include "tt_args.h"
 
 namespace dlrmbench {
@@ -109,6 +111,26 @@ inline void check_jagged_unique_args(const at::Tensor& values, const at::Tensor&
   TORCH_CHECK_VALUE(num_tables >= 0 && batch_size > 0, "jagged_unique: bad num_tables/batch_size");
   TORCH_CHECK_VALUE(offsets.numel() == num_tables * batch_size + 1, "jagged_unique: offsets has ", offsets.numel(),
                     " entries, expected T*B+1 = ", num_tables * batch_size + 1);
+}
+
+// route_keys: a table-major batch, per-table (r, c, base) and the shard numbering; returns the table count.
+inline int64_t check_route_keys_args(const char* op, const at::Tensor& values, const at::Tensor& offsets,
+                                     int64_t batch_size, const at::Tensor& table_r, const at::Tensor& table_c,
+                                     const at::Tensor& table_base, const at::Tensor& shard_of, int64_t num_shards,
+                                     int64_t count_shards) {
+  for (const auto& [name, t] : {std::pair<const char*, const at::Tensor&>{"offsets", offsets}, {"table_r", table_r},
+                                {"table_c", table_c}, {"table_base", table_base}, {"shard_of", shard_of}})
+    check_index(op, name, t, values);
+  check_index(op, "values", values, values);
+  TORCH_CHECK_VALUE(batch_size > 0, op, ": batch_size must be > 0, got ", batch_size);
+  const int64_t T = table_r.numel();
+  TORCH_CHECK_VALUE(table_c.numel() == T && table_base.numel() == T, op, ": table_r, table_c and table_base must "
+                    "have one entry per table; they have ", T, ", ", table_c.numel(), ", ", table_base.numel());
+  TORCH_CHECK_VALUE(offsets.numel() == T * batch_size + 1, op, ": offsets has ", offsets.numel(), " entries, ",
+                    T, " tables x batch ", batch_size, " need ", T * batch_size + 1);
+  TORCH_CHECK_VALUE(num_shards >= 0 && count_shards >= 0 && count_shards <= num_shards, op,
+                    ": need 0 <= count_shards (", count_shards, ") <= num_shards (", num_shards, ")");
+  return T;
 }
 
 }  // namespace dlrmbench

@@ -49,6 +49,15 @@ TORCH_LIBRARY(dlrmbench, m) {
   m.def("gather_pool(Tensor src, Tensor index, Tensor segment_offsets, Tensor(a!) out) -> ()");
   // out[dst_index[j]] += src[src_index[j]] for every j.
   m.def("scatter_add_rows(Tensor src, Tensor src_index, Tensor dst_index, Tensor(a!) out) -> ()");
+  // Routes every key of a table-major batch (values, offsets [T*B+1]) to the shards holding it: key v of table
+  // t (r = table_r[t] row shards, c = table_c[t] column groups; r = 0: not routed) goes, once per column group
+  // k, to shard shard_of[table_base[t] + k * r + v % r] as local row v / r. Returns (keys [m], samples [m],
+  // shard_counts [num_shards], sample_counts [count_shards, B]): the routed keys and their bag's sample shard
+  // by shard (each shard's in (table, sample) order), how many each shard got, and per-sample counts for the
+  // first count_shards shards.
+  m.def(
+      "route_keys(Tensor values, Tensor offsets, int batch_size, Tensor table_r, Tensor table_c, Tensor table_base, "
+      "Tensor shard_of, int num_shards, int count_shards) -> (Tensor, Tensor, Tensor, Tensor)");
   // Fills float32 out [n, c] (rows contiguous): out[i, j] = a uniform draw in [low, high) that is a function of
   // (seed, row_start + i * row_step, col_start + j) only (cpu/counter_uniform.cpp gives the hash); low and high
   // are taken as float32. Any shard of a table is generated without the rest of it.
