@@ -97,8 +97,11 @@ class EmbarkCollection(EmbeddingCollection):
 
     @classmethod
     def build_distributed(cls, tables, optim, ctx, comm, *, stats=None, strategy: str = "embark",
-                          hw: str = "cpu-gloo", column_wise: bool = False, **options: Any) -> "EmbarkCollection":
-        """Plan the tables for this world (the global batch from the sampled batch's size) and build."""
+                          hw: str = "cpu-gloo", column_wise: bool = False, rho: float | None = None,
+                          mem_cap_gib: float | None = None, **options: Any) -> "EmbarkCollection":
+        """Plan the tables for this world (the global batch from the sampled batch's size) and build. ``rho``: the
+        cost model's memory / network bandwidth ratio (HugeCTR takes one value from the user; default the hardware
+        profile's), ``mem_cap_gib``: GiB per GPU for embeddings (default the profile's)."""
         from impls.embark.cost import HARDWARE, CostModel, evaluate
         from impls.embark.planner import make_plan
 
@@ -109,8 +112,11 @@ class EmbarkCollection(EmbeddingCollection):
             raise ValueError("embark's planner needs the sampled global batch on rank 0")
         model = CostModel(HARDWARE[hw], ctx.world_size, ctx.local_world_size, batch,
                           optimizer_bytes=8 if optim.kind == "adagrad" else 4,
-                          elem_bytes=2 if options.get("fp16_comm") else 4, storage=options.get("storage", "dense"),
-                          tt_ranks=int((options.get("storage_options") or {}).get("ranks", 32)))
+                          elem_bytes=2 if options.get("fp16_comm") else 4,
+                          storage="tt" if options.get("storage") == "tt" else "dense",
+                          tt_ranks=int((options.get("storage_options") or {}).get("ranks", 32)),
+                          rho=None if rho is None else float(rho),
+                          mem_cap=None if mem_cap_gib is None else float(mem_cap_gib) * 2**30)
         plan, secs = make_plan(tables, model, strategy, column_wise=column_wise)
         coll = cls(tables, optim, ctx, plan=plan, comm=comm, **options)
         ev = evaluate(plan, tables, model)
@@ -133,8 +139,8 @@ class EmbarkCollection(EmbeddingCollection):
                              "embark.keys")
         return [(bs, blk) for (bs, _), blk in zip(got, torch.split(recv, [n for _, n in got]))]
 
-    def _owner_forward(self, received: list[tuple[int, Tensor]], grad_enabled: bool) -> list[Tensor]:
-        """Both fused lookups for every source; per source the floats to send back (RB block, UB vectors)."""
+    def _owner_forward(self, received: list[tuple[int, Tensor]], grad_enabled: bool) -> list[list[Tensor]]:
+        """Both fused lookups for every source; per source the flat pieces to send back (RB block, UB vectors)."""
         me = self.dist.rank
         n_rb, n_ub = self.layout.n_rb[me], self.layout.n_ub[me]
         rb_counts, ub_counts, rb_keys, ub_keys = [], [], [], []
@@ -159,28 +165,29 @@ class EmbarkCollection(EmbeddingCollection):
         if self.ub is not None:
             for src, vec in enumerate(self.ub.forward(ub_counts, ub_keys, grad_enabled)):
                 back[src].append(vec)
-        dtype, dev = self.payload_dtype, self.dist.device
-        return [torch.cat(x).to(dtype) if x else torch.zeros(0, dtype=dtype, device=dev) for x in back]
+        return back
 
-    def _rb_widths(self) -> list[int]:
-        return [0 if self.hier else w for w in self.layout.rb_width]
+    def _pack(self, pieces: Sequence[Sequence[Tensor]]) -> Tensor:
+        """Every destination's flat pieces, destination by destination, in one payload buffer: the pieces
+        themselves when they already lie back to back in one buffer (the RB partial sums of every source), else
+        one copy."""
+        return joined([x.reshape(-1) for dest in pieces for x in dest], self.payload_dtype, self.dist.device)
 
     def _mp_forward(self, features: SparseFeatures, grad_enabled: bool) -> Tensor:
         b = features.batch_size
         st = route(self.layout, features, self.output_dim, self.hier)
         received = self._exchange_keys(st)
         self._sources = [bs for bs, _ in received]  # every source's batch size
-        send = self._owner_forward(received, grad_enabled)
-        self._recv_sizes = [x.numel() for x in send]
+        back = self._owner_forward(received, grad_enabled)
+        self._recv_sizes = [sum(x.numel() for x in pieces) for pieces in back]
         recv = torch.empty(sum(st.answer_sizes), dtype=self.payload_dtype, device=self.dist.device)
-        self.comm.all_to_all(recv, torch.cat(send), st.answer_sizes, [x.numel() for x in send], "embark.fwd")
+        self.comm.all_to_all(recv, self._pack(back), st.answer_sizes, self._recv_sizes, "embark.fwd")
         out = torch.zeros(b, self.output_dim, device=self.dist.device)
-        rb_parts, ub_parts = [], []
-        for blk, n_rb in zip(torch.split(recv.to(torch.float32), st.answer_sizes), st.rb_sizes):
-            rb_parts.append(blk[:n_rb].view(b, -1))
+        ub_parts = []
+        for g, (blk, n_rb) in enumerate(zip(torch.split(recv.to(torch.float32), st.answer_sizes), st.rb_sizes)):
+            if n_rb:
+                out.index_add_(1, self.layout.rb_cols[g], blk[:n_rb].view(b, -1))
             ub_parts.append(blk[n_rb:])
-        if not self.hier and any(st.rb_sizes):
-            out.index_add_(1, torch.cat(self.layout.rb_cols), torch.cat(rb_parts, 1))
         if st.ub_total:
             stream = torch.cat(ub_parts)
             for grp in st.ub_groups:
@@ -203,24 +210,24 @@ class EmbarkCollection(EmbeddingCollection):
         return out
 
     def _mp_backward(self, grad: Tensor) -> None:
-        st, G = self._step, self.dist.world_size
-        grad = grad.clone()
+        st = self._step
+        if self._mean_lengths:
+            grad = grad.clone()
         for t, ln in self._mean_lengths.items():
             grad[:, self.col0[t] : self.col0[t] + self.tables[t].dim] /= ln
         # what each owner gets: the RB gradient columns of its shards, then the gradient per UB unique key
-        rb = [grad.index_select(1, cols).reshape(-1) if not self.hier else grad[:0, 0]
-              for cols in self.layout.rb_cols]
+        rb = [grad[:0, 0] if self.hier else grad.index_select(1, cols).reshape(-1) for cols in self.layout.rb_cols]
         ub = torch.zeros(st.ub_total, device=grad.device)
         for grp in st.ub_groups:
             per_row = grad.index_select(1, grp.cols).view(-1, grp.width)
             gu = torch.zeros(grp.flat.shape[0], grp.width, device=grad.device)
             ub[grp.flat.reshape(-1)] = gu.index_add_(0, grp.occ_unique, per_row[grp.occ_row]).view(-1)
         ub = torch.split(ub, [a - r for a, r in zip(st.answer_sizes, st.rb_sizes)])
-        send = torch.cat([x for r, u in zip(rb, ub) for x in (r, u)]).to(self.payload_dtype)
         me = self.dist.rank
         recv_sizes = self._recv_sizes  # what this rank answered each source in forward comes back
         recv = torch.empty(sum(recv_sizes), dtype=self.payload_dtype, device=grad.device)
-        self.comm.all_to_all(recv, send, recv_sizes, [r.numel() + u.numel() for r, u in zip(rb, ub)], "embark.bwd")
+        self.comm.all_to_all(recv, self._pack(list(zip(rb, ub))), recv_sizes,
+                             [r.numel() + u.numel() for r, u in zip(rb, ub)], "embark.bwd")
         rb_grads, ub_grads = [], []
         width = self.layout.rb_width[me] if not self.hier else 0
         for bs, blk in zip(self._sources, torch.split(recv.to(torch.float32), recv_sizes)):
@@ -232,7 +239,7 @@ class EmbarkCollection(EmbeddingCollection):
                 per_node = [grad.index_select(1, cols) for cols in self.node_cols]
                 g = hier.backward(self.comm, per_node, self._sources, self.layout.rb_width[me], self.payload_dtype)
             else:
-                g = torch.cat(rb_grads)
+                g = joined([x.reshape(-1) for x in rb_grads], torch.float32, grad.device).view(-1, width)
             y, g = self.rb.backward(g)
             tensors.append(y)
             grads.append(g)
@@ -310,6 +317,23 @@ class EmbarkCollection(EmbeddingCollection):
     def work_report(self) -> WorkReport:
         reports = [c.work_report() for c in self.storage]
         return merge_work(reports, self.comm, self._mark)
+
+
+def joined(flat: Sequence[Tensor], dtype: torch.dtype, device: torch.device) -> Tensor:
+    """torch.cat(flat) in ``dtype``, without the copy when the 1-D pieces already lie back to back in one buffer."""
+    if not flat:
+        return torch.zeros(0, dtype=dtype, device=device)
+    first = flat[0]
+    adjacent = all(x.dtype == first.dtype and x.is_contiguous() and x.untyped_storage().data_ptr()
+                   == first.untyped_storage().data_ptr() for x in flat)
+    pos = first.storage_offset()
+    for x in flat:
+        adjacent = adjacent and x.storage_offset() == pos
+        pos += x.numel()
+    if adjacent:
+        total = pos - first.storage_offset()
+        return first.new_empty(0).set_(first.untyped_storage(), first.storage_offset(), (total,), (1,)).to(dtype)
+    return torch.cat(list(flat)).to(dtype)
 
 
 class _EmbarkFn(torch.autograd.Function):

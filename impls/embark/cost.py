@@ -31,7 +31,7 @@ class Hardware:
     mem_bw: float  # bytes/s of device memory (HBM; DRAM for a CPU rank)
     intra_bw: float  # bytes/s per GPU inside a node (NVLink; shared memory for CPU processes)
     inter_bw: float  # bytes/s per GPU across nodes (one NIC per GPU)
-    mem_cap: float  # bytes per GPU for embeddings
+    mem_cap: float  # bytes per GPU for embeddings (HugeCTR's cap is in GiB)
     source: str = ""
     flops: float = 0.0  # fp32 FLOP/s of small GEMMs (TT shards' lookups)
 
@@ -42,14 +42,14 @@ class Hardware:
 
 HARDWARE = {
     # DGX H100: 8 H100 SXM (3.35 TB/s HBM3, 80 GB), NVLink 4 900 GB/s bidirectional (450 per direction), 8 x 400
-    # Gb/s InfiniBand NDR (50 GB/s per GPU); 60 GB of each GPU for embeddings (HugeCTR's default cap)
-    "dgx-h100": Hardware("dgx-h100", 8, 3.35e12, 450e9, 50e9, 60e9, "DGX H100 spec sheets", 67e12),
+    # Gb/s InfiniBand NDR (50 GB/s per GPU); 60 GiB of each GPU for embeddings (HugeCTR's default cap)
+    "dgx-h100": Hardware("dgx-h100", 8, 3.35e12, 450e9, 50e9, 60 * 2**30, "DGX H100 spec sheets", 67e12),
     # DGX A100 80GB: 2.04 TB/s HBM2e, NVLink 3 600 GB/s bidirectional, 8 x 200 Gb/s HDR (25 GB/s per GPU)
-    "dgx-a100": Hardware("dgx-a100", 8, 2.04e12, 300e9, 25e9, 60e9, "DGX A100 spec sheets", 19.5e12),
+    "dgx-a100": Hardware("dgx-a100", 8, 2.04e12, 300e9, 25e9, 60 * 2**30, "DGX A100 spec sheets", 19.5e12),
     # this project's 2-core VM, gloo ranks in one host, measured by `dlrmbench calibrate` (2026-11-29): a 256 MB
     # copy moves 17.6 GB/s (read + write), one rank of a 2- / 4-process gloo all_to_all sends 0.70 / 0.73 GB/s;
-    # memory for embeddings capped at 4 GB per rank; TT stage-1 kernels ran 63 GFLOP/s on 2 threads (make bench)
-    "cpu-gloo": Hardware("cpu-gloo", 4, 17.6e9, 0.72e9, 0.72e9, 4e9, "measured here (dlrmbench calibrate)", 30e9),
+    # memory for embeddings capped at 4 GiB per rank; TT stage-1 kernels ran 63 GFLOP/s on 2 threads (make bench)
+    "cpu-gloo": Hardware("cpu-gloo", 4, 17.6e9, 0.72e9, 0.72e9, 4 * 2**30, "measured here (dlrmbench calibrate)", 30e9),
 }
 
 
@@ -131,10 +131,11 @@ class CostModel:
         return comp, comm
 
     def shard_bytes(self, t: TableSpec, r: int, c: int) -> float:
+        """A shard's parameter (and optimizer state) bytes: V / r rows of d' (HugeCTR's cost model: the mean
+        row count, not the largest shard's)."""
         if self.storage == "tt":
             return self._tt(t, r, c).num_params * self.optimizer_bytes
-        rows = -(-t.num_embeddings // r)
-        return rows * (t.dim / c) * self.optimizer_bytes
+        return t.num_embeddings / r * (t.dim / c) * self.optimizer_bytes
 
     def bucket_cap(self) -> float:
         return self.cap * (self.gpus_per_node if self.hierarchical else 1)

@@ -60,9 +60,9 @@ def assign_clusters(tables: Sequence[TableSpec], model: CostModel, dp_tables: in
 
 
 def hot_rank(t: TableSpec, r: int, c: int) -> float:
-    """HugeCTR's split rank d'h + 80 d', taken per shard (h / r): the hottest shard's table is split next, so
-    splitting moves on to the next table once a table's shards are cooler (HugeCTR ranks whole tables, which
-    keeps doubling one table while its shards are already cool)."""
+    """HugeCTR's split rank of a table, d' h / r + 80 d': per shard, its hotness divided by the row split r
+    (HugeCTR's planner.py ranks shards by hotness / r the same way), so splitting moves on to the next table once a
+    table's shards are cooler than it."""
     d = t.dim / c
     return d * t.hotness / r + 80 * d
 
@@ -88,12 +88,14 @@ def _place(tables, rb, model: CostModel, st: _State, base_mem: float):
     for t in rb:
         r, c = st.r[t], st.c[t]
         a, b = model.shard_cost(tables[t], r, c)
-        shards += [(a + b, t, k, j) for k in range(c) for j in range(r)]
-    shards.sort(key=lambda s: (-s[0], s[1], s[2], s[3]))
+        size = model.shard_bytes(tables[t], r, c)
+        shards += [(a + b, size, t, k, j) for k in range(c) for j in range(r)]
+    # descending cost; on equal cost the larger shard first (HugeCTR's order), then table, column, row
+    shards.sort(key=lambda s: (-s[0], -s[1], s[2], s[3], s[4]))
     where: dict[int, dict[tuple[int, int], int]] = {t: {} for t in rb}
     cap = model.bucket_cap()
     heap = [(0.0, bk) for bk in range(n)]  # buckets by current cost, then index
-    for w, t, k, j in shards:
+    for w, _, t, k, j in shards:
         need = model.shard_bytes(tables[t], st.r[t], st.c[t])
         skipped = []
         while heap:
@@ -239,12 +241,11 @@ def make_plan(tables: Sequence[TableSpec], model: CostModel, strategy: str = "em
     else:
         dp, ub, rb = [], [], list(range(len(tables)))
     if strategy == "embark":
+        # more than one node: RB partial sums reduce inside a node first, as HugeCTR's runtime always does there,
+        # so the planner plans node buckets with the hierarchical costs
+        if model.num_nodes > 1:
+            model = dataclasses.replace(model, hierarchical=True)
         plan = embark_plan(tables, model, dp, ub, rb, max_iter, column_wise)
-        if model.num_nodes > 1 and not model.hierarchical:  # topology-aware: also plan node buckets
-            hier = embark_plan(tables, dataclasses.replace(model, hierarchical=True), dp, ub, rb, max_iter,
-                               column_wise)
-            if evaluate(hier, tables, model).step_s < evaluate(plan, tables, model).step_s:
-                plan = hier
     elif strategy == "uniform":
         plan = _uniform(rb, model, dp, ub)
     elif strategy == "round_robin":

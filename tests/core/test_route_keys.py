@@ -39,6 +39,19 @@ def test_equals_reference(case):
         assert torch.equal(g, w), name
 
 
+@pytest.mark.gpu
+@settings(max_examples=30, deadline=None)
+@given(cases())
+def test_cuda_composition_equals_reference(case):
+    T, B, r, c, base, perm, lengths, values, count = case
+    t = lambda x: torch.tensor(x, dtype=torch.int64)  # noqa: E731
+    offsets = torch.cat([t([0]), torch.cumsum(t(lengths), 0)])
+    args = (t(values), offsets, B, t(r), t(c), t(base), t(perm), len(perm), count)
+    got = ops.route_keys(*(a.cuda() if isinstance(a, torch.Tensor) else a for a in args))
+    for g, w in zip(got, ref.route_keys_ref(*args)):
+        assert torch.equal(g.cpu(), w)
+
+
 def test_bad_input_names_table_and_bag():
     t = lambda x: torch.tensor(x, dtype=torch.int64)  # noqa: E731
     with pytest.raises(ValueError, match="table 1, bag 0: negative id -3"):

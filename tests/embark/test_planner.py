@@ -193,3 +193,25 @@ def test_tt_storage_in_the_cost_model():
     assert not evaluate(plan, tables, tt).oom
     assert tt.shard_bytes(tables[0], 1, 1) * 100 < dense.shard_bytes(tables[0], 1, 1)
     assert tt.shard_cost(tables[0], 1, 1)[0] > dense.shard_cost(tables[0], 1, 1)[0]
+
+
+def test_fidelity_to_hugectr_cost_model_and_tie_order():
+    """HugeCTR's planner.py / cost model: caps in GiB, V / r rows per shard, equal-cost shards placed larger first,
+    and node buckets (hierarchical RB) whenever there is more than one node."""
+    from impls.embark.planner import _place, _State
+
+    assert HW.mem_cap == 60 * 2**30 and HARDWARE["cpu-gloo"].mem_cap == 4 * 2**30
+    m = CostModel(HW, 4, 4, 1024, w_s=4, rho=80)
+    t = TableSpec("t", 10, 8)
+    assert m.shard_bytes(t, 4, 1) == 10 / 4 * 8 * 4  # the mean rows V / r, not the largest shard's 3
+    # equal cost (same dim and hotness), different sizes: the larger table's shard is placed first (bucket 0)
+    small, big = TableSpec("small", 100, 16, hotness=2), TableSpec("big", 10_000, 16, hotness=2)
+    assert m.shard_cost(small, 1, 1) == m.shard_cost(big, 1, 1)
+    where, _ = _place([small, big], [0, 1], m, _State({0: 1, 1: 1}, {0: 1, 1: 1}), 0.0)
+    assert where[1][(0, 0)] == 0 and where[0][(0, 0)] == 1
+    # two nodes: the planner's plan is hierarchical; one node: flat
+    tables = [TableSpec(f"t{i}", 10**5, 64, hotness=5) for i in range(4)]
+    two = CostModel(HW, 8, 4, 8 * 1024)
+    assert make_plan(tables, two, "embark")[0].hierarchical
+    one = CostModel(HW, 4, 4, 4 * 1024)
+    assert not make_plan(tables, one, "embark")[0].hierarchical
