@@ -7,9 +7,10 @@ sum RB ships at least (h_t * u_t < 1), reduction-based for the rest. Given thres
 smallest tables (V*d, then higher hotness) go to DP and then the lowest-hotness (h, then V*d) to UB, as HugeCTR's
 generate_plan does.
 
-Greedy search over the RB tables: start with every table whole; place shards in descending cost, each on the
-cheapest bucket that has room and holds no shard of the same table; record the candidate; split the hottest
-splittable table (rank d'h/r + 80 d', see hot_rank; 2 r c <= buckets) by doubling r (or, with ``column_wise``, halving d' when
+Split along TorchRec's lines: the proposer (proposer.py: each RB table's split, which table to split next), the
+partitioner (partitioner.py: greedy placement of the shards, a typed Placement or Unplaceable) and the evaluator
+(cost.evaluate). Greedy search: start with every table whole; place; record the candidate; split the hottest
+splittable table (rank d'h/r + 80 d'; 2 r c <= buckets) by doubling r (or, with ``column_wise``, halving d' when
 that gives the lower max cost); a shard that fits nowhere splits its own table. Up to ``max_iter`` rounds; the
 uniform plan (every table row-sharded on every bucket) is candidate 0; the smallest max cost wins.
 
@@ -18,13 +19,13 @@ node i mod N row-sharded over its L GPUs; the paper's baseline), ``uniform`` and
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import time
-from dataclasses import dataclass
 from typing import Sequence
 
 from impls.api import TableSpec
 from impls.embark.cost import CostModel, evaluate
+from impls.embark.partitioner import Placement, place
+from impls.embark.proposer import HOWS, Splits, hot_rank, hottest  # noqa: F401  (hot_rank: the planner's API)
 from impls.embark.shards import Cluster, Plan, TablePlacement
 
 STRATEGIES = ("embark", "table_row_wise", "uniform", "round_robin")
@@ -59,64 +60,12 @@ def assign_clusters(tables: Sequence[TableSpec], model: CostModel, dp_tables: in
     return sorted(dp), sorted(ub), [i for i in idx if i not in taken]
 
 
-def hot_rank(t: TableSpec, r: int, c: int) -> float:
-    """HugeCTR's split rank of a table, d' h / r + 80 d': per shard, its hotness divided by the row split r
-    (HugeCTR's planner.py ranks shards by hotness / r the same way), so splitting moves on to the next table once a
-    table's shards are cooler than it."""
-    d = t.dim / c
-    return d * t.hotness / r + 80 * d
-
-
-@dataclass
-class _State:
-    r: dict[int, int]
-    c: dict[int, int]
-
-
 def _buckets_gpus(model: CostModel, bucket: int) -> list[int]:
     L = model.gpus_per_node
     return list(range(bucket * L, (bucket + 1) * L)) if model.hierarchical else [bucket]
 
 
-def _place(tables, rb, model: CostModel, st: _State, base_mem: float):
-    """Greedy placement of every RB shard: (placements, the largest bucket cost) or (None, the table that did
-    not fit)."""
-    n = model.num_buckets
-    cost, mem = [0.0] * n, [base_mem] * n
-    holds: list[set[int]] = [set() for _ in range(n)]
-    shards = []
-    for t in rb:
-        r, c = st.r[t], st.c[t]
-        a, b = model.shard_cost(tables[t], r, c)
-        size = model.shard_bytes(tables[t], r, c)
-        shards += [(a + b, size, t, k, j) for k in range(c) for j in range(r)]
-    # descending cost; on equal cost the larger shard first (HugeCTR's order), then table, column, row
-    shards.sort(key=lambda s: (-s[0], -s[1], s[2], s[3], s[4]))
-    where: dict[int, dict[tuple[int, int], int]] = {t: {} for t in rb}
-    cap = model.bucket_cap()
-    heap = [(0.0, bk) for bk in range(n)]  # buckets by current cost, then index
-    for w, _, t, k, j in shards:
-        need = model.shard_bytes(tables[t], st.r[t], st.c[t])
-        skipped = []
-        while heap:
-            c0, bk = heapq.heappop(heap)
-            if t in holds[bk] or mem[bk] + need > cap:
-                skipped.append((c0, bk))
-                continue
-            cost[bk] = c0 + w
-            mem[bk] += need
-            holds[bk].add(t)
-            where[t][(k, j)] = bk
-            heapq.heappush(heap, (cost[bk], bk))
-            break
-        else:
-            return None, t
-        for item in skipped:
-            heapq.heappush(heap, item)
-    return where, max(cost)
-
-
-def _to_plan(where, st: _State, model: CostModel, dp, ub, name: str) -> Plan:
+def _to_plan(where, st: Splits, model: CostModel, dp, ub, name: str) -> Plan:
     mp = []
     L = model.gpus_per_node
     for t, cells in where.items():
@@ -153,48 +102,38 @@ def embark_plan(tables: Sequence[TableSpec], model: CostModel, dp: Sequence[int]
     ev = evaluate(uni, tables, model)
     if not ev.oom:
         candidates.append((ev.max_cost, 0, uni))
-    st = _State({t: 1 for t in rb}, {t: 1 for t in rb})
+    st = Splits.whole(list(rb))
 
-    def splittable(t, how):
-        r, c = st.r[t], st.c[t]
-        if 2 * r * c > n:
-            return False
-        if how == "row":
-            return r * 2 <= tables[t].num_embeddings
-        d = tables[t].dim / c
-        return d % 2 == 0 and d > 32 and tables[t].dim % (2 * c) == 0
+    def splittable(t):
+        return st.can_split(tables[t], t, "row", n) or (column_wise and st.can_split(tables[t], t, "col", n))
 
-    def split(t, how):
-        (st.r if how == "row" else st.c)[t] *= 2
-
-    def trial(t, how) -> float:
-        split(t, how)
-        where, worst = _place(tables, rb, model, st, base_mem)
-        (st.r if how == "row" else st.c)[t] //= 2
-        return worst if where is not None else float("inf")
+    def trial(t, how) -> float:  # the largest bucket cost after this split (inf when it cannot be placed)
+        st.split(t, how)
+        res = place(tables, rb, model, st, base_mem)
+        st.unsplit(t, how)
+        return res.max_cost if isinstance(res, Placement) else float("inf")
 
     shared = model.shared_cost(tables, dp, ub)
     best, since = float("inf"), 0
     for it in range(1, max_iter + 1):
-        where, worst = _place(tables, rb, model, st, base_mem)
-        bad = worst
-        if where is not None:
-            cost = worst + shared
-            candidates.append((cost, it, (where, _State(dict(st.r), dict(st.c)))))
+        res = place(tables, rb, model, st, base_mem)
+        if isinstance(res, Placement):
+            cost = res.max_cost + shared
+            candidates.append((cost, it, (res.where, st.copy())))
             best, since = (cost, 0) if cost < best * (1 - 1e-9) else (best, since + 1)
             if since >= patience:  # no better candidate for this many rounds
                 break
-            options = [t for t in rb if splittable(t, "row") or (column_wise and splittable(t, "col"))]
+            options = [t for t in rb if splittable(t)]
             if not options:
                 break
-            t = max(options, key=lambda x: (hot_rank(tables[x], st.r[x], st.c[x]), -x))
-        else:
-            t = bad
-            if not (splittable(t, "row") or (column_wise and splittable(t, "col"))):
+            t = hottest(tables, options, st)
+        else:  # a shard fit nowhere: split its own table
+            t = res.table
+            if not splittable(t):
                 break
-        hows = [h for h in ("row", "col") if splittable(t, h) and (h == "row" or column_wise)]
+        hows = [h for h in HOWS if st.can_split(tables[t], t, h, n) and (h == "row" or column_wise)]
         how = hows[0] if len(hows) == 1 else min(hows, key=lambda h: (trial(t, h), h != "row"))
-        split(t, how)
+        st.split(t, how)
     if not candidates:
         raise PlanError(f"no plan fits {model.bucket_cap() / 2**30:.1f} GiB per bucket (even the uniform one)")
     cost, it, chosen = min(candidates, key=lambda c: (c[0], c[1]))
