@@ -64,6 +64,7 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
         if d and d.get("plan"):
             row["plan_strategy"] = d["plan"].get("strategy")
             row["predicted_step_ms"] = d["plan"].get("predicted_step_ms")
+            row["plan_shards"] = d["plan"].get("shards")
         if d:
             row["comm_bytes_per_step"] = d.get("comm_bytes_per_step")
             row["param_bytes_all_ranks"] = d["param_bytes_all_ranks"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 import numpy as np
+import pandas as pd
 
 RESAMPLES = 4000
 LEVEL = 0.95
@@ -78,3 +79,23 @@ def predicted_vs_measured(summary) -> tuple:
     if len(ok) < 2:
         return ok, float("nan")
     return ok, float(ok["predicted_step_ms"].rank().corr(ok["total_ms"].rank()))
+
+
+def spearman_ci(predicted, measured, resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """Spearman's rank correlation of two paired samples and its bootstrap 95 % interval (pairs resampled with
+    replacement; a draw whose ranks are all tied is left out). NaN below 3 pairs."""
+    x, y = np.asarray(predicted, dtype=float), np.asarray(measured, dtype=float)
+    n = len(x)
+    if n < 3:
+        return float("nan"), float("nan"), float("nan")
+
+    def rho(a, b):
+        ra, rb = pd.Series(a).rank().to_numpy(), pd.Series(b).rank().to_numpy()
+        if ra.std() == 0 or rb.std() == 0:
+            return float("nan")
+        return float(np.corrcoef(ra, rb)[0, 1])
+
+    rng = np.random.default_rng(seed)
+    draws = [rho(x[i], y[i]) for i in (rng.integers(0, n, n) for _ in range(resamples))]
+    draws = np.asarray([d for d in draws if d == d])
+    return rho(x, y), *_interval(draws)

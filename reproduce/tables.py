@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from reproduce.claims import repeats_of
-from reproduce.stats import median_ci, predicted_vs_measured, ratio_ci
+from reproduce.stats import median_ci, predicted_vs_measured, ratio_ci, spearman_ci
 
 
 @dataclass(frozen=True)
@@ -130,11 +130,13 @@ def spearman(root: Path, machine: str) -> list[str]:
     path = Path(root) / "results" / "recsys24" / machine / "summary.csv"
     if not path.exists():
         return []
-    ok, rho = predicted_vs_measured(pd.read_csv(path))
+    ok, _ = predicted_vs_measured(pd.read_csv(path))
     if len(ok) < 3:
         return []
+    rho, lo, hi = spearman_ci(ok["predicted_step_ms"], ok["total_ms"])
     return ["", f"The cost model (cpu-gloo profile) ranks the {len(ok)} measured EMBark plans with Spearman ρ = "
-                f"{rho:.2f} (figures/recsys24/{machine}/predicted_vs_measured)."]
+                f"{rho:.2f} [bootstrap 95 % interval {lo:.2f}, {hi:.2f}] "
+                f"(figures/recsys24/{machine}/predicted_vs_measured)."]
 
 
 def scale_model(root: Path, machine: str) -> list[str]:

@@ -30,7 +30,7 @@ def measured(df: pd.DataFrame, out_dir: Path) -> list[Path]:
                           f"{style.hardware(ok)})\n{style.caption(ok)}", y=1.08, fontsize=9)
         style.footnote(df, g.figure)
         paths += style.save(g.figure, out_dir, stem)
-    return paths + speedup(df, out_dir)
+    return paths + speedup(df, out_dir) + step_vs_shards(df, out_dir)
 
 
 def speedup(df: pd.DataFrame, out_dir: Path) -> list[Path]:
@@ -66,16 +66,39 @@ def speedup(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     return style.save(g.figure, out_dir, "measured_speedup")
 
 
+def step_vs_shards(df: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """Each EMBark plan's measured step against its shard count, per workload at its most common rank count:
+    with one fused lookup per cluster per rank the step should follow the work, not the number of shards."""
+    style.setup()
+    if "plan_shards" not in df:
+        return []
+    ok = df[(df["status"] == "ok") & df["plan_shards"].notna()].copy()
+    if ok.empty:
+        return []
+    ok = ok[ok["world_size"] == ok["world_size"].mode().iloc[0]]
+    g = sns.relplot(data=ok, kind="scatter", x="plan_shards", y="total_ms", hue="label", col="data", s=60,
+                    height=3.0, aspect=1.1, facet_kws={"sharey": False, "sharex": False})
+    for (data,), ax in zip([(d,) for d in g.col_names], g.axes.flat):
+        style.whiskers_xy(ax, ok[ok["data"] == data], "plan_shards", "total_ms", "total_ms_lo", "total_ms_hi")
+        ax.set_xscale("log", base=2)
+    g.set_axis_labels("shards in the plan", "embedding step (ms, median)")
+    g.figure.suptitle(f"Step time vs shard count, {int(ok['world_size'].iloc[0])} gloo ranks (measured; "
+                      f"{style.hardware(ok)})\n{style.caption(ok)}", y=1.1, fontsize=9)
+    style.footnote(df, g.figure)
+    return style.save(g.figure, out_dir, "step_vs_shards")
+
+
 def predicted(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     """Predicted (cost model, cpu-gloo profile) vs measured step time of every EMBark plan."""
     import matplotlib.pyplot as plt
 
     style.setup()
-    from reproduce.stats import predicted_vs_measured
+    from reproduce.stats import predicted_vs_measured, spearman_ci
 
     ok, rho = predicted_vs_measured(df)
     if len(ok) < 2:
         return []
+    rho, lo, hi = spearman_ci(ok["predicted_step_ms"], ok["total_ms"])
     fig, ax = plt.subplots(figsize=(5.5, 4))
     sns.scatterplot(data=ok, x="predicted_step_ms", y="total_ms", hue="label", style="data", ax=ax, s=60)
     from matplotlib.ticker import NullFormatter
@@ -86,8 +109,8 @@ def predicted(df: pd.DataFrame, out_dir: Path) -> list[Path]:
         axis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("predicted embedding step (ms, cost model)")
     ax.set_ylabel("measured step (ms)")
-    ax.set_title(f"Cost model vs measurement: Spearman ρ = {rho:.2f} over {len(ok)} plans\n{style.caption(ok)}",
-                 fontsize=8)
+    ax.set_title(f"Cost model vs measurement: Spearman ρ = {rho:.2f} [{lo:.2f}, {hi:.2f}] over {len(ok)} plans\n"
+                 f"{style.caption(ok)}", fontsize=8)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     return style.save(fig, out_dir, "predicted_vs_measured")
 

@@ -62,6 +62,15 @@ def caption(df) -> str:
     return f"machine {machine or '?'}; {n}; {ci}"
 
 
+def whiskers_xy(ax, data, x: str, y: str, lo: str, hi: str) -> None:
+    """Vertical error bars [lo, hi] at each point (x, y) of a scatter or line plot."""
+    if lo not in data or hi not in data:
+        return
+    ok = data[data[lo].notna() & data[hi].notna()]
+    ax.errorbar(ok[x], ok[y], yerr=[ok[y] - ok[lo], ok[hi] - ok[y]], fmt="none", ecolor="0.3", elinewidth=0.8,
+                capsize=2, zorder=0)
+
+
 def whiskers(ax, data, x: str, y: str, lo: str, hi: str, scale: float = 1.0) -> None:
     """Error bars [lo, hi] on a seaborn bar plot whose bars show ``data[y]``: each bar is matched to its row by the
     x category under it and its height."""
