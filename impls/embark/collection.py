@@ -25,6 +25,7 @@ from torch import Tensor
 
 from impls.api import (EmbeddingCollection, EmbeddingOptim, MemoryReport, SparseFeatures, TableSpec, WorkReport,
                        get_impl, register)
+from impls.core import ops
 from impls.embark import hier
 from impls.embark.engines import STORAGES, RBEngine, UBEngine, build_store, shard_spec
 from impls.embark.routing import Routed, ShardLayout, route
@@ -67,12 +68,9 @@ class EmbarkCollection(EmbeddingCollection):
         self.cluster = self.layout.cluster
         rb, ub = self.layout.rb[me], self.layout.ub[me]
         rb_store = build_store(self.tables, rb, optim, storage, device, seed, storage_options)
-        ub_store = build_store(self.tables, ub, optim, storage, device, seed, storage_options)
-        self.storage = torch.nn.ModuleList(x for x in (rb_store, ub_store) if x is not None)
-        self._stored = [(rb, rb_store), (ub, ub_store)]  # (its shards, the store holding them as its tables)
         self.rb = RBEngine(rb_store, len(rb), self.layout.rb_width[me]) if rb else None
-        self.ub = UBEngine(ub_store, [self.tables[x.table].dim // x.cols for x in ub], self.layout.max_rows) \
-            if ub else None
+        self.ub = UBEngine(self.tables, ub, optim, storage, device, seed, storage_options, me) if ub else None
+        self.storage = torch.nn.ModuleList(([rb_store] if rb else []) + (list(self.ub.stores) if ub else []))
         # hierarchical RB: every GPU of a node holds the same (table, column) sequence of RB row shards
         self.hier = plan.hierarchical and any(p.cluster is Cluster.RB for p in plan.mp)
         L = dist.local_world_size
@@ -163,8 +161,8 @@ class EmbarkCollection(EmbeddingCollection):
                 for src, blk in enumerate(torch.split(y, sizes)):
                     back[src].append(blk.reshape(-1))
         if self.ub is not None:
-            for src, vec in enumerate(self.ub.forward(ub_counts, ub_keys, grad_enabled)):
-                back[src].append(vec)
+            for src, blocks in enumerate(self.ub.forward(ub_counts, ub_keys, grad_enabled)):
+                back[src] += blocks
         return back
 
     def _pack(self, pieces: Sequence[Sequence[Tensor]]) -> Tensor:
@@ -188,12 +186,15 @@ class EmbarkCollection(EmbeddingCollection):
             if n_rb:
                 out.index_add_(1, self.layout.rb_cols[g], blk[:n_rb].view(b, -1))
             ub_parts.append(blk[n_rb:])
-        if st.ub_total:
-            stream = torch.cat(ub_parts)
-            for grp in st.ub_groups:
-                pool = torch.zeros(b * (grp.cols.numel() // grp.width), grp.width, device=out.device)
-                pool.index_add_(0, grp.occ_row, stream[grp.flat][grp.occ_unique])
-                out.index_add_(1, grp.cols, pool.view(b, -1))
+        at = [0] * len(ub_parts)  # each owner's UB answer: its rows width by width
+        for grp in st.ub_groups:
+            rows = []
+            for g, n in enumerate(grp.per_owner):
+                rows.append(ub_parts[g][at[g] : at[g] + n * grp.width].view(n, grp.width))
+                at[g] += n * grp.width
+            pool = torch.zeros(b * (grp.cols.numel() // grp.width), grp.width, device=out.device)
+            ops.scatter_add_rows(torch.cat(rows), grp.occ_unique, grp.occ_row, pool)  # no [occurrences, w] copy
+            out.index_add_(1, grp.cols, pool.view(b, -1))
         if self.hier:
             partial = self._partial if self._partial is not None else torch.zeros(sum(self._sources), 0)
             widths = [c.numel() for c in self.node_cols]
@@ -217,17 +218,18 @@ class EmbarkCollection(EmbeddingCollection):
             grad[:, self.col0[t] : self.col0[t] + self.tables[t].dim] /= ln
         # what each owner gets: the RB gradient columns of its shards, then the gradient per UB unique key
         rb = [grad[:0, 0] if self.hier else grad.index_select(1, cols).reshape(-1) for cols in self.layout.rb_cols]
-        ub = torch.zeros(st.ub_total, device=grad.device)
+        ub: list[list[Tensor]] = [[] for _ in rb]
         for grp in st.ub_groups:
             per_row = grad.index_select(1, grp.cols).view(-1, grp.width)
-            gu = torch.zeros(grp.flat.shape[0], grp.width, device=grad.device)
-            ub[grp.flat.reshape(-1)] = gu.index_add_(0, grp.occ_unique, per_row[grp.occ_row]).view(-1)
-        ub = torch.split(ub, [a - r for a, r in zip(st.answer_sizes, st.rb_sizes)])
+            gu = torch.zeros(sum(grp.per_owner), grp.width, device=grad.device)
+            ops.scatter_add_rows(per_row, grp.occ_row, grp.occ_unique, gu)
+            for g, blk in enumerate(torch.split(gu, grp.per_owner)):
+                ub[g].append(blk)
         me = self.dist.rank
         recv_sizes = self._recv_sizes  # what this rank answered each source in forward comes back
         recv = torch.empty(sum(recv_sizes), dtype=self.payload_dtype, device=grad.device)
-        self.comm.all_to_all(recv, self._pack(list(zip(rb, ub))), recv_sizes,
-                             [r.numel() + u.numel() for r, u in zip(rb, ub)], "embark.bwd")
+        self.comm.all_to_all(recv, self._pack([[r, *u] for r, u in zip(rb, ub)]), recv_sizes,
+                             [r.numel() + sum(x.numel() for x in u) for r, u in zip(rb, ub)], "embark.bwd")
         rb_grads, ub_grads = [], []
         width = self.layout.rb_width[me] if not self.hier else 0
         for bs, blk in zip(self._sources, torch.split(recv.to(torch.float32), recv_sizes)):
@@ -247,9 +249,9 @@ class EmbarkCollection(EmbeddingCollection):
             per_node = [grad.index_select(1, cols) for cols in self.node_cols]
             hier.backward(self.comm, per_node, self._sources, 0, self.payload_dtype)
         if self.ub is not None:
-            y, g = self.ub.backward(ub_grads)
-            tensors.append(y)
-            grads.append(g)
+            for y, g in self.ub.backward(ub_grads):
+                tensors.append(y)
+                grads.append(g)
         keep = [(y, g) for y, g in zip(tensors, grads) if y.requires_grad]
         if keep:
             torch.autograd.backward([y for y, _ in keep], [g for _, g in keep])
@@ -291,8 +293,12 @@ class EmbarkCollection(EmbeddingCollection):
         if t in self.dp_tables:
             return self.dp.materialize(table)
         spec = self.tables[t]
-        mine = [(s.row, s.rows, s.col, s.cols, store.materialize(shard_spec(spec, s).name).detach().cpu())
-                for shards, store in self._stored for s in shards if s.table == t]
+        me = self.dist.rank
+        mine = [(s.row, s.rows, s.col, s.cols, self.rb.store.materialize(shard_spec(spec, s).name).detach().cpu())
+                for s in self.layout.rb[me] if s.table == t]
+        mine += [(s.row, s.rows, s.col, s.cols,
+                  self.ub.materialize_shard(i, shard_spec(spec, s).num_embeddings).detach().cpu())
+                 for i, s in enumerate(self.layout.ub[me]) if s.table == t]
         parts = [None] * self.dist.world_size
         dist.all_gather_object(parts, mine)
         full = torch.empty(spec.num_embeddings, spec.dim)

@@ -51,6 +51,32 @@ def build_store(tables: Sequence[TableSpec], shards: Sequence[Shard], optim: Emb
     return store
 
 
+def build_concat_store(tables: Sequence[TableSpec], shards: Sequence[Shard], name: str, optim: EmbeddingOptim,
+                       storage: str, device, seed: int, options: dict | None) -> tuple[EmbeddingCollection, list[int]]:
+    """One collection holding ONE table: the rows of ``shards`` (all of one width) one after another, and where
+    each shard's rows start in it; dense shards start from the rows of the single-device tables."""
+    subs = [shard_spec(tables[s.table], s) for s in shards]
+    base = [0]
+    for sub in subs:
+        base.append(base[-1] + sub.num_embeddings)
+    spec = TableSpec(name, base[-1], subs[0].dim)
+    store = get_impl(STORAGES[storage])([spec], optim, None, device=device, check_bounds=False, seed=seed,
+                                        **(options or {}))
+    if storage != "tt":
+        w = store.materialize(name)
+        for s, sub, b0 in zip(shards, subs, base):
+            full = tables[s.table]
+            if sub.num_embeddings != shard_rows(full.num_embeddings, s.rows, s.row):
+                continue  # an empty row shard holds one unused row
+            block = dict(rows=slice(s.row, None, s.rows), cols=slice(s.col * sub.dim, (s.col + 1) * sub.dim))
+            seg = w[b0 : b0 + sub.num_embeddings]
+            if seg.is_cpu:
+                dense_table_init(full, seed, seg, **block)
+            else:
+                seg.copy_(dense_table_init(full, seed, **block))
+    return store, base[:-1]
+
+
 def _reorder(seg_len: Tensor) -> Tensor:
     """For segments laid out (source, shard) with lengths seg_len [G, S]: the gather index that lays the same
     elements out (shard, source)."""
@@ -83,59 +109,72 @@ class RBEngine:
 
 
 class UBEngine:
-    """The rank's UB shards: per step, one vector per (source, unique key of the source), looked up once per
-    unique key across sources. Vectors move by width: the shards of one width w are slots of a [rows * slots, w]
-    view of the store's output, gathered and scattered row-wise."""
+    """The rank's UB shards, grouped by width (the layout orders each owner's UB shards by width): per width ONE
+    table holding the group's shards' rows one after another, so a step is one unique and one lookup over that
+    concatenated key space per width. Each received key gets its vector back as a row: per source, its keys'
+    rows width group by width group, in its payload's (shard, key) order."""
 
-    def __init__(self, store: EmbeddingCollection, widths: Sequence[int], max_rows: int) -> None:
-        self.store, self.n, self.max_rows = store, len(widths), max_rows
-        self.widths = torch.tensor(list(widths), dtype=torch.int64)
-        col0 = torch.cumsum(self.widths, 0) - self.widths
-        self.slot = torch.zeros(self.n, dtype=torch.int64)
-        self.groups: list[tuple[int, Tensor]] = []  # (width, the store output columns of its slots)
-        for w in sorted(set(widths)):
-            mine = [i for i, x in enumerate(widths) if x == w]
-            self.slot[mine] = torch.arange(len(mine))
-            self.groups.append((w, torch.cat([torch.arange(int(col0[i]), int(col0[i]) + w) for i in mine])))
+    def __init__(self, tables: Sequence[TableSpec], shards: Sequence[Shard], optim: EmbeddingOptim, storage: str,
+                 device, seed: int, options: dict | None, rank: int) -> None:
+        widths = [tables[x.table].dim // x.cols for x in shards]
+        self.n = len(shards)
+        self.groups = []  # (width, first shard, end shard, store, table name)
+        self.base = torch.zeros(self.n, dtype=torch.int64)
+        self.stores = torch.nn.ModuleList()
+        i = 0
+        while i < self.n:
+            e = i
+            while e < self.n and widths[e] == widths[i]:
+                e += 1
+            name = f"ub.rank{rank}.w{widths[i]}"
+            store, base = build_concat_store(tables, shards[i:e], name, optim, storage, device, seed, options)
+            self.base[i:e] = torch.tensor(base)
+            self.groups.append((widths[i], i, e, store, name))
+            self.stores.append(store)
+            i = e
 
-    def forward(self, counts: Sequence[Tensor], keys: Sequence[Tensor], grad_enabled: bool) -> list[Tensor]:
-        """``counts[src]`` [n] unique keys per shard, ``keys[src]`` shard-major: per source, its vectors
-        (shard by shard, key by key, flat)."""
+    def forward(self, counts: Sequence[Tensor], keys: Sequence[Tensor], grad_enabled: bool) -> list[list[Tensor]]:
+        """``counts[src]`` [n] unique keys per shard, ``keys[src]`` shard-major: per source, its vectors (one
+        [k, w] block per width)."""
         dev = keys[0].device
         seg = torch.stack(list(counts))  # [G, n]
-        widths = self.widths.to(dev)
         shard = torch.repeat_interleave(torch.arange(self.n, device=dev).repeat(len(keys)), seg.reshape(-1))
-        uniq, inv = torch.unique(shard * self.max_rows + torch.cat(list(keys)), sorted=True, return_inverse=True)
-        u_shard = uniq // self.max_rows
-        per_shard = torch.bincount(u_shard, minlength=self.n)
-        rows = max(1, int(per_shard.max()) if per_shard.numel() else 1)
-        u_row = torch.arange(uniq.numel(), device=dev) - (torch.cumsum(per_shard, 0) - per_shard)[u_shard]
-        lengths = (torch.arange(rows, device=dev).unsqueeze(0) < per_shard.unsqueeze(1)).long()  # [n, rows]
-        offsets = torch.zeros(self.n * rows + 1, dtype=torch.int64, device=dev)
-        torch.cumsum(lengths.reshape(-1), 0, out=offsets[1:])
-        with torch.set_grad_enabled(grad_enabled):
-            self.out = self.store(SparseFeatures(uniq % self.max_rows, offsets, rows))  # [rows, W]
-        # every received key: its width, where its floats go in the answers, and its row in its width's view
-        key_w = widths[shard]
-        start = torch.cumsum(key_w, 0) - key_w
-        self.moves = []
-        flat = torch.empty(int(key_w.sum()), device=self.out.device)
-        y = self.out.detach()
-        for w, cols in self.groups:
-            sel = torch.nonzero(key_w == w).squeeze(1)
-            slots = cols.numel() // w
-            rows_w = u_row[inv[sel]] * slots + self.slot.to(dev)[shard[sel]]
-            at = start[sel].unsqueeze(1) + torch.arange(w, device=dev)
-            cols = cols.to(dev)
-            flat[at] = y.index_select(1, cols).view(-1, w)[rows_w]
-            self.moves.append((w, cols, rows_w, at))
-        return list(torch.split(flat, (seg * widths).sum(1).tolist()))
+        rows = self.base.to(dev)[shard] + torch.cat(list(keys))
+        self.steps = []
+        answers: list[list[Tensor]] = [[] for _ in keys]
+        for w, i, e, store, _ in self.groups:
+            sel = torch.nonzero((shard >= i) & (shard < e)).squeeze(1)
+            uniq, inv = torch.unique(rows[sel], sorted=True, return_inverse=True)
+            with torch.set_grad_enabled(grad_enabled):
+                out = store(SparseFeatures(uniq, torch.arange(uniq.numel() + 1, device=dev), uniq.numel())
+                            if uniq.numel() else SparseFeatures(uniq, torch.zeros(2, dtype=torch.int64, device=dev), 1))
+            per_src = seg[:, i:e].sum(1).tolist()
+            for src, blk in enumerate(torch.split(out.detach()[inv], per_src)):
+                answers[src].append(blk)
+            self.steps.append((out, inv, per_src, w))
+        return answers
 
-    def backward(self, grads: Sequence[Tensor]) -> tuple[Tensor, Tensor]:
-        g_flat = torch.cat(list(grads))
-        g = torch.zeros_like(self.out)
-        for w, cols, rows_w, at in self.moves:
-            per_row = torch.zeros(g.shape[0] * (cols.numel() // w), w, device=g.device)
-            per_row.index_add_(0, rows_w, g_flat[at])
-            g.index_add_(1, cols, per_row.view(g.shape[0], -1))
-        return self.out, g
+    def backward(self, grads: Sequence[Tensor]) -> list[tuple[Tensor, Tensor]]:
+        """``grads[src]``: the source's flat UB gradient, laid out as its answer."""
+        parts: list[list[Tensor]] = [[] for _ in self.steps]
+        for src, g in enumerate(grads):  # per source: width group by width group, [k_src, w] rows
+            pos = 0
+            for k, (_, _, per_src, w) in enumerate(self.steps):
+                n = per_src[src] * w
+                parts[k].append(g[pos : pos + n].view(-1, w))
+                pos += n
+        out = []
+        for (y, inv, _, w), rows in zip(self.steps, parts):
+            gy = torch.zeros(y.shape[0], w, device=y.device)
+            if inv.numel():
+                gy.index_add_(0, inv, torch.cat(rows))
+            out.append((y, gy))
+        return out
+
+    def materialize_shard(self, i: int, rows: int) -> Tensor:
+        """Shard i's rows (its first ``rows``) from its group's concatenated table."""
+        for _, a, e, store, name in self.groups:
+            if a <= i < e:
+                b0 = int(self.base[i])
+                return store.materialize(name)[b0 : b0 + rows]
+        raise IndexError(i)

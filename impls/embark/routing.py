@@ -10,9 +10,10 @@ shard by one unique over (shard, key).
 What a source sends owner g: the per-sample key counts of g's RB shards ([S_rb(g), b]), the unique-key counts of
 its UB shards ([S_ub(g)]), then the keys of its RB shards and of its UB shards. The answer is one [b, W_rb(g)]
 block of partial sums (g's RB shards side by side) followed by the unique vectors of its UB shards, shard by
-shard, key by key (d' floats each); the backward sends the same layouts back. The source pools UB vectors by
-width: per width one row-wise gather, one index_add into a [b * slots, w] pool, one column index_add into the
-output (and the transposes of these for the gradient)."""
+width group by width group (an owner's UB shards are ordered by width), shard by shard, key by key; the
+backward sends the same layouts back. The source pools UB vectors by width: per width one row gather, one
+index_add into a [b * slots, w] pool, one column index_add into the output (and their transposes for the
+gradient)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -49,7 +50,8 @@ class ShardLayout:
         for g in range(G):
             mine = plan.gpu_shards(g)
             self.rb.append([s for s in mine if self.cluster[s.table] is Cluster.RB])
-            self.ub.append([s for s in mine if self.cluster[s.table] is Cluster.UB])
+            ub = [s for s in mine if self.cluster[s.table] is Cluster.UB]  # by width, then plan order
+            self.ub.append(sorted(ub, key=lambda s: tables[s.table].dim // s.cols))
         self.shards = [s for x in self.rb for s in x] + [s for x in self.ub for s in x]
         self.n_rb = [len(x) for x in self.rb]
         self.n_ub = [len(x) for x in self.ub]
@@ -88,17 +90,19 @@ class ShardLayout:
             cols = [x for (t, k) in pairs for x in range(col0[t] + k * w, col0[t] + (k + 1) * w)]
             self.ub_groups.append((w, torch.tensor(cols, dtype=torch.int64, device=device)))
         self.slot = torch.tensor(slot, dtype=torch.int64, device=device)
+        self.owner_of = torch.tensor([s.gpu for s in self.shards], dtype=torch.int64, device=device)
 
 
 @dataclass
 class UBGroup:
-    """The UB occurrences of one width w at the source: their unique vectors' floats in the UB answers, which
-    unique each occurrence reads, and the row (sample * slots + slot) of the [b * slots, w] pool it adds into."""
+    """The UB occurrences of one width w at the source: how many of its unique keys each owner answers (as rows
+    of width w, owner by owner), which unique each occurrence reads, and the row (sample * slots + slot) of the
+    [b * slots, w] pool it adds into."""
 
     width: int
     cols: Tensor  # [slots * w] output columns of the pool
-    flat: Tensor  # [U_w, w] positions in the UB answer stream
-    occ_unique: Tensor  # [n_w]
+    per_owner: list[int]  # unique keys of width w per owner
+    occ_unique: Tensor  # [n_w] index among the width's unique keys (owner-major, as answered)
     occ_row: Tensor  # [n_w]
 
 
@@ -109,8 +113,7 @@ class Routed:
     payload: list[Tensor]  # per owner: RB counts, UB counts, RB keys, UB keys
     answer_sizes: list[int]  # per owner: floats of its answer (RB block unless hierarchical, UB vectors)
     batch: int
-    ub_groups: list[UBGroup]  # UB occurrences by width
-    ub_total: int  # floats of all UB answers together
+    ub_groups: list[UBGroup]  # UB occurrences by width (an owner's UB answer: its rows width by width)
     rb_sizes: list[int]  # per owner: floats of its RB block (0 when hierarchical)
 
 
@@ -129,18 +132,18 @@ def route(layout: ShardLayout, features: SparseFeatures, out_dim: int, hierarchi
     u_shard = uniq // layout.max_rows
     u_count = torch.bincount(u_shard - S_rb, minlength=S - S_rb).tolist()
     u_width = layout.width[u_shard]
-    u_pos = torch.cumsum(u_width, 0) - u_width  # flat position of each unique vector among all UB answers
+    u_owner = layout.owner_of[u_shard]
     groups = []
     occ_width = u_width[inv]
     ub_sample = sample[n_rb_keys:]
     for w, cols in layout.ub_groups:
-        usel = torch.nonzero(u_width == w).squeeze(1)
-        local = torch.full((uniq.numel(),), -1, dtype=torch.int64, device=dev)
-        local[usel] = torch.arange(usel.numel(), device=dev)
+        is_w = u_width == w
+        local = torch.cumsum(is_w.long(), 0) - 1  # rank among the width's unique keys, owner-major
         osel = torch.nonzero(occ_width == w).squeeze(1)
         slots = cols.numel() // w
-        groups.append(UBGroup(w, cols, u_pos[usel].unsqueeze(1) + torch.arange(w, device=dev),
-                              local[inv[osel]], ub_sample[osel] * slots + layout.slot[ub_shard[osel]]))
+        per_owner = torch.bincount(u_owner[is_w], minlength=G).tolist()
+        groups.append(UBGroup(w, cols, per_owner, local[inv[osel]],
+                              ub_sample[osel] * slots + layout.slot[ub_shard[osel]]))
     # per owner payloads: slices of the shard-by-shard layout
     rb_at = [sum(layout.n_rb[:g]) for g in range(G + 1)]
     ub_at = [sum(layout.n_ub[:g]) for g in range(G + 1)]
@@ -155,4 +158,4 @@ def route(layout: ShardLayout, features: SparseFeatures, out_dim: int, hierarchi
         rb_sizes.append(0 if hierarchical else b * layout.rb_width[g])
         ub_floats = sum(n * w for n, w in zip(u_count[ub_at[g] : ub_at[g + 1]], widths[S_rb + ub_at[g] : S_rb + ub_at[g + 1]]))
         sizes.append(rb_sizes[-1] + ub_floats)
-    return Routed(payload, sizes, b, groups, int(u_width.sum()), rb_sizes)
+    return Routed(payload, sizes, b, groups, rb_sizes)
