@@ -1,6 +1,7 @@
 """EMBark's owner side: one fused lookup per cluster per rank. All RB shards a rank holds are the tables of ONE
-storage collection, looked up once per step for every sample of the global batch (its partial sums, the
-shards side by side); likewise all its UB shards, looked up once for their unique keys across every source.
+storage collection, looked up once per step for every sample of the global batch (its partial sums, the shards
+side by side); its UB shards of one width are ONE table (their rows concatenated), looked up once per step for
+the unique keys of every source (one unique and one lookup over the concatenated key space per width).
 Storage: ``dense`` (dense-torch), ``fbgemm`` (dense-fbgemm: one TBE with its fused optimizer) or ``tt`` (ecorec);
 a dense shard starts from the rows and columns of the table the single-device model starts from, drawn directly
 (dense_table_init on the shard's block).

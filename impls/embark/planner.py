@@ -25,7 +25,7 @@ from typing import Sequence
 from impls.api import TableSpec
 from impls.embark.cost import CostModel, evaluate
 from impls.embark.partitioner import Placement, place
-from impls.embark.proposer import HOWS, Splits, hot_rank, hottest  # noqa: F401  (hot_rank: the planner's API)
+from impls.embark.proposer import HOWS, Splits, hottest
 from impls.embark.shards import Cluster, Plan, TablePlacement
 
 STRATEGIES = ("embark", "table_row_wise", "uniform", "round_robin")
