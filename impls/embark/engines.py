@@ -98,7 +98,7 @@ class RBEngine:
         B = lengths.shape[1]
         values = torch.cat(list(keys))
         if len(keys) > 1:
-            values = values[_reorder(torch.stack([c.sum(1) for c in counts]))]
+            values = values.index_select(0, _reorder(torch.stack([c.sum(1) for c in counts])))
         offsets = torch.zeros(self.n * B + 1, dtype=torch.int64, device=values.device)
         torch.cumsum(lengths.reshape(-1), 0, out=offsets[1:])
         with torch.set_grad_enabled(grad_enabled):
@@ -140,17 +140,17 @@ class UBEngine:
         dev = keys[0].device
         seg = torch.stack(list(counts))  # [G, n]
         shard = torch.repeat_interleave(torch.arange(self.n, device=dev).repeat(len(keys)), seg.reshape(-1))
-        rows = self.base.to(dev)[shard] + torch.cat(list(keys))
+        rows = self.base.to(dev).index_select(0, shard) + torch.cat(list(keys))
         self.steps = []
         answers: list[list[Tensor]] = [[] for _ in keys]
         for w, i, e, store, _ in self.groups:
             sel = torch.nonzero((shard >= i) & (shard < e)).squeeze(1)
-            uniq, inv = torch.unique(rows[sel], sorted=True, return_inverse=True)
+            uniq, inv = torch.unique(rows.index_select(0, sel), sorted=True, return_inverse=True)
             with torch.set_grad_enabled(grad_enabled):
                 out = store(SparseFeatures(uniq, torch.arange(uniq.numel() + 1, device=dev), uniq.numel())
                             if uniq.numel() else SparseFeatures(uniq, torch.zeros(2, dtype=torch.int64, device=dev), 1))
             per_src = seg[:, i:e].sum(1).tolist()
-            for src, blk in enumerate(torch.split(out.detach()[inv], per_src)):
+            for src, blk in enumerate(torch.split(out.detach().index_select(0, inv), per_src)):
                 answers[src].append(blk)
             self.steps.append((out, inv, per_src, w))
         return answers

@@ -34,7 +34,7 @@ def expand_ranges(starts: Tensor, lengths: Tensor) -> Tensor:
         return torch.zeros(0, dtype=torch.int64, device=starts.device)
     seg_start = torch.cumsum(lengths, 0) - lengths
     seg = torch.repeat_interleave(torch.arange(lengths.numel(), device=starts.device), lengths, output_size=total)
-    return starts[seg] + (torch.arange(total, device=starts.device) - seg_start[seg])
+    return (starts - seg_start).index_select(0, seg) + torch.arange(total, device=starts.device)
 
 
 class ShardLayout:
@@ -131,10 +131,10 @@ def route(layout: ShardLayout, features: SparseFeatures, out_dim: int, hierarchi
     uniq, inv = torch.unique(ub_shard * layout.max_rows + keys[n_rb_keys:], sorted=True, return_inverse=True)
     u_shard = uniq // layout.max_rows
     u_count = torch.bincount(u_shard - S_rb, minlength=S - S_rb).tolist()
-    u_width = layout.width[u_shard]
-    u_owner = layout.owner_of[u_shard]
+    u_width = layout.width.index_select(0, u_shard)
+    u_owner = layout.owner_of.index_select(0, u_shard)
     groups = []
-    occ_width = u_width[inv]
+    occ_width = u_width.index_select(0, inv)
     ub_sample = sample[n_rb_keys:]
     for w, cols in layout.ub_groups:
         is_w = u_width == w
@@ -142,8 +142,9 @@ def route(layout: ShardLayout, features: SparseFeatures, out_dim: int, hierarchi
         osel = torch.nonzero(occ_width == w).squeeze(1)
         slots = cols.numel() // w
         per_owner = torch.bincount(u_owner[is_w], minlength=G).tolist()
-        groups.append(UBGroup(w, cols, per_owner, local[inv[osel]],
-                              ub_sample[osel] * slots + layout.slot[ub_shard[osel]]))
+        occ_shard = ub_shard.index_select(0, osel)
+        groups.append(UBGroup(w, cols, per_owner, local.index_select(0, inv.index_select(0, osel)),
+                              ub_sample.index_select(0, osel) * slots + layout.slot.index_select(0, occ_shard)))
     # per owner payloads: slices of the shard-by-shard layout
     rb_at = [sum(layout.n_rb[:g]) for g in range(G + 1)]
     ub_at = [sum(layout.n_ub[:g]) for g in range(G + 1)]
