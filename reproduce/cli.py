@@ -13,7 +13,7 @@ from rich.table import Table
 from reproduce.options import (collect_data_options, data_options, data_options_no_name, dist_options, model_options,
                                parse_impl_options, positive, timing_options)
 
-console = Console(width=None if sys.stdout.isatty() else 160)
+console = Console(width=None if sys.stdout.isatty() else 160, soft_wrap=True)  # paths never wrap mid-line
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
