@@ -78,6 +78,8 @@ class ShardLayout:
                                      device=device) for g in range(G)]
         self.rb_width = [int(x.numel()) for x in self.rb_cols]
         self.max_rows = max(t.num_embeddings for t in tables) + 1
+        self.rb_at = [sum(self.n_rb[:g]) for g in range(G + 1)]  # owner g's RB shards: numbers rb_at[g]..rb_at[g+1]
+        self.ub_at = [sum(self.n_ub[:g]) for g in range(G + 1)]  # and its UB shards, counted from num_rb
         # UB at the source: the column groups (table, column) of the UB shards, by width; a group's row shards
         # all add into the same output columns, so an occurrence pools into row sample * n_w + slot of its width
         self.ub_groups: list[tuple[int, Tensor]] = []  # (width, the output columns of its slots [n_w * width])
@@ -145,18 +147,20 @@ def route(layout: ShardLayout, features: SparseFeatures, out_dim: int, hierarchi
         occ_shard = ub_shard.index_select(0, osel)
         groups.append(UBGroup(w, cols, per_owner, local.index_select(0, inv.index_select(0, osel)),
                               ub_sample.index_select(0, osel) * slots + layout.slot.index_select(0, occ_shard)))
-    # per owner payloads: slices of the shard-by-shard layout
-    rb_at = [sum(layout.n_rb[:g]) for g in range(G + 1)]
-    ub_at = [sum(layout.n_ub[:g]) for g in range(G + 1)]
-    rb_keys = torch.split(keys[:n_rb_keys], [sum(per_shard[rb_at[g] : rb_at[g + 1]]) for g in range(G)])
-    ub_keys = torch.split(uniq % layout.max_rows, [sum(u_count[ub_at[g] : ub_at[g + 1]]) for g in range(G)])
+    # per owner payloads: slices of the shard-by-shard layout (owner totals by cumulative sums at the owners'
+    # boundaries, no loop over shards)
+    rb_at, ub_at = layout.rb_at, layout.ub_at
+    zero = torch.zeros(1, dtype=torch.int64, device=dev)
+    rb_cum = torch.cat([zero, torch.cumsum(shard_counts[:S_rb], 0)])
     ub_counts = torch.tensor(u_count, dtype=torch.int64, device=dev)
-    widths = layout.width.tolist()
+    ub_cum = torch.cat([zero, torch.cumsum(ub_counts, 0)])
+    rb_keys = torch.split(keys[:n_rb_keys], (rb_cum[rb_at[1:]] - rb_cum[rb_at[:-1]]).tolist())
+    ub_keys = torch.split(uniq % layout.max_rows, (ub_cum[ub_at[1:]] - ub_cum[ub_at[:-1]]).tolist())
+    ub_floats = torch.bincount(u_owner, weights=u_width.double(), minlength=G).long().tolist()
     payload, sizes, rb_sizes = [], [], []
     for g in range(G):
         payload.append(torch.cat([rb_counts[rb_at[g] : rb_at[g + 1]].reshape(-1), ub_counts[ub_at[g] : ub_at[g + 1]],
                                   rb_keys[g], ub_keys[g]]))
         rb_sizes.append(0 if hierarchical else b * layout.rb_width[g])
-        ub_floats = sum(n * w for n, w in zip(u_count[ub_at[g] : ub_at[g + 1]], widths[S_rb + ub_at[g] : S_rb + ub_at[g + 1]]))
-        sizes.append(rb_sizes[-1] + ub_floats)
+        sizes.append(rb_sizes[-1] + ub_floats[g])
     return Routed(payload, sizes, b, groups, rb_sizes)
