@@ -241,7 +241,7 @@ def scatter_add_rows(src: Tensor, src_index: Tensor, dst_index: Tensor, out: Ten
     torch.ops.dlrmbench.scatter_add_rows(src, src_index, dst_index, out)
 
 
-class Routed(NamedTuple):
+class RoutedKeys(NamedTuple):
     keys: Tensor  # [m] local rows, shard by shard
     samples: Tensor  # [m] the sample (bag within its table) of each
     shard_counts: Tensor  # [num_shards]
@@ -249,10 +249,10 @@ class Routed(NamedTuple):
 
 
 def route_keys(values: Tensor, offsets: Tensor, batch_size: int, table_r: Tensor, table_c: Tensor,
-               table_base: Tensor, shard_of: Tensor, num_shards: int, count_shards: int) -> Routed:
+               table_base: Tensor, shard_of: Tensor, num_shards: int, count_shards: int) -> RoutedKeys:
     """Every key of a table-major batch to the shards that hold it (schema in csrc/ops.cpp)."""
     require_kernel("route_keys", values.device)
-    return Routed(*torch.ops.dlrmbench.route_keys(values, offsets, int(batch_size), table_r, table_c, table_base,
+    return RoutedKeys(*torch.ops.dlrmbench.route_keys(values, offsets, int(batch_size), table_r, table_c, table_base,
                                                   shard_of, int(num_shards), int(count_shards)))
 
 

@@ -30,6 +30,17 @@ def shard_spec(spec: TableSpec, s: Shard) -> TableSpec:
                      max(1, shard_rows(spec.num_embeddings, s.rows, s.row)), spec.dim // s.cols)
 
 
+def init_shard(full: TableSpec, s: Shard, sub: TableSpec, w: Tensor, seed: int) -> None:
+    """Fill ``w`` (the shard's weight, in place) with the rows and columns of the single-device table it holds."""
+    if sub.num_embeddings != shard_rows(full.num_embeddings, s.rows, s.row):
+        return  # an empty row shard holds one unused row
+    block = dict(rows=slice(s.row, None, s.rows), cols=slice(s.col * sub.dim, (s.col + 1) * sub.dim))
+    if w.is_cpu:
+        dense_table_init(full, seed, w, **block)
+    else:
+        w.copy_(dense_table_init(full, seed, **block))
+
+
 def build_store(tables: Sequence[TableSpec], shards: Sequence[Shard], optim: EmbeddingOptim, storage: str,
                 device, seed: int, options: dict | None) -> EmbeddingCollection | None:
     """One collection whose tables are ``shards``; dense shards hold the rows of the single-device tables."""
@@ -40,15 +51,7 @@ def build_store(tables: Sequence[TableSpec], shards: Sequence[Shard], optim: Emb
                                         **(options or {}))
     if storage != "tt":
         for s, sub in zip(shards, subs):
-            spec = tables[s.table]
-            if sub.num_embeddings != shard_rows(spec.num_embeddings, s.rows, s.row):
-                continue  # an empty row shard holds one unused row
-            w = store.materialize(sub.name)
-            block = dict(rows=slice(s.row, None, s.rows), cols=slice(s.col * sub.dim, (s.col + 1) * sub.dim))
-            if w.is_cpu:
-                dense_table_init(spec, seed, w, **block)
-            else:
-                w.copy_(dense_table_init(spec, seed, **block))
+            init_shard(tables[s.table], s, sub, store.materialize(sub.name), seed)
     return store
 
 
@@ -66,15 +69,7 @@ def build_concat_store(tables: Sequence[TableSpec], shards: Sequence[Shard], nam
     if storage != "tt":
         w = store.materialize(name)
         for s, sub, b0 in zip(shards, subs, base):
-            full = tables[s.table]
-            if sub.num_embeddings != shard_rows(full.num_embeddings, s.rows, s.row):
-                continue  # an empty row shard holds one unused row
-            block = dict(rows=slice(s.row, None, s.rows), cols=slice(s.col * sub.dim, (s.col + 1) * sub.dim))
-            seg = w[b0 : b0 + sub.num_embeddings]
-            if seg.is_cpu:
-                dense_table_init(full, seed, seg, **block)
-            else:
-                seg.copy_(dense_table_init(full, seed, **block))
+            init_shard(tables[s.table], s, sub, w[b0 : b0 + sub.num_embeddings], seed)
     return store, base[:-1]
 
 

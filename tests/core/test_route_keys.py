@@ -27,13 +27,18 @@ def cases(draw):
     return T, B, r, c, base, list(perm), lengths, values, count
 
 
-@settings(max_examples=80, deadline=None)
-@given(cases())
-def test_equals_reference(case):
+def op_args(case) -> tuple:
+    """route_keys' arguments for a drawn case, as CPU tensors."""
     T, B, r, c, base, perm, lengths, values, count = case
     t = lambda x: torch.tensor(x, dtype=torch.int64)  # noqa: E731
     offsets = torch.cat([t([0]), torch.cumsum(t(lengths), 0)])
-    args = (t(values), offsets, B, t(r), t(c), t(base), t(perm), len(perm), count)
+    return (t(values), offsets, B, t(r), t(c), t(base), t(perm), len(perm), count)
+
+
+@settings(max_examples=80, deadline=None)
+@given(cases())
+def test_equals_reference(case):
+    args = op_args(case)
     got, want = ops.route_keys(*args), ref.route_keys_ref(*args)
     for g, w, name in zip(got, want, ("keys", "samples", "shard_counts", "sample_counts")):
         assert torch.equal(g, w), name
@@ -43,10 +48,7 @@ def test_equals_reference(case):
 @settings(max_examples=30, deadline=None)
 @given(cases())
 def test_cuda_composition_equals_reference(case):
-    T, B, r, c, base, perm, lengths, values, count = case
-    t = lambda x: torch.tensor(x, dtype=torch.int64)  # noqa: E731
-    offsets = torch.cat([t([0]), torch.cumsum(t(lengths), 0)])
-    args = (t(values), offsets, B, t(r), t(c), t(base), t(perm), len(perm), count)
+    args = op_args(case)
     got = ops.route_keys(*(a.cuda() if isinstance(a, torch.Tensor) else a for a in args))
     for g, w in zip(got, ref.route_keys_ref(*args)):
         assert torch.equal(g.cpu(), w)
