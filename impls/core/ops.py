@@ -256,6 +256,13 @@ def route_keys(values: Tensor, offsets: Tensor, batch_size: int, table_r: Tensor
                                                   shard_of, int(num_shards), int(count_shards)))
 
 
+def transpose_segments(values: Tensor, lengths: Tensor) -> Tensor:
+    """G payloads of S segments each, back to back (``lengths`` [G, S]), relaid segment-major: segment s of every
+    payload in payload order, then segment s + 1 (one copy per segment)."""
+    require_kernel("transpose_segments", values.device)
+    return torch.ops.dlrmbench.transpose_segments(values, lengths)
+
+
 def counter_uniform(seed: int, out: Tensor, low: float, high: float, row_start: int = 0, row_step: int = 1,
                     col_start: int = 0) -> Tensor:
     """Fill float32 ``out`` [n, c] with draws in [low, high) that depend on (seed, row, column) only: row
@@ -309,6 +316,11 @@ def _scatter_add_rows_fake(src, src_index, dst_index, out):
 @torch.library.register_fake(f"{_LIB}::counter_uniform")
 def _counter_uniform_fake(seed, row_start, row_step, col_start, low, high, out):
     return None
+
+
+@torch.library.register_fake(f"{_LIB}::transpose_segments")
+def _transpose_segments_fake(values, lengths):
+    return torch.empty_like(values)
 
 
 @torch.library.register_fake(f"{_LIB}::route_keys")

@@ -159,3 +159,10 @@ def route_keys_ref(values: Tensor, offsets: Tensor, batch_size: int, table_r: Te
     counted = shard < count_shards
     sample_counts = torch.bincount(shard[counted] * B + sample[counted], minlength=count_shards * B)
     return (v // r)[order], sample[order], shard_counts, sample_counts.view(count_shards, B)
+
+
+def transpose_segments_ref(values: Tensor, lengths: Tensor) -> Tensor:
+    """transpose_segments: the segments cut out one by one and concatenated in (s, g) order."""
+    G, S = lengths.shape
+    parts = torch.split(values, lengths.reshape(-1).tolist())
+    return torch.cat([parts[g * S + s] for s in range(S) for g in range(G)]) if parts else values.clone()

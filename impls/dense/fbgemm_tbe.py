@@ -11,7 +11,8 @@ from impls.dense.init import dense_table_init
 
 try:
     from fbgemm_gpu.split_embedding_configs import EmbOptimType
-    from fbgemm_gpu.split_table_batched_embeddings_ops_common import ComputeDevice, EmbeddingLocation, PoolingMode
+    from fbgemm_gpu.split_table_batched_embeddings_ops_common import (BoundsCheckMode, ComputeDevice,
+                                                                      EmbeddingLocation, PoolingMode)
     from fbgemm_gpu.split_table_batched_embeddings_ops_training import SplitTableBatchedEmbeddingBagsCodegen
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
@@ -49,6 +50,8 @@ class DenseFbgemm(DenseCollection):
                 eps=optim.eps,
                 pooling_mode=mode,
                 device=device,
+                # checked batches have every id validated already (bounds_check); unchecked ones get fbgemm's
+                bounds_check_mode=BoundsCheckMode.NONE if self.check_bounds else BoundsCheckMode.WARNING,
             )
             with torch.no_grad():
                 for w, i in zip(tbe.split_embedding_weights(), idx):

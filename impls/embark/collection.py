@@ -83,7 +83,7 @@ class EmbarkCollection(EmbeddingCollection):
             if any(q != seqs[0] for q in seqs):
                 raise ValueError(f"hierarchical RB needs every GPU of node {n} to hold row shards of the same "
                                  f"tables and columns; they hold {seqs}")
-            self.node_cols.append(self.layout.rb_cols[n * L])
+            self.node_cols.append(self.layout.rb_out[n * L])
         self.dp_tables = list(plan.dp)
         self.dp = None
         if self.dp_tables:
@@ -125,8 +125,8 @@ class EmbarkCollection(EmbeddingCollection):
         return coll
 
     # --- the step -----------------------------------------------------------------------------------
-    def _exchange_keys(self, st: Routed) -> list[tuple[int, Tensor]]:
-        """Per source: (its batch size, its int64 payload for this rank)."""
+    def _exchange_keys(self, st: Routed) -> tuple[list[int], list[int], Tensor]:
+        """Every source's batch size and payload length for this rank, and the payloads back to back."""
         G, dev = self.dist.world_size, self.dist.device
         header = torch.tensor([[st.batch, p.numel()] for p in st.payload], dtype=torch.int64, device=dev).reshape(-1)
         got = torch.empty_like(header)
@@ -135,26 +135,33 @@ class EmbarkCollection(EmbeddingCollection):
         recv = torch.empty(sum(n for _, n in got), dtype=torch.int64, device=dev)
         self.comm.all_to_all(recv, torch.cat(st.payload), [n for _, n in got], [p.numel() for p in st.payload],
                              "embark.keys")
-        return [(bs, blk) for (bs, _), blk in zip(got, torch.split(recv, [n for _, n in got]))]
+        return [bs for bs, _ in got], [n for _, n in got], recv
 
-    def _owner_forward(self, received: list[tuple[int, Tensor]], grad_enabled: bool) -> list[list[Tensor]]:
-        """Both fused lookups for every source; per source the flat pieces to send back (RB block, UB vectors)."""
+    def _owner_forward(self, sizes: list[int], lengths: list[int], recv: Tensor,
+                       grad_enabled: bool) -> list[list[Tensor]]:
+        """Both fused lookups for every source; per source the flat pieces to send back (RB block, UB vectors).
+        A source's payload is its RB counts [n_rb, b_src] and UB counts [n_ub] (the header), then its RB keys
+        shard by shard, then its UB keys: one transpose_segments lays every source's RB keys out shard by shard
+        (each shard's keys source by source, as the fused lookup's table-major batch wants them), the UB keys of
+        all sources after them, in one copy."""
         me = self.dist.rank
         n_rb, n_ub = self.layout.n_rb[me], self.layout.n_ub[me]
-        rb_counts, ub_counts, rb_keys, ub_keys = [], [], [], []
-        for bs, blk in received:  # a source's payload: RB counts [n_rb, bs], UB counts [n_ub], then the keys
+        rb_counts, ub_counts, seg = [], [], []
+        for bs, blk in zip(sizes, torch.split(recv, lengths)):
             c = blk[: n_rb * bs].view(n_rb, bs)
-            u = blk[n_rb * bs : n_rb * bs + n_ub]
-            k = int(c.sum())
             rb_counts.append(c)
-            ub_counts.append(u)
-            rb_keys.append(blk[n_rb * bs + n_ub : n_rb * bs + n_ub + k])
-            ub_keys.append(blk[n_rb * bs + n_ub + k :])
-        sizes = [bs for bs, _ in received]
-        back = [[] for _ in received]
+            ub_counts.append(blk[n_rb * bs : n_rb * bs + n_ub])
+            seg.append(torch.cat([c.new_tensor([n_rb * bs + n_ub]), c.sum(1)]))
+        seg = torch.stack(seg)  # [G, 1 + n_rb]: header, then the RB keys of each shard; the rest is UB keys
+        rb_total = seg[:, 1:].sum(1)
+        ub_len = torch.tensor(lengths, dtype=torch.int64, device=recv.device) - seg[:, 0] - rb_total
+        laid = ops.transpose_segments(recv, torch.cat([seg, ub_len.unsqueeze(1)], 1))
+        head, n_keys = int(seg[:, 0].sum()), int(rb_total.sum())
+        rb_keys, ub_keys = laid[head : head + n_keys], laid[head + n_keys :]  # the UB keys source by source
+        back = [[] for _ in sizes]
         self._partial = None
         if self.rb is not None:
-            y = self.rb.forward(rb_counts, rb_keys, grad_enabled)
+            y = self.rb.forward(torch.cat(rb_counts, 1), rb_keys, grad_enabled)
             if self.hier:
                 self._partial = y
             else:
@@ -174,9 +181,8 @@ class EmbarkCollection(EmbeddingCollection):
     def _mp_forward(self, features: SparseFeatures, grad_enabled: bool) -> Tensor:
         b = features.batch_size
         st = route(self.layout, features, self.output_dim, self.hier)
-        received = self._exchange_keys(st)
-        self._sources = [bs for bs, _ in received]  # every source's batch size
-        back = self._owner_forward(received, grad_enabled)
+        self._sources, lengths, recv = self._exchange_keys(st)  # every source's batch size, payload length
+        back = self._owner_forward(self._sources, lengths, recv, grad_enabled)
         self._recv_sizes = [sum(x.numel() for x in pieces) for pieces in back]
         recv = torch.empty(sum(st.answer_sizes), dtype=self.payload_dtype, device=self.dist.device)
         self.comm.all_to_all(recv, self._pack(back), st.answer_sizes, self._recv_sizes, "embark.fwd")
@@ -184,7 +190,7 @@ class EmbarkCollection(EmbeddingCollection):
         ub_parts = []
         for g, (blk, n_rb) in enumerate(zip(torch.split(recv.to(torch.float32), st.answer_sizes), st.rb_sizes)):
             if n_rb:
-                out.index_add_(1, self.layout.rb_cols[g], blk[:n_rb].view(b, -1))
+                self.layout.rb_out[g].add_into(out, blk[:n_rb].view(b, -1))
             ub_parts.append(blk[n_rb:])
         at = [0] * len(ub_parts)  # each owner's UB answer: its rows width by width
         for grp in st.ub_groups:
@@ -192,15 +198,15 @@ class EmbarkCollection(EmbeddingCollection):
             for g, n in enumerate(grp.per_owner):
                 rows.append(ub_parts[g][at[g] : at[g] + n * grp.width].view(n, grp.width))
                 at[g] += n * grp.width
-            pool = torch.zeros(b * (grp.cols.numel() // grp.width), grp.width, device=out.device)
+            pool = torch.zeros(b * (grp.cols.width // grp.width), grp.width, device=out.device)
             ops.scatter_add_rows(torch.cat(rows), grp.occ_unique, grp.occ_row, pool)  # no [occurrences, w] copy
-            out.index_add_(1, grp.cols, pool.view(b, -1))
+            grp.cols.add_into(out, pool.view(b, -1))
         if self.hier:
             partial = self._partial if self._partial is not None else torch.zeros(sum(self._sources), 0)
-            widths = [c.numel() for c in self.node_cols]
+            widths = [c.width for c in self.node_cols]
             for cols, part in zip(self.node_cols, hier.forward(self.comm, partial, self._sources, widths,
                                                                self.payload_dtype)):
-                out.index_add_(1, cols, part)
+                cols.add_into(out, part)
         self._mean_lengths = {}
         for t, spec in enumerate(self.tables):
             if spec.pooling == "mean" and t in self.cluster:
@@ -217,10 +223,10 @@ class EmbarkCollection(EmbeddingCollection):
         for t, ln in self._mean_lengths.items():
             grad[:, self.col0[t] : self.col0[t] + self.tables[t].dim] /= ln
         # what each owner gets: the RB gradient columns of its shards, then the gradient per UB unique key
-        rb = [grad[:0, 0] if self.hier else grad.index_select(1, cols).reshape(-1) for cols in self.layout.rb_cols]
+        rb = [grad[:0, 0] if self.hier else cols.take(grad).reshape(-1) for cols in self.layout.rb_out]
         ub: list[list[Tensor]] = [[] for _ in rb]
         for grp in st.ub_groups:
-            per_row = grad.index_select(1, grp.cols).view(-1, grp.width)
+            per_row = grp.cols.take(grad).view(-1, grp.width)
             gu = torch.zeros(sum(grp.per_owner), grp.width, device=grad.device)
             ops.scatter_add_rows(per_row, grp.occ_row, grp.occ_unique, gu)
             for g, blk in enumerate(torch.split(gu, grp.per_owner)):
@@ -238,7 +244,7 @@ class EmbarkCollection(EmbeddingCollection):
         tensors, grads = [], []
         if self.rb is not None:
             if self.hier:
-                per_node = [grad.index_select(1, cols) for cols in self.node_cols]
+                per_node = [cols.take(grad) for cols in self.node_cols]
                 g = hier.backward(self.comm, per_node, self._sources, self.layout.rb_width[me], self.payload_dtype)
             else:
                 g = joined([x.reshape(-1) for x in rb_grads], torch.float32, grad.device).view(-1, width)
@@ -246,7 +252,7 @@ class EmbarkCollection(EmbeddingCollection):
             tensors.append(y)
             grads.append(g)
         elif self.hier:  # this rank holds no RB shard but still takes part in the node exchanges
-            per_node = [grad.index_select(1, cols) for cols in self.node_cols]
+            per_node = [cols.take(grad) for cols in self.node_cols]
             hier.backward(self.comm, per_node, self._sources, 0, self.payload_dtype)
         if self.ub is not None:
             for y, g in self.ub.backward(ub_grads):

@@ -6,9 +6,9 @@ Storage: ``dense`` (dense-torch), ``fbgemm`` (dense-fbgemm: one TBE with its fus
 a dense shard starts from the rows and columns of the table the single-device model starts from, drawn directly
 (dense_table_init on the shard's block).
 
-A source's payload (routing.py) holds the RB shards' per-sample counts and the UB shards' unique counts, then
-their keys, shard-major; the engines turn the payloads of all sources into one table-major batch with tensor
-passes (segments reordered from (source, shard) to (shard, source) by offset arithmetic)."""
+The step (collection.py) hands the RB engine every source's keys already laid out shard by shard (the native
+transpose_segments); the UB engine takes each source's unique keys, shard-major, and merges them with tensor
+passes."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -18,7 +18,6 @@ from torch import Tensor
 
 from impls.api import EmbeddingCollection, EmbeddingOptim, SparseFeatures, TableSpec, get_impl
 from impls.dense.init import dense_table_init
-from impls.embark.routing import expand_ranges
 from impls.embark.shards import Shard, shard_rows
 
 STORAGES = {"dense": "dense-torch", "fbgemm": "dense-fbgemm", "tt": "ecorec"}
@@ -47,7 +46,9 @@ def build_store(tables: Sequence[TableSpec], shards: Sequence[Shard], optim: Emb
     if not shards:
         return None
     subs = [shard_spec(tables[s.table], s) for s in shards]
-    store = get_impl(STORAGES[storage])(subs, optim, None, device=device, check_bounds=False, seed=seed,
+    # checked: one pass of the native bounds_check over the routed keys (a routing bug surfaces as a named
+    # error), and fbgemm then skips its own check and the defensive copy of the keys it needs
+    store = get_impl(STORAGES[storage])(subs, optim, None, device=device, check_bounds=True, seed=seed,
                                         **(options or {}))
     if storage != "tt":
         for s, sub in zip(shards, subs):
@@ -64,7 +65,7 @@ def build_concat_store(tables: Sequence[TableSpec], shards: Sequence[Shard], nam
     for sub in subs:
         base.append(base[-1] + sub.num_embeddings)
     spec = TableSpec(name, base[-1], subs[0].dim)
-    store = get_impl(STORAGES[storage])([spec], optim, None, device=device, check_bounds=False, seed=seed,
+    store = get_impl(STORAGES[storage])([spec], optim, None, device=device, check_bounds=True, seed=seed,
                                         **(options or {}))
     if storage != "tt":
         w = store.materialize(name)
@@ -73,27 +74,16 @@ def build_concat_store(tables: Sequence[TableSpec], shards: Sequence[Shard], nam
     return store, base[:-1]
 
 
-def _reorder(seg_len: Tensor) -> Tensor:
-    """For segments laid out (source, shard) with lengths seg_len [G, S]: the gather index that lays the same
-    elements out (shard, source)."""
-    G, S = seg_len.shape
-    src_start = (torch.cumsum(seg_len.reshape(-1), 0) - seg_len.reshape(-1)).view(G, S)
-    return expand_ranges(src_start.t().reshape(-1), seg_len.t().reshape(-1))
-
-
 class RBEngine:
     """The rank's RB shards: per step, partial sums [B_global, W] (W = their widths side by side)."""
 
     def __init__(self, store: EmbeddingCollection, n: int, width: int) -> None:
         self.store, self.n, self.width = store, n, width
 
-    def forward(self, counts: Sequence[Tensor], keys: Sequence[Tensor], grad_enabled: bool) -> Tensor:
-        """``counts[src]`` [n, b_src], ``keys[src]`` shard-major: the partial sums of every source's samples."""
-        lengths = torch.cat(list(counts), 1)  # [n, B]: table-major bags of the global batch
+    def forward(self, lengths: Tensor, values: Tensor, grad_enabled: bool) -> Tensor:
+        """``lengths`` [n, B]: the bags of every source's samples (sources side by side), shard by shard;
+        ``values`` their keys in that order: the partial sums [B, W]."""
         B = lengths.shape[1]
-        values = torch.cat(list(keys))
-        if len(keys) > 1:
-            values = values.index_select(0, _reorder(torch.stack([c.sum(1) for c in counts])))
         offsets = torch.zeros(self.n * B + 1, dtype=torch.int64, device=values.device)
         torch.cumsum(lengths.reshape(-1), 0, out=offsets[1:])
         with torch.set_grad_enabled(grad_enabled):
@@ -129,15 +119,16 @@ class UBEngine:
             self.stores.append(store)
             i = e
 
-    def forward(self, counts: Sequence[Tensor], keys: Sequence[Tensor], grad_enabled: bool) -> list[list[Tensor]]:
-        """``counts[src]`` [n] unique keys per shard, ``keys[src]`` shard-major: per source, its vectors (one
-        [k, w] block per width)."""
-        dev = keys[0].device
+    def forward(self, counts: Sequence[Tensor], keys: Tensor, grad_enabled: bool) -> list[list[Tensor]]:
+        """``counts[src]`` [n] unique keys per shard, ``keys`` every source's keys back to back, each source's
+        shard-major: per source, its vectors (one [k, w] block per width)."""
+        dev = keys.device
         seg = torch.stack(list(counts))  # [G, n]
-        shard = torch.repeat_interleave(torch.arange(self.n, device=dev).repeat(len(keys)), seg.reshape(-1))
-        rows = self.base.to(dev).index_select(0, shard) + torch.cat(list(keys))
+        shard = torch.repeat_interleave(torch.arange(self.n, device=dev).repeat(len(counts)), seg.reshape(-1),
+                                        output_size=keys.numel())
+        rows = self.base.to(dev).index_select(0, shard) + keys
         self.steps = []
-        answers: list[list[Tensor]] = [[] for _ in keys]
+        answers: list[list[Tensor]] = [[] for _ in counts]
         for w, i, e, store, _ in self.groups:
             sel = torch.nonzero((shard >= i) & (shard < e)).squeeze(1)
             uniq, inv = torch.unique(rows.index_select(0, sel), sorted=True, return_inverse=True)

@@ -16,6 +16,7 @@ index_add into a [b * slots, w] pool, one column index_add into the output (and 
 gradient)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -24,17 +25,8 @@ from torch import Tensor
 
 from impls.api import SparseFeatures, TableSpec
 from impls.core import ops
+from impls.embark.columns import Columns
 from impls.embark.shards import Cluster, Plan, Shard
-
-
-def expand_ranges(starts: Tensor, lengths: Tensor) -> Tensor:
-    """cat(arange(s, s + n) for s, n in zip(starts, lengths)), in one pass."""
-    total = int(lengths.sum()) if lengths.numel() else 0
-    if total == 0:
-        return torch.zeros(0, dtype=torch.int64, device=starts.device)
-    seg_start = torch.cumsum(lengths, 0) - lengths
-    seg = torch.repeat_interleave(torch.arange(lengths.numel(), device=starts.device), lengths, output_size=total)
-    return (starts - seg_start).index_select(0, seg) + torch.arange(total, device=starts.device)
 
 
 class ShardLayout:
@@ -77,12 +69,15 @@ class ShardLayout:
                                       for x in range(out_col[i], out_col[i] + width[i])], dtype=torch.int64,
                                      device=device) for g in range(G)]
         self.rb_width = [int(x.numel()) for x in self.rb_cols]
+        self.unit = math.gcd(*dims, *width)  # every shard's output columns: aligned runs of this many
+        self.out_dim = sum(dims)
+        self.rb_out = [Columns(c, self.out_dim, self.unit) for c in self.rb_cols]
         self.max_rows = max(t.num_embeddings for t in tables) + 1
         self.rb_at = [sum(self.n_rb[:g]) for g in range(G + 1)]  # owner g's RB shards: numbers rb_at[g]..rb_at[g+1]
         self.ub_at = [sum(self.n_ub[:g]) for g in range(G + 1)]  # and its UB shards, counted from num_rb
         # UB at the source: the column groups (table, column) of the UB shards, by width; a group's row shards
         # all add into the same output columns, so an occurrence pools into row sample * n_w + slot of its width
-        self.ub_groups: list[tuple[int, Tensor]] = []  # (width, the output columns of its slots [n_w * width])
+        self.ub_groups: list[tuple[int, Columns]] = []  # (width, the output columns of its slots [n_w * width])
         slot = [0] * len(self.shards)
         for w in sorted({width[i] for i in range(self.num_rb, len(self.shards))}):
             pairs: dict[tuple[int, int], int] = {}
@@ -90,7 +85,8 @@ class ShardLayout:
                 if width[i] == w:
                     slot[i] = pairs.setdefault((self.shards[i].table, self.shards[i].col), len(pairs))
             cols = [x for (t, k) in pairs for x in range(col0[t] + k * w, col0[t] + (k + 1) * w)]
-            self.ub_groups.append((w, torch.tensor(cols, dtype=torch.int64, device=device)))
+            self.ub_groups.append((w, Columns(torch.tensor(cols, dtype=torch.int64, device=device), self.out_dim,
+                                              self.unit)))
         self.slot = torch.tensor(slot, dtype=torch.int64, device=device)
         self.owner_of = torch.tensor([s.gpu for s in self.shards], dtype=torch.int64, device=device)
 
@@ -102,7 +98,7 @@ class UBGroup:
     [b * slots, w] pool it adds into."""
 
     width: int
-    cols: Tensor  # [slots * w] output columns of the pool
+    cols: Columns  # [slots * w] output columns of the pool
     per_owner: list[int]  # unique keys of width w per owner
     occ_unique: Tensor  # [n_w] index among the width's unique keys (owner-major, as answered)
     occ_row: Tensor  # [n_w]
@@ -142,7 +138,7 @@ def route(layout: ShardLayout, features: SparseFeatures, out_dim: int, hierarchi
         is_w = u_width == w
         local = torch.cumsum(is_w.long(), 0) - 1  # rank among the width's unique keys, owner-major
         osel = torch.nonzero(occ_width == w).squeeze(1)
-        slots = cols.numel() // w
+        slots = cols.width // w
         per_owner = torch.bincount(u_owner[is_w], minlength=G).tolist()
         occ_shard = ub_shard.index_select(0, osel)
         groups.append(UBGroup(w, cols, per_owner, local.index_select(0, inv.index_select(0, osel)),

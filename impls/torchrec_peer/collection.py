@@ -72,7 +72,12 @@ class TorchRecCollection(EmbeddingCollection):
         constraints = {t.name: ParameterConstraints(sharding_types=[sharding]) for t in self.tables}
         topology = Topology(world_size=dist.world_size, compute_device=dev.type,
                             local_world_size=dist.local_world_size)
-        sharder = EmbeddingBagCollectionSharder()
+        # checked batches have every id validated before TorchRec sees them (bounds_check), so its TBEs skip
+        # their own check, as dense-fbgemm's do; unchecked ones keep fbgemm's
+        from fbgemm_gpu.split_table_batched_embeddings_ops_common import BoundsCheckMode
+
+        mode = BoundsCheckMode.NONE if check_bounds else BoundsCheckMode.WARNING
+        sharder = EmbeddingBagCollectionSharder(fused_params={"bounds_check_mode": mode})
         planner = EmbeddingShardingPlanner(topology=topology, constraints=constraints)
         self.plan = planner.collective_plan(ebc, [sharder], dist.group or torch.distributed.GroupMember.WORLD)
         self.model = DistributedModelParallel(ebc, device=dev, plan=self.plan, sharders=[sharder])

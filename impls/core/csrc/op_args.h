@@ -133,4 +133,13 @@ inline int64_t check_route_keys_args(const char* op, const at::Tensor& values, c
   return T;
 }
 
+// transpose_segments: 1-D values and a [G, S] int64 lengths table on the same device (the kernels check the sums).
+inline void check_transpose_segments_args(const char* op, const at::Tensor& values, const at::Tensor& lengths) {
+  TORCH_CHECK_VALUE(values.dim() == 1, op, ": values must be 1-D, got ", values.dim(), " dimensions");
+  TORCH_CHECK_VALUE(lengths.dim() == 2, op, ": lengths must be [G, S], got ", lengths.dim(), " dimensions");
+  TORCH_CHECK_VALUE(lengths.scalar_type() == at::kLong, op, ": lengths must be int64");
+  TORCH_CHECK_VALUE(lengths.device() == values.device(), op, ": lengths is on ", lengths.device(), ", values on ",
+                    values.device());
+}
+
 }  // namespace dlrmbench

@@ -58,6 +58,10 @@ TORCH_LIBRARY(dlrmbench, m) {
   m.def(
       "route_keys(Tensor values, Tensor offsets, int batch_size, Tensor table_r, Tensor table_c, Tensor table_base, "
       "Tensor shard_of, int num_shards, int count_shards) -> (Tensor, Tensor, Tensor, Tensor)");
+  // A buffer of G x S segments with lengths [G, S] (int64), laid out (g, s): G payloads of S segments each, back
+  // to back; returns the same elements laid out (s, g) (segment s of every payload in payload order, then s + 1).
+  // Any dtype; values 1-D.
+  m.def("transpose_segments(Tensor values, Tensor lengths) -> Tensor");
   // Fills float32 out [n, c] (rows contiguous): out[i, j] = a uniform draw in [low, high) that is a function of
   // (seed, row_start + i * row_step, col_start + j) only (cpu/counter_uniform.cpp gives the hash); low and high
   // are taken as float32. Any shard of a table is generated without the rest of it.
