@@ -2,12 +2,14 @@
 // shards that hold it, laid out shard by shard (a stable counting sort: one pass counts, one pass places), so
 // a shard's keys come in (table, sample) order. Key v of table t (r_t row shards, c_t column groups) lives in
 // row shard v % r_t at local row v / r_t, once per column group k: shard shard_of[base_t + k * r_t + v % r_t].
-// Tables with r_t = 0 are not routed (they stay with the caller: data-parallel tables).
+// Tables with r_t = 0 are not routed (they stay with the caller: data-parallel tables). A whole table (r_t = c_t
+// = 1, every table of a table-wise plan) is counted bag by bag and copied as one run.
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <tuple>
 #include <vector>
@@ -39,6 +41,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> route_keys_cpu(
   for (int64_t t = 0; t < T; ++t) {
     const int64_t r = R[t];
     if (r == 0) continue;
+    if (r == 1 && C[t] == 1) {  // a whole table: every key to one shard, bag by bag
+      TORCH_CHECK_VALUE(base[t] < n_sof, op, ": table ", t, ": shard_of has ", n_sof, " entries, needs ", base[t] + 1);
+      const int64_t s = sof[base[t]];
+      TORCH_CHECK_VALUE(s >= 0 && s < num_shards, op, ": table ", t, ": shard number ", s, " outside [0, ",
+                        num_shards, ")");
+      for (int64_t b = 0; b < B; ++b) {
+        for (int64_t e = o[t * B + b]; e < o[t * B + b + 1]; ++e)
+          TORCH_CHECK_VALUE(v[e] >= 0, op, ": table ", t, ", bag ", b, ": negative id ", v[e], " at values[", e, "]");
+        const int64_t n = o[t * B + b + 1] - o[t * B + b];
+        cnt[s] += n;
+        if (s < count_shards) per_sample[s * B + b] += n;
+      }
+      continue;
+    }
     for (int64_t b = 0; b < B; ++b) {
       for (int64_t e = o[t * B + b]; e < o[t * B + b + 1]; ++e) {
         TORCH_CHECK_VALUE(v[e] >= 0, op, ": table ", t, ", bag ", b, ": negative id ", v[e], " at values[", e, "]");
@@ -63,6 +79,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> route_keys_cpu(
   for (int64_t t = 0; t < T; ++t) {
     const int64_t r = R[t];
     if (r == 0) continue;
+    if (r == 1 && C[t] == 1) {  // a whole table: its keys in one run, copied as they are
+      const int64_t s = sof[base[t]], first = o[t * B], n = o[(t + 1) * B] - first;
+      std::copy(v + first, v + first + n, key + next[s]);
+      for (int64_t b = 0; b < B; ++b) std::fill(smp + next[s] + o[t * B + b] - first,
+                                                smp + next[s] + o[t * B + b + 1] - first, b);
+      next[s] += n;
+      continue;
+    }
     for (int64_t b = 0; b < B; ++b) {
       for (int64_t e = o[t * B + b]; e < o[t * B + b + 1]; ++e) {
         for (int64_t k = 0; k < C[t]; ++k) {
