@@ -81,6 +81,20 @@ def predicted_vs_measured(summary) -> tuple:
     return ok, float(ok["predicted_step_ms"].rank().corr(ok["total_ms"].rank()))
 
 
+def ordered_pairs(points, keys: list[str], predicted: str = "predicted_step_ms",
+                  measured: str = "total_ms") -> tuple[int, int]:
+    """Of every pair of points that share the ``keys`` (the same workload and world: plans competing for one job),
+    how many the prediction orders as measured, and how many pairs there are (predicted ties count as wrong)."""
+    agree = total = 0
+    for _, g in points.groupby(keys, sort=False):
+        p, m = g[predicted].to_numpy(dtype=float), g[measured].to_numpy(dtype=float)
+        for i in range(len(g)):
+            for j in range(i + 1, len(g)):
+                total += 1
+                agree += int(np.sign(p[i] - p[j]) == np.sign(m[i] - m[j]) != 0)
+    return agree, total
+
+
 def spearman_ci(predicted, measured, resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
     """Spearman's rank correlation of two paired samples and its bootstrap 95 % interval (pairs resampled with
     replacement; a draw whose ranks are all tied is left out). NaN below 3 pairs."""
