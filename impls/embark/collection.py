@@ -27,6 +27,7 @@ from impls.api import (EmbeddingCollection, EmbeddingOptim, MemoryReport, Sparse
                        get_impl, register)
 from impls.core import ops
 from impls.embark import hier
+from impls.embark.columns import Columns
 from impls.embark.engines import STORAGES, RBEngine, UBEngine, build_store, shard_spec
 from impls.embark.routing import Routed, ShardLayout, route
 from impls.embark.shards import Cluster, Plan, shard_rows
@@ -85,6 +86,11 @@ class EmbarkCollection(EmbeddingCollection):
                                  f"tables and columns; they hold {seqs}")
             self.node_cols.append(self.layout.rb_out[n * L])
         self.dp_tables = list(plan.dp)
+        self.dp_cols = None  # the DP tables' output columns, in plan.dp order
+        if self.dp_tables:
+            self.dp_cols = Columns(torch.cat([torch.arange(self.col0[t], self.col0[t] + self.tables[t].dim)
+                                              for t in self.dp_tables]).to(self.device), self.output_dim,
+                                   self.layout.unit)
         self.dp = None
         if self.dp_tables:
             self.dp = DataParallelCollection([self.tables[i] for i in self.dp_tables], optim, dist,
@@ -265,24 +271,17 @@ class EmbarkCollection(EmbeddingCollection):
     def forward(self, features: SparseFeatures) -> Tensor:
         features = self.checked(features)
         self._mark = dict(self.comm.sent)
-        outs = []
-        if self.plan.mp:
-            if torch.is_grad_enabled():
-                outs.append(_EmbarkFn.apply(self, features, torch.zeros(0, requires_grad=True)))
-            else:
-                outs.append(self._mp_forward(features, False))
-        if self.dp is not None:
-            dp_out = self.dp(features.select_tables(self.dp_tables))
-            if not outs:
-                return self._place_dp(torch.zeros(features.batch_size, self.output_dim, device=dp_out.device), dp_out)
-            return self._place_dp(outs[0], dp_out)
-        return outs[0]
-
-    def _place_dp(self, mp_out: Tensor, dp_out: Tensor) -> Tensor:
-        """The MP output with the DP tables' columns taken from ``dp_out`` (differentiably)."""
-        cols = torch.cat([torch.arange(self.col0[t], self.col0[t] + self.tables[t].dim, device=mp_out.device)
-                          for t in self.dp_tables])
-        return mp_out.index_copy(1, cols, dp_out)
+        dp_out = self.dp(features.select_tables(self.dp_tables)) if self.dp is not None else None
+        if not self.plan.mp:  # every table data-parallel
+            cols = self.dp_cols.cols
+            return torch.zeros(features.batch_size, self.output_dim, device=dp_out.device).index_copy(1, cols, dp_out)
+        if torch.is_grad_enabled():
+            anchor = dp_out if dp_out is not None else torch.zeros(0, requires_grad=True)
+            return _EmbarkFn.apply(self, features, anchor)
+        out = self._mp_forward(features, False)
+        if dp_out is not None:
+            self.dp_cols.add_into(out, dp_out)
+        return out
 
     def optimizer_step(self) -> None:
         if self.dp is not None:
@@ -349,13 +348,20 @@ def joined(flat: Sequence[Tensor], dtype: torch.dtype, device: torch.device) -> 
 
 
 class _EmbarkFn(torch.autograd.Function):
+    """The model-parallel step as one autograd node; ``dp_out`` (the DP tables' pooled rows, or an empty anchor)
+    lands in the output's DP columns (which no MP shard writes) and gets those columns of the gradient back."""
+
     @staticmethod
-    def forward(ctx, coll: EmbarkCollection, features: SparseFeatures, anchor: Tensor) -> Tensor:
+    def forward(ctx, coll: EmbarkCollection, features: SparseFeatures, dp_out: Tensor) -> Tensor:
         ctx.coll = coll
-        return coll._mp_forward(features, True)
+        out = coll._mp_forward(features, True)
+        if coll.dp_cols is not None:
+            coll.dp_cols.add_into(out, dp_out)
+        return out
 
     @staticmethod
     def backward(ctx, grad: Tensor):
-        ctx.coll._mp_backward(grad.contiguous())
-        ctx.coll = None
-        return None, None, None
+        coll, ctx.coll = ctx.coll, None
+        grad = grad.contiguous()
+        coll._mp_backward(grad)
+        return None, None, coll.dp_cols.take(grad) if coll.dp_cols is not None else None
