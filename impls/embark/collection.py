@@ -186,7 +186,7 @@ class EmbarkCollection(EmbeddingCollection):
 
     def _mp_forward(self, features: SparseFeatures, grad_enabled: bool) -> Tensor:
         b = features.batch_size
-        st = route(self.layout, features, self.output_dim, self.hier)
+        st = route(self.layout, features, self.hier)
         self._sources, lengths, recv = self._exchange_keys(st)  # every source's batch size, payload length
         back = self._owner_forward(self._sources, lengths, recv, grad_enabled)
         self._recv_sizes = [sum(x.numel() for x in pieces) for pieces in back]

@@ -17,9 +17,8 @@ class Columns:
         if cols.numel() % unit or dim % unit:
             raise ValueError(f"columns must come in blocks of {unit}; got {cols.numel()} columns of a {dim}-wide output")
         units = cols.view(-1, unit)
-        if units.numel() and not torch.equal(units - units[:, :1], torch.arange(unit, device=cols.device).expand_as(units)):
-            raise ValueError(f"columns must come in aligned runs of {unit}")
-        if units.numel() and bool((units[:, 0] % unit).ne(0).any()):
+        aligned = units[:, :1] // unit * unit + torch.arange(unit, device=cols.device)  # the aligned run of each start
+        if not torch.equal(units, aligned.expand_as(units)):
             raise ValueError(f"columns must come in aligned runs of {unit}")
         self.cols, self.width, self.dim, self.unit = cols, cols.numel(), dim, unit
         self._units = units[:, 0] // unit

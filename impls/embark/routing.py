@@ -11,9 +11,8 @@ What a source sends owner g: the per-sample key counts of g's RB shards ([S_rb(g
 its UB shards ([S_ub(g)]), then the keys of its RB shards and of its UB shards. The answer is one [b, W_rb(g)]
 block of partial sums (g's RB shards side by side) followed by the unique vectors of its UB shards, shard by
 width group by width group (an owner's UB shards are ordered by width), shard by shard, key by key; the
-backward sends the same layouts back. The source pools UB vectors by width: per width one row gather, one
-index_add into a [b * slots, w] pool, one column index_add into the output (and their transposes for the
-gradient)."""
+backward sends the same layouts back. The source pools UB vectors by width: per width one scatter_add_rows into
+a [b * slots, w] pool, added into the output's columns as rows (columns.py; their transposes for the gradient)."""
 from __future__ import annotations
 
 import math
@@ -115,7 +114,7 @@ class Routed:
     rb_sizes: list[int]  # per owner: floats of its RB block (0 when hierarchical)
 
 
-def route(layout: ShardLayout, features: SparseFeatures, out_dim: int, hierarchical: bool) -> Routed:
+def route(layout: ShardLayout, features: SparseFeatures, hierarchical: bool) -> Routed:
     """Every model-parallel key of the local batch to its shards' owners (see the module docstring)."""
     b, dev, G = features.batch_size, features.values.device, layout.world
     S, S_rb = len(layout.shards), layout.num_rb

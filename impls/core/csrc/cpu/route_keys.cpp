@@ -37,15 +37,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> route_keys_cpu(
   at::Tensor sample_counts = at::zeros({count_shards, B}, opts);
   int64_t* cnt = shard_counts.data_ptr<int64_t>();
   int64_t* per_sample = sample_counts.data_ptr<int64_t>();
+  // the shard holding cell `at` of table t's (column group, row shard) numbering, checked
+  auto shard_at = [&](int64_t t, int64_t at) {
+    TORCH_CHECK_VALUE(at < n_sof, op, ": table ", t, ": shard_of has ", n_sof, " entries, needs ", at + 1);
+    const int64_t s = sof[at];
+    TORCH_CHECK_VALUE(s >= 0 && s < num_shards, op, ": table ", t, ": shard number ", s, " outside [0, ", num_shards,
+                      ")");
+    return s;
+  };
   // pass 1: count (and check every id and shard number once)
   for (int64_t t = 0; t < T; ++t) {
     const int64_t r = R[t];
     if (r == 0) continue;
     if (r == 1 && C[t] == 1) {  // a whole table: every key to one shard, bag by bag
-      TORCH_CHECK_VALUE(base[t] < n_sof, op, ": table ", t, ": shard_of has ", n_sof, " entries, needs ", base[t] + 1);
-      const int64_t s = sof[base[t]];
-      TORCH_CHECK_VALUE(s >= 0 && s < num_shards, op, ": table ", t, ": shard number ", s, " outside [0, ",
-                        num_shards, ")");
+      const int64_t s = shard_at(t, base[t]);
       for (int64_t b = 0; b < B; ++b) {
         for (int64_t e = o[t * B + b]; e < o[t * B + b + 1]; ++e)
           TORCH_CHECK_VALUE(v[e] >= 0, op, ": table ", t, ", bag ", b, ": negative id ", v[e], " at values[", e, "]");
@@ -59,11 +64,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> route_keys_cpu(
       for (int64_t e = o[t * B + b]; e < o[t * B + b + 1]; ++e) {
         TORCH_CHECK_VALUE(v[e] >= 0, op, ": table ", t, ", bag ", b, ": negative id ", v[e], " at values[", e, "]");
         for (int64_t k = 0; k < C[t]; ++k) {
-          const int64_t at = base[t] + k * r + v[e] % r;
-          TORCH_CHECK_VALUE(at < n_sof, op, ": table ", t, ": shard_of has ", n_sof, " entries, needs ", at + 1);
-          const int64_t s = sof[at];
-          TORCH_CHECK_VALUE(s >= 0 && s < num_shards, op, ": table ", t, ": shard number ", s, " outside [0, ",
-                            num_shards, ")");
+          const int64_t s = shard_at(t, base[t] + k * r + v[e] % r);
           ++cnt[s];
           if (s < count_shards) ++per_sample[s * B + b];
         }
