@@ -66,14 +66,14 @@ def comparison_table(df) -> Table:
 @click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
               help="independent runs of each implementation, interleaved (A B A B); > 1 gives intervals")
 @click.option("-o", "--option", "options", multiple=True, metavar="[IMPL.]KEY=VALUE",
-              help="implementation option, e.g. ranks=16 (every impl) or ecorec.micro_batches=4 (one impl); "
+              help="implementation option, e.g. ranks=16 (every impl that takes it) or ecorec.micro_batches=4 (one impl); "
                    "VALUE is read as JSON when it parses (numbers, lists, true), else as a string")
 def run(impls, out, timeout, repeats, no_check_bounds, options, **kw) -> None:
     """Run each implementation on the same data, each in its own fresh process, and compare them (with
     --repeats N, N rounds of every implementation in turn: medians and bootstrap 95 % intervals)."""
     from impls.api import registered_names
     from reproduce.aggregate import summarize
-    from reproduce.config import RunPoint, UnknownOptions, check_scoped_options, options_for
+    from reproduce.config import RunPoint, check_scoped_options, check_shared_options, options_for
     from reproduce.lifeline import RunLocked
     from reproduce.sweep import run_point_isolated
 
@@ -90,20 +90,17 @@ def run(impls, out, timeout, repeats, no_check_bounds, options, **kw) -> None:
     data_opts = collect_data_options(kw)
     if kw.pop("eval_flag") and not kw["eval_batches"]:
         kw["eval_batches"] = 8
-    impl_opts: dict = {}
     try:
         impl_opts = parse_impl_options(options)
         check_scoped_options(impl_opts, impls, "-o")
         points = [
             RunPoint(impl=i, check_bounds=not no_check_bounds, data_options=data_opts,
-                     impl_options=options_for(i, impl_opts), **kw)
+                     impl_options=options_for(i, impl_opts, kw["world_size"]), **kw)
             for i in impls
         ]  # RunPoint checks the data name and options before anything is launched
+        check_shared_options(impl_opts, points, "-o")
     except ValueError as exc:
-        plain = sorted(k for k, v in impl_opts.items() if not isinstance(v, dict))
-        hint = (f" (plain -o KEY=VALUE options such as {plain} go to every implementation; give one to a single "
-                f"implementation as -o IMPL.KEY=VALUE)" if plain and isinstance(exc, UnknownOptions) else "")
-        raise click.UsageError(str(exc) + hint) from None
+        raise click.UsageError(str(exc)) from None
     records = []
     for r in range(repeats):
         for p in points:

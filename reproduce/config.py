@@ -113,6 +113,10 @@ class RunPoint:
         for k, v in _LATER_DEFAULTS.items():
             if d.get(k) == v:
                 d.pop(k)
+        opts = d["impl_options"] = dict(d["impl_options"])
+        for k, v in _FORMER_IMPL_DEFAULTS.items():  # stated explicitly now, implied in records written before
+            if opts.get(k) == v:
+                opts.pop(k)
         digest = hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:10]
         world = f"__w{self.world_size}" if self.world_size > 1 else ""
         return f"{name_slug(self.impl)}__{name_slug(self.data)}__b{self.batch_size}{world}__{digest}"
@@ -143,6 +147,9 @@ def name_slug(name: str) -> str:
     return f"{tail}-{hashlib.sha1(str(Path(name).resolve()).encode()).hexdigest()[:8]}"
 
 
+# impl options whose default changed: a point that now states the former default has the id of the records
+# written under it (e.g. sc24's every-table-TT runs, measured before tables under 10,000 rows became dense)
+_FORMER_IMPL_DEFAULTS = {"tt_min_rows": 0}
 _LATER_DEFAULTS = {"world_size": 1, "gpus_per_node": 0, "nnodes": 1, "rdzv_endpoint": "", "dist_timeout_s": 300.0}
 
 
@@ -200,17 +207,51 @@ GRID_KEYS = ("impl", "data", "batch_size", "mode", "optimizer", "world_size", "g
              "variant")
 
 
-def options_for(impl: str, impl_options: dict[str, Any]) -> dict[str, Any]:
-    """The options one implementation gets: plain keys go to every implementation, a table named after
-    an implementation (``[impl_options.ecorec]``, or ``ecorec.micro_batches`` on the CLI) only to it."""
+def options_for(impl: str, impl_options: dict[str, Any], world_size: int = 1) -> dict[str, Any]:
+    """The options one implementation gets: a plain key goes to every implementation that takes it in this kind of
+    run (``check_shared_options`` refuses one that no implementation of the run takes), a table named after an
+    implementation (``[impl_options.ecorec]``, or ``ecorec.micro_batches`` on the CLI) only to it."""
     from impls.api import registered_names
 
     names = set(registered_names())
-    shared = {k: v for k, v in impl_options.items() if k not in names}
+    shared = {k: v for k, v in impl_options.items() if k not in names and _takes(impl, k, world_size)}
     own = impl_options.get(impl, {})
     if not isinstance(own, dict):
         raise ValueError(f"impl_options.{impl} must be a table of options, got {own!r}")
     return {**shared, **own}
+
+
+def _takes(impl: str, key: str, world_size: int) -> bool:
+    from impls.api import get_impl
+    from impls.sharding.build import accepted_options
+
+    try:
+        cls = get_impl(impl)
+    except (ImportError, ValueError):
+        return True  # an unknown name is check_impl's error; a missing optional dependency the worker's
+    return key in accepted_options(cls, world_size > 1)
+
+
+def check_shared_options(impl_options: dict[str, Any], points: Iterable["RunPoint"], where: str) -> None:
+    """Every plain option reached at least one point (some implementation of the run takes it); one that none
+    takes is refused, with each implementation's reason (a typo's close match, a run setting, ranks only)."""
+    from impls.api import registered_names
+
+    points = list(points)
+    plain = {k: v for k, v in impl_options.items() if k not in registered_names()}
+    unused = {k: v for k, v in plain.items() if not any(k in p.impl_options for p in points)}
+    if not unused:
+        return
+    reasons = []
+    for impl, ws in dict.fromkeys((p.impl, p.world_size) for p in points):
+        try:
+            check_impl_options(impl, unused, ws)
+        except UnknownOptions as exc:
+            reasons.append(str(exc))
+    if len(reasons) == 1:
+        raise UnknownOptions(f"{where}: {reasons[0]}")
+    raise UnknownOptions(f"{where}: no implementation of this run takes option(s) {sorted(unused)}: "
+                         + "; ".join(reasons))
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -352,7 +393,8 @@ def _expand(grid: dict[str, Any], where: str, base: dict[str, Any], variants: di
             if "rows" in fields:  # the row count of presets that take one (sc24-f4, uniform)
                 data_options["rows"] = fields.pop("rows")
             fields["data_options"] = data_options
-            fields["impl_options"] = {**options_for(fields["impl"], base["impl_options"]), **own}
+            fields["impl_options"] = {**options_for(fields["impl"], base["impl_options"],
+                                                    int(fields.get("world_size", 1))), **own}
             points.append(_point(fields))
         except (TypeError, ValueError, KeyError) as exc:
             raise ValueError(f"{where}: bad point {dict(zip(keys, combo))}: {exc}") from None
@@ -383,12 +425,14 @@ def load_experiment(path: str | Path, root: str | Path = ".", profile: str | Non
         try:
             fields = {**base, **{k: v for k, v in extra.items() if k != "impl_options"}}
             own = dict(extra.get("impl_options", {}))
-            fields["impl_options"] = {**options_for(fields["impl"], base["impl_options"]), **own}
+            fields["impl_options"] = {**options_for(fields["impl"], base["impl_options"],
+                                                    int(fields.get("world_size", 1))), **own}
             fields["data_options"] = {**base["data_options"], **extra.get("data_options", {})}
             points.append(_point(fields))
         except (TypeError, ValueError, KeyError) as exc:
             raise ValueError(f"{path}: bad [[points]] entry {extra}: {exc}") from None
     check_scoped_options(base["impl_options"], (p.impl for p in points), f"{path}: [impl_options]")
+    check_shared_options(base["impl_options"], points, f"{path}: [impl_options]")
     dupes = [pid for pid, n in Counter(p.point_id for p in points).items() if n > 1]
     if dupes:
         raise ValueError(f"{path}: points listed twice: {dupes[:3]}")

@@ -14,7 +14,15 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-WEIGHT_DISTS = ("uniform", "naive-uniform", "normal", "approx-normal")
+# "dense-matched" (the default): zero-mean cores scaled so that materialized rows have the dense initializer's
+# mean and variance for every shape; the others are FBTT's formulas (tt-systems.md §2.7), kept for TT-Rec's
+# initializer study: "uniform" draws non-negative cores, so the rows of a small table start far from 0.
+WEIGHT_DISTS = ("dense-matched", "uniform", "naive-uniform", "normal", "approx-normal")
+
+
+def dense_init_bound(num_embeddings: int) -> float:
+    """The dense initializer's range: dlrm draws W ~ U(-b, b) with b = sqrt(1 / rows) (variance b^2 / 3)."""
+    return math.sqrt(1.0 / max(int(num_embeddings), 1))
 
 
 def _prime_factors(n: int) -> dict[int, int]:
@@ -213,10 +221,18 @@ def decode(x: Tensor, p: Sequence[int]) -> list[Tensor]:
 
 
 def init_cores(shape: TTShape, weight_dist: str, generator: torch.Generator) -> list[Tensor]:
-    """Fresh cores drawn as FBTT draws them (tt-systems.md §2.7)."""
+    """Fresh cores: "dense-matched" rows (mean 0, the dense initializer's variance), or as FBTT draws them
+    (tt-systems.md §2.7)."""
     n, d = shape.num_embeddings, shape.d
     cores = [torch.empty(shape.core_shape(k)) for k in range(d)]
-    if weight_dist == "uniform":
+    if weight_dist == "dense-matched":
+        # an entry of W sums prod(inner ranks) products of d independent zero-mean entries, so its variance is
+        # prod(r) * prod(sigma_k^2): equal sigmas give the dense initializer's variance b^2 / 3 exactly
+        var = dense_init_bound(n) ** 2 / 3.0
+        sigma = (var / math.prod(shape.r)) ** (1.0 / (2 * d))
+        for t in cores:
+            t.normal_(0.0, sigma, generator=generator)
+    elif weight_dist == "uniform":
         c = math.sqrt(2.0 / (n + shape.dim)) ** (1.0 / d) * math.prod(r ** (-1.0 / (2 * d)) for r in shape.r)
         for t in cores:
             t.uniform_(0.0, c, generator=generator)

@@ -1,13 +1,12 @@
 """The dense-table initializer shared by the dense baselines (DLRM's uniform(+-sqrt(1/rows)))."""
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
 
 from impls.api import TableSpec, table_seed
 from impls.core import ops
+from impls.core.tt import dense_init_bound
 
 
 @torch.no_grad()
@@ -28,6 +27,6 @@ def dense_table_init(spec: TableSpec, seed: int, out: Tensor | None = None, *, r
     w = torch.empty(shape) if out is None else out
     if tuple(w.shape) != shape:
         raise ValueError(f"table {spec.name!r}: init target has shape {tuple(w.shape)}, the block {shape}")
-    bound = math.sqrt(1.0 / spec.num_embeddings)
+    bound = dense_init_bound(spec.num_embeddings)
     return ops.counter_uniform(table_seed(seed, spec.name), w, -bound, bound, row_start=r0, row_step=rs,
                                col_start=c0)

@@ -48,7 +48,6 @@ class EcoRec(TTCollection):
                      "skew": 1.0, "reorder": True}
     allowed_cores = (3,)
     dim_multiple = 4  # EcoRec's kernels pool with float4 loads
-    default_weight_dist = "uniform"
 
     def configure(self, micro_batches: int = 4, min_chunk: int = 20000, **options: Any) -> None:
         """micro_batches: m of the sorted-index micro-batching (EcoRec's num_micro_uidx, 4 in the

@@ -27,7 +27,6 @@ class ELRec(TTCollection):
     name = "elrec"
     dist_defaults = {"sharding": "data-parallel"}  # replicated cores, gradients summed every step (SC24's baseline)
     allowed_cores = (3,)
-    default_weight_dist = "uniform"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -10,7 +10,7 @@ run over G ranks takes the same step as one process over the whole batch.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -22,6 +22,7 @@ from impls.data.loader import rank_rows
 from impls.model.dlrm import DLRM
 
 MODES = ("dlrm", "embedding-only")
+MLP_OPTIMIZERS = {"sgd": torch.optim.SGD, "adagrad": torch.optim.Adagrad, "adam": torch.optim.Adam}
 
 
 class TrainStep:
@@ -30,15 +31,19 @@ class TrainStep:
         embeddings: EmbeddingCollection,
         mode: str = "dlrm",
         num_dense: int = 13,
-        dense_lr: float = 0.1,
+        mlp_lr: float = 0.1,
         seed: int = 0,
-        bottom: tuple[int, ...] = (512, 256),
-        top: tuple[int, ...] = (512, 256),
+        bottom: Sequence[int] = (512, 256),
+        top: Sequence[int] = (512, 256),
         comm: Any | None = None,
         global_batch: int | None = None,
+        mlp_optimizer: str = "sgd",
+        interaction: str = "dot",
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if mlp_optimizer not in MLP_OPTIMIZERS:
+            raise ValueError(f"mlp_optimizer must be one of {sorted(MLP_OPTIMIZERS)}, got {mlp_optimizer!r}")
         if comm is not None and not global_batch:
             raise ValueError("a distributed step needs the global batch size")
         self.mode = mode
@@ -49,9 +54,9 @@ class TrainStep:
         self.seed = seed
         if mode == "dlrm":
             torch.manual_seed(seed)
-            self.model = DLRM(embeddings, num_dense, bottom, top)
+            self.model = DLRM(embeddings, num_dense, bottom, top, interaction=interaction)
             dense_params = [p for n, p in self.model.named_parameters() if not n.startswith("embeddings.")]
-            self.dense_opt = torch.optim.SGD(dense_params, lr=dense_lr)
+            self.dense_opt = MLP_OPTIMIZERS[mlp_optimizer](dense_params, lr=mlp_lr)
         else:
             self.model = None
             self.dense_opt = None

@@ -27,8 +27,6 @@ class TTRec(TTCollection):
     name = "ttrec"
     allowed_cores = (2, 3, 4)
     dim_multiple = 4  # FBTT pools with float4 loads
-    default_weight_dist = "uniform"  # FBTT's TTEmbeddingBag defaults to approx-normal; EL-Rec, EcoRec and
-    # EcoRec's harness use uniform, so all three start from the same cores here
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -32,7 +32,7 @@ def test_dlrm_training_lowers_loss(impl):
         pytest.skip(str(exc))
     src = small_source()
     emb = cls(src.tables, EmbeddingOptim("adagrad", lr=0.05))
-    step = TrainStep(emb, mode="dlrm", bottom=(16,), top=(16,), dense_lr=0.1)
+    step = TrainStep(emb, mode="dlrm", bottom=(16,), top=(16,), mlp_lr=0.1)
     batches = src.batches(8, 256)
     first = sum(float(step.forward(b)) for b in batches) / len(batches)
     for _ in range(15):

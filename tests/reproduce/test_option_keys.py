@@ -1,6 +1,7 @@
 """Implementation options are checked against what each implementation takes before anything launches (issue
 15 item 9): a typo in -o or [impl_options] names the key and a close match, options scoped to a system the run
-does not include are refused, and the keys come from the constructors themselves."""
+does not include are refused, plain options go to the systems that take them (refused when none does, issue 18),
+and the keys come from the constructors themselves."""
 import pytest
 from click.testing import CliRunner
 
@@ -30,9 +31,19 @@ def test_options_for_a_system_not_run_are_refused(tmp_path):
     assert "options for ['ttrec'], which this run does not include (it runs elrec)" in msg
 
 
-def test_a_plain_option_must_suit_every_system_of_the_run(tmp_path):
-    msg = run_cli(tmp_path, "--impl", "ttrec", "--impl", "dense-torch", "-o", "ranks=8")
-    assert "dense-torch takes no option(s) ['ranks']" in msg and "-o IMPL.KEY=VALUE" in msg
+def test_a_plain_option_goes_to_the_systems_that_take_it(tmp_path):
+    """-o tt_min_rows=1000 with dense-torch in the run reaches the TT systems only; a key no system of the run
+    takes is refused with each system's reason."""
+    from reproduce.config import check_shared_options, options_for
+
+    opts = {"tt_min_rows": 1000, "ranks": 8}
+    points = [RunPoint(impl=i, data="uniform", batch_size=8, impl_options=options_for(i, opts))
+              for i in ("dense-torch", "ttrec", "ecorec")]
+    assert [p.impl_options for p in points] == [{}, opts, opts]
+    check_shared_options(opts, points, "-o")
+    msg = run_cli(tmp_path, "--impl", "ttrec", "--impl", "dense-torch", "-o", "rnaks=8")
+    assert "no implementation of this run takes option(s) ['rnaks']" in msg and "did you mean 'ranks'?" in msg
+    assert "dense-torch takes no option(s) ['rnaks']" in msg
 
 
 def test_run_settings_and_sharding_keys_are_told_apart(tmp_path):
@@ -59,7 +70,7 @@ batch_size = [64]
 @pytest.mark.parametrize("table,match", [
     ("[impl_options.ttrec]\nchunck = 100\n", r"\[grid\]: bad point .*ttrec takes no option\(s\) \['chunck'\]"),
     ("[impl_options.ecorec]\nmicro_batches = 2\n", r"\[impl_options\]: options for \['ecorec'\], which this run "),
-    ("[impl_options]\nranks = 8\n", r"dense-torch takes no option\(s\) \['ranks'\]"),
+    ("[impl_options]\nrnaks = 8\n", r"no implementation of this run takes option\(s\) \['rnaks'\]"),
 ])
 def test_experiment_options_are_checked_over_the_whole_grid(tmp_path, table, match):
     path = tmp_path / "typo.toml"
@@ -92,3 +103,10 @@ def test_option_keys_come_from_the_constructors():
 
     with pytest.raises(TypeError, match="nonsense"):
         get_impl("ttrec")([TableSpec("t", 1000, 8)], EmbeddingOptim(), nonsense=1)
+
+
+def test_a_plain_experiment_option_reaches_only_the_systems_that_take_it(tmp_path):
+    path = tmp_path / "shared.toml"
+    path.write_text(EXPERIMENT + "[impl_options]\nranks = 8\n")
+    points = {p.impl: p.impl_options for p in load_experiment(path, root=tmp_path).points}
+    assert points == {"ttrec": {"ranks": 8}, "dense-torch": {}}

@@ -42,7 +42,7 @@ micro_batches = 2
 def test_cli_run_tt_systems_record_work(tmp_path):
     args = ["run", "--impl", "ttrec", "--impl", "elrec", "--impl", "ecorec", "--data", "uniform", "--num-tables", "2",
             "--rows", "3000", "--dim", "8", "--alpha", "1.1", "--hotness", "3", "-b", "64", "--iters", "2",
-            "--warmup", "0", "--mode", "embedding-only", "-o", "ranks=4", "-o", "ecorec.min_chunk=10",
+            "--warmup", "0", "--mode", "embedding-only", "-o", "ranks=4", "-o", "tt_min_rows=0", "-o", "ecorec.min_chunk=10",
             "--out", str(tmp_path)]
     res = CliRunner().invoke(cli, args)
     assert res.exit_code == 0, res.output
@@ -54,7 +54,7 @@ def test_cli_run_tt_systems_record_work(tmp_path):
     nnz = df.loc["ttrec", "nnz"]
     assert df.loc["ecorec", "unique"] <= nnz and df.loc["ecorec", "e1"] <= df.loc["ecorec", "unique"] + 1
     assert df.loc["ecorec", "flops"] < df.loc["elrec", "flops"] < df.loc["ttrec", "flops"]
-    res = CliRunner().invoke(cli, args[:3] + ["-o", "ranks=0", "--data", "uniform", "--rows", "100", "--dim", "8",
+    res = CliRunner().invoke(cli, args[:3] + ["-o", "ranks=0", "-o", "tt_min_rows=0", "--data", "uniform", "--rows", "100", "--dim", "8",
                                               "-b", "8", "--iters", "1", "--warmup", "0", "--out", str(tmp_path / "x")])
     assert res.exit_code != 0 and "positive" in (tmp_path / "x" / "logs").joinpath(
         next(p.name for p in (tmp_path / "x" / "logs").iterdir())).read_text()
