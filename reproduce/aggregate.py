@@ -38,7 +38,7 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
         "reason": record.get("reason"),
         "wall_s": record.get("wall_s"),  # the run's process, start to record (launch, data, build, steps)
     }
-    if record["status"] == "ok":
+    if record.get("timing_ms"):  # ok, or diverged after some timed steps
         for phase, s in record["timing_ms"].items():
             row[f"{phase}_ms"] = s["median"]
             row[f"{phase}_iqr_ms"] = s["iqr"]
@@ -70,11 +70,14 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
             row["param_bytes_all_ranks"] = d["param_bytes_all_ranks"]
         row["device"] = record["env"].get("cuda_device") or record["env"].get("cpu")
         row["threads"] = record["env"].get("torch_threads")
-        if "eval" in record:
-            row["auc"] = record["eval"]["auc"]
-            row["logloss"] = record["eval"]["logloss"]
-        if record.get("eval_curve"):
-            row["eval_curve"] = json.dumps(record["eval_curve"])
+        if record.get("train"):
+            row["steps"] = record["train"]["steps"]
+            row["epochs"] = record["train"]["epochs"]
+    if record.get("eval"):
+        row["auc"] = record["eval"]["auc"]
+        row["logloss"] = record["eval"]["logloss"]
+    if record.get("eval_curve"):
+        row["eval_curve"] = json.dumps(record["eval_curve"])
     return row
 
 

@@ -1,4 +1,5 @@
-"""`dlrmbench`: run, sweep, plot, env."""
+"""`dlrmbench`: run (benchmark), train, sweep, plot, report, data (prepare, synth, reorder, stats), plan,
+calibrate, redundancy, compression, env."""
 from __future__ import annotations
 
 import signal
@@ -11,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from reproduce.options import (collect_data_options, data_options, data_options_no_name, dist_options, model_options,
-                               parse_impl_options, positive, timing_options)
+                               parse_impl_options, positive, reorder_option, timing_options)
 
 console = Console(width=None if sys.stdout.isatty() else 160, soft_wrap=True)  # paths never wrap mid-line
 
@@ -36,21 +37,23 @@ def comparison_table(df) -> Table:
     n = int(df["runs"].max()) if "runs" in df and len(df) else 1
     t = Table(title="dlrmbench run (medians over timed iterations" + (
         f", then over {n} interleaved repeats; [95 % bootstrap interval])" if n > 1 else "; one run each: no interval)"))
-    has_auc = "auc" in df.columns
+    quality = [c for c in ("epochs", "auc", "logloss") if c in df.columns]
     cols = ["impl", "status", "fwd ms", "bwd ms", "update ms", "total ms", "samples/s", "peak RSS Δ MiB",
-            "analytic MiB", "param MiB", "speedup"] + (["AUC"] if has_auc else [])
+            "analytic MiB", "param MiB", "speedup"] + [{"auc": "AUC", "logloss": "log loss"}.get(c, c) for c in quality]
     for col in cols:
         t.add_column(col, justify="left" if col in ("impl", "status") else "right")
     for _, r in df.iterrows():
-        if r["status"] != "ok":
+        timed = r.get("total_ms") == r.get("total_ms") and r.get("total_ms") is not None  # diverged runs keep theirs
+        if not timed:
             t.add_row(r["impl"], escape(f"{r['status']}: {r['reason']}"), *["–"] * (len(cols) - 2))
             continue
+        status = "ok" if r["status"] == "ok" else escape(f"{r['status']}: {r['reason']}")
         row = [
-            r["impl"], "ok", _fmt(r["forward_ms"]), _fmt(r["backward_ms"]), _fmt(r["update_ms"]),
+            r["impl"], status, _fmt(r["forward_ms"]), _fmt(r["backward_ms"]), _fmt(r["update_ms"]),
             _fmt(r["total_ms"]) + _ci(r, "total_ms"), _fmt(r["samples_per_s"], ",.0f"), _fmt(r["peak_rss_delta_bytes"], ",.0f", 2**20),
             _fmt(r["analytic_bytes"], ",.0f", 2**20), _fmt(r["param_bytes"], ",.0f", 2**20), _fmt(r["speedup"], ".2f") + "×" + _ci(r, "speedup"),
         ]
-        t.add_row(*row, *([_fmt(r["auc"], ".4f")] if has_auc else []))
+        t.add_row(*row, *(_fmt(r.get(c), ".2f" if c == "epochs" else ".4f") for c in quality))
     return t
 
 
@@ -71,6 +74,13 @@ def comparison_table(df) -> Table:
 def run(impls, out, timeout, repeats, no_check_bounds, options, **kw) -> None:
     """Run each implementation on the same data, each in its own fresh process, and compare them (with
     --repeats N, N rounds of every implementation in turn: medians and bootstrap 95 % intervals)."""
+    if kw.pop("eval_flag") and not kw["eval_batches"]:
+        kw["eval_batches"] = 8
+    _compare(impls, out, timeout, repeats, options, dict(check_bounds=not no_check_bounds, **kw))
+
+
+def _compare(impls, out, timeout, repeats, options, fields) -> None:
+    """Check, run and tabulate one point per implementation (``fields``: the RunPoint fields they share)."""
     from impls.api import registered_names
     from reproduce.aggregate import summarize
     from reproduce.config import RunPoint, check_scoped_options, check_shared_options, options_for
@@ -87,15 +97,13 @@ def run(impls, out, timeout, repeats, no_check_bounds, options, **kw) -> None:
         out = Path("results") / "runs" / this_machine()
     if len(set(impls)) != len(impls):
         raise click.BadParameter(f"an implementation is named twice: {list(impls)}", param_hint="--impl")
-    data_opts = collect_data_options(kw)
-    if kw.pop("eval_flag") and not kw["eval_batches"]:
-        kw["eval_batches"] = 8
+    data_opts = collect_data_options(fields)
     try:
         impl_opts = parse_impl_options(options)
         check_scoped_options(impl_opts, impls, "-o")
         points = [
-            RunPoint(impl=i, check_bounds=not no_check_bounds, data_options=data_opts,
-                     impl_options=options_for(i, impl_opts, kw["world_size"]), **kw)
+            RunPoint(impl=i, data_options=data_opts, impl_options=options_for(i, impl_opts, fields["world_size"]),
+                     **fields)
             for i in impls
         ]  # RunPoint checks the data name and options before anything is launched
         check_shared_options(impl_opts, points, "-o")
@@ -106,7 +114,8 @@ def run(impls, out, timeout, repeats, no_check_bounds, options, **kw) -> None:
         for p in points:
             where = f", {p.world_size} ranks" if p.world_size > 1 else ""
             again = f" (repeat {r + 1} of {repeats})" if repeats > 1 else ""
-            console.print(f"[bold]{p.impl}[/] on {p.data}, batch {p.batch_size}{where}{again} …")
+            what = f"training {p.epochs} epoch(s)" if p.epochs else "on"
+            console.print(f"[bold]{p.impl}[/] {what} {p.data}, batch {p.batch_size}{where}{again} …")
             try:
                 rec = run_point_isolated(p, out, timeout, repeat=r)  # a launcher error is that run's failure
             except RunLocked as exc:
@@ -119,6 +128,67 @@ def run(impls, out, timeout, repeats, no_check_bounds, options, **kw) -> None:
     console.print(f"records: {out}/  (peak RSS Δ = measured process peak over a pre-build baseline)")
     if any(r["status"] != "ok" for r in records):
         sys.exit(1)
+
+
+def _sizes(ctx, param, value):
+    try:
+        sizes = [int(x) for x in value.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter(f"layer sizes are comma-separated integers, got {value!r}") from None
+    if any(x <= 0 for x in sizes):
+        raise click.BadParameter(f"layer sizes must be > 0, got {value!r}")
+    return sizes
+
+
+# the defaults of a training run (chosen on the synthetic teacher and tabular runs of the issue-18 note: Adagrad
+# for the tables, Adam for the MLPs, as MLPerf DLRMv2 and TorchRec's DLRM examples train)
+TRAIN_DEFAULTS = {"optimizer": "adagrad", "lr": 0.05, "mlp_optimizer": "adam", "mlp_lr": 1e-3, "batch_size": 1024}
+
+
+@cli.command()
+@click.option("--impl", "impls", multiple=True, required=True, help="implementation (repeat to compare)")
+@click.option("--data", required=True, type=click.Path(exists=True, file_okay=False),
+              help="a prepared dataset folder (data prepare / data synth): its train split, scored on val (else test)")
+@click.option("--epochs", type=click.IntRange(min=1), default=1, show_default=True, help="passes over the training split")
+@click.option("--eval-every", type=click.IntRange(min=0), default=0, show_default=True,
+              help="score the whole held-out split every N steps (0: after every epoch); always at the end")
+@click.option("--early-stop", type=click.IntRange(min=0), default=0, show_default=True,
+              help="stop after N evaluations without a lower held-out log loss (0: never)")
+@click.option("--no-shuffle", is_flag=True, help="read the training split in file order (default: shuffled per epoch)")
+@click.option("--optimizer", type=click.Choice(["sgd", "adagrad"]), default=TRAIN_DEFAULTS["optimizer"],
+              show_default=True, help="embedding tables' optimizer")
+@click.option("--lr", type=float, default=TRAIN_DEFAULTS["lr"], show_default=True, callback=positive,
+              help="embedding tables' learning rate")
+@click.option("--mlp-optimizer", type=click.Choice(["sgd", "adagrad", "adam"]), default=TRAIN_DEFAULTS["mlp_optimizer"],
+              show_default=True)
+@click.option("--mlp-lr", type=float, default=TRAIN_DEFAULTS["mlp_lr"], show_default=True, callback=positive)
+@click.option("--bottom", default="512,256", show_default=True, callback=_sizes, help="bottom MLP hidden layers")
+@click.option("--top", default="512,256", show_default=True, callback=_sizes, help="top MLP hidden layers")
+@click.option("--interaction", type=click.Choice(["dot", "dcnv2"]), default="dot", show_default=True,
+              help="dot: DLRM's pairwise dot products; dcnv2: DCN-V2's low-rank cross network (MLPerf DLRMv2)")
+@click.option("--dim", type=int, default=None, callback=positive, help="embedding dim (default: the dataset's, else 16)")
+@click.option("--batch-size", "-b", type=int, default=TRAIN_DEFAULTS["batch_size"], show_default=True,
+              callback=positive, help="per rank")
+@click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True, help="steps left out of the timing")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--threads", type=int, default=None, callback=positive, help="torch threads (default: torch's)")
+@click.option("--device", default="cpu", show_default=True)
+@click.option("--no-check-bounds", is_flag=True, help="skip index validation")
+@reorder_option
+@dist_options
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="record folder (default results/runs/<this machine>)")
+@click.option("--timeout", type=float, default=None, callback=positive, help="seconds per implementation")
+@click.option("-o", "--option", "options", multiple=True, metavar="[IMPL.]KEY=VALUE",
+              help="implementation option, e.g. tt_min_rows=1000 (every impl that takes it) or ecorec.ranks=16")
+def train(impls, data, epochs, eval_every, early_stop, no_shuffle, no_check_bounds, out, timeout, options,
+          **kw) -> None:
+    """Train the DLRM on DATA's training split with each implementation (one fresh process each) and report
+    held-out AUC and log loss beside step time. The records keep the eval curve (AUC, log loss, train loss per
+    evaluation); a NaN / inf loss stops a run as `diverged`, keeping its timings and curve."""
+    fields = dict(kw, data=str(Path(data).resolve()), epochs=epochs, eval_every=eval_every, early_stop=early_stop, shuffle=not no_shuffle,
+                  check_bounds=not no_check_bounds, mode="dlrm", iters=1, num_batches=1)
+    _compare(impls, out, timeout, 1, options, fields)
 
 
 def _point_line(point, record) -> str:
@@ -298,16 +368,29 @@ def data() -> None:
 
 @data.command("prepare")
 @click.argument("name")
-@click.option("--raw", type=click.Path(exists=True, path_type=Path), required=True,
-              help="the raw file, or the folder holding the manifest's raw files")
+@click.option("--raw", required=True,
+              help="the raw file, or the folder holding the manifest's raw files (tabular: a file, folder or glob)")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="default: datasets/NAME/prepared")
+              help="default: datasets/NAME/prepared in the checkout (tabular: datasets/<raw file stem>/prepared)")
 @click.option("--strict", is_flag=True, help="fail on the first malformed line (naming file and line)")
-@click.option("--max-ind-range", type=int, default=None, help="hash categoricals % N before categorify")
+@click.option("--max-ind-range", type=int, default=None,
+              help="hash categoricals % N before categorify (tabular: N hash buckets per categorical column)")
 @click.option("--freq-threshold", type=click.IntRange(min=0), default=0, show_default=True,
               help="values seen fewer times share id 0 (0 or 1: keep all)")
-def data_prepare(name, raw, out, strict, max_ind_range, freq_threshold) -> None:
-    """Stream NAME's raw files into memory-mapped arrays (two passes; resumable; atomic)."""
+@click.option("--schema", "schema_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="tabular: a schema.toml (label, dense, categorical, split); or the four flags below")
+@click.option("--label", default=None, help="tabular: the 0/1 label column, or a rule such as 'rating>=4'")
+@click.option("--dense", default=None, help="tabular: dense columns, e.g. hour:log1p,age (standardize by default)")
+@click.option("--categorical", default=None,
+              help="tabular: categorical columns, e.g. user,item:min_count=2,genre:sep=| (multi-hot)")
+@click.option("--split", default=None,
+              help="tabular: time:COLUMN[:TRAIN[,VAL]], random[:SEED[:TRAIN[,VAL]]] or files[:K] (default random:0:0.8)")
+@click.option("--delimiter", default=None, help="tabular: field separator (default: from the extension)")
+def data_prepare(name, raw, out, strict, max_ind_range, freq_threshold, schema_path, label, dense, categorical,
+                 split, delimiter) -> None:
+    """Stream NAME's raw files into memory-mapped arrays (two passes; resumable; atomic). NAME is a manifest of
+    datasets/ (criteo-kaggle, criteo-terabyte, avazu) or `tabular`: any CSV / TSV (.gz) / Parquet click log
+    described by --schema or by --label / --dense / --categorical / --split."""
     import time
 
     from tqdm import tqdm
@@ -317,17 +400,29 @@ def data_prepare(name, raw, out, strict, max_ind_range, freq_threshold) -> None:
 
     if max_ind_range is not None and max_ind_range <= 0:
         raise click.BadParameter("must be > 0", param_hint="--max-ind-range")
+    tabular_flags = {"--schema": schema_path, "--label": label, "--dense": dense, "--categorical": categorical,
+                     "--split": split, "--delimiter": delimiter}
+    if name != "tabular" and any(v is not None for v in tabular_flags.values()):
+        given = [k for k, v in tabular_flags.items() if v is not None]
+        raise click.UsageError(f"{', '.join(given)} describe a `data prepare tabular` input; {name} has its own format")
     t0 = time.perf_counter()
     bar = tqdm(unit="B", unit_scale=True, desc=f"{name} (2 passes)")
     try:
-        meta = datasets.prepare(name, raw, out, strict, max_ind_range, freq_threshold, progress=bar.update)
+        if name == "tabular":
+            meta = datasets.prepare_tabular(raw, out, strict, max_ind_range, freq_threshold, schema_path, label, dense,
+                                            categorical, split, delimiter, progress=bar.update)
+        else:
+            if not Path(raw).exists():
+                raise FileNotFoundError(f"--raw {raw} does not exist")
+            meta = datasets.prepare(name, Path(raw), out, strict, max_ind_range, freq_threshold, progress=bar.update)
     except (ValueError, FileNotFoundError, NotImplementedError, MalformedInput) as exc:
         bar.close()
         raise click.UsageError(str(exc)) from None
     bar.close()
     secs = time.perf_counter() - t0
     console.print(f"prepared {meta.out}: rows {meta.rows}, {sum(meta.cardinalities):,} categories in "
-                  f"{len(meta.cardinalities)} tables")
+                  f"{len(meta.cardinalities)} tables" + (f" {dict(zip(meta.tables, meta.cardinalities))}"
+                                                         if len(meta.tables) <= 12 else ""))
     if bar.n:
         console.print(f"read {bar.n / 2**20:,.1f} MiB in {secs:.1f} s ({bar.n / 2**20 / secs:,.1f} MiB/s over both passes)")
     else:
@@ -335,7 +430,8 @@ def data_prepare(name, raw, out, strict, max_ind_range, freq_threshold) -> None:
     if meta.bad_lines:
         console.print(f"[yellow]{meta.bad_lines} malformed line(s) skipped[/], e.g.:")
         for e in meta.bad_examples:
-            console.print(f"  {e}")
+            console.print(f"  {escape(e)}")
+    console.print(f"train on it: dlrmbench train --impl dense-torch --impl ecorec --data {meta.out}")
 
 
 @data.command("synth")

@@ -48,14 +48,30 @@ class RunPoint:
     nnodes: int = 1
     rdzv_endpoint: str = ""  # HOST:PORT of torchrun's rendezvous (multi-node)
     dist_timeout_s: float = 300.0  # every collective; a dead peer ends the run within it
+    # training (epochs > 0: `dlrmbench train`): passes over the whole training split of a dataset on disk, the
+    # whole held-out split scored every eval_every steps and at the end; early_stop: evaluations without a lower
+    # eval log loss before stopping (0: never)
+    epochs: int = 0
+    shuffle: bool = True
+    early_stop: int = 0
+    # the dense side of the DLRM (dlrm mode)
+    mlp_optimizer: str = "sgd"
+    mlp_lr: float = 0.1
+    bottom: list[int] = field(default_factory=lambda: [512, 256])
+    top: list[int] = field(default_factory=lambda: [512, 256])
+    interaction: str = "dot"
 
     def __post_init__(self) -> None:
-        for name, value in (("lr", self.lr), ("dist_timeout_s", self.dist_timeout_s),
+        for name in ("bottom", "top"):  # lists, as a record's JSON reads them back (the id depends on it)
+            if isinstance(getattr(self, name), tuple):
+                object.__setattr__(self, name, list(getattr(self, name)))
+        for name, value in (("lr", self.lr), ("mlp_lr", self.mlp_lr), ("dist_timeout_s", self.dist_timeout_s),
                             *(("data_options." + k, v) for k, v in self.data_options.items()),
                             *(("impl_options." + k, v) for k, v in self.impl_options.items())):
             check_finite(name, value)
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
+        check_training(self)
         if int(self.batch_size) <= 0:
             raise ValueError(f"batch size must be > 0, got {self.batch_size}")
         if int(self.iters) <= 0:
@@ -69,7 +85,7 @@ class RunPoint:
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         check_source(self.data, **self.data_options)
-        if int(self.eval_every) < 0 or (int(self.eval_every) and not int(self.eval_batches)):
+        if int(self.eval_every) < 0 or (int(self.eval_every) and not int(self.eval_batches) and not self.epochs):
             raise ValueError(f"eval_every needs eval_batches > 0 (got eval_every={self.eval_every}, "
                              f"eval_batches={self.eval_batches})")
         if self.threads is not None and int(self.threads) <= 0:
@@ -86,7 +102,7 @@ class RunPoint:
                         raise ValueError(f"{self.impl} runs over ranks only: give it a world size >= 2")
                 except ImportError:
                     pass  # an optional dependency: the worker reports it
-        if self.world_size > 1 and self.eval_every:
+        if self.world_size > 1 and self.eval_every and not self.epochs:
             raise ValueError("eval_every is single-process only (the final evaluation works distributed)")
         check_impl_options(self.impl, self.impl_options, self.world_size)
 
@@ -122,6 +138,32 @@ class RunPoint:
         return f"{name_slug(self.impl)}__{name_slug(self.data)}__b{self.batch_size}{world}__{digest}"
 
 
+def check_training(p: "RunPoint") -> None:
+    """The training and model fields of a point."""
+    from impls.model.dlrm import INTERACTIONS
+    from impls.model.train import MLP_OPTIMIZERS
+
+    if not p.mlp_lr > 0:
+        raise ValueError(f"mlp_lr must be > 0, got {p.mlp_lr}")
+    if p.mlp_optimizer not in MLP_OPTIMIZERS:
+        raise ValueError(f"mlp_optimizer must be one of {sorted(MLP_OPTIMIZERS)}, got {p.mlp_optimizer!r}")
+    if p.interaction not in INTERACTIONS:
+        raise ValueError(f"interaction must be one of {INTERACTIONS}, got {p.interaction!r}")
+    for name, sizes in (("bottom", p.bottom), ("top", p.top)):
+        if not isinstance(sizes, (list, tuple)) or not all(isinstance(x, int) and x > 0 for x in sizes):
+            raise ValueError(f"{name} MLP layer sizes must be a list of positive integers, got {sizes!r}")
+    if int(p.epochs) < 0 or int(p.early_stop) < 0:
+        raise ValueError(f"epochs and early_stop must be >= 0, got {p.epochs}, {p.early_stop}")
+    if p.early_stop and not (p.epochs and p.eval_every):
+        raise ValueError("early_stop needs a training run (epochs > 0) that evaluates (eval_every > 0)")
+    if p.epochs:
+        if p.mode != "dlrm":
+            raise ValueError("a training run (epochs > 0) needs mode='dlrm'")
+        if not Path(p.data).is_dir():
+            raise ValueError(f"a training run reads a dataset on disk; {p.data!r} is not a folder (prepare one with "
+                             f"`dlrmbench data prepare`, or write a preset's stream with `dlrmbench data synth`)")
+
+
 def check_finite(name: str, value: Any) -> None:
     """Every number in ``value`` (nested in lists and tables too) is finite: NaN or inf is refused by name."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -150,7 +192,9 @@ def name_slug(name: str) -> str:
 # impl options whose default changed: a point that now states the former default has the id of the records
 # written under it (e.g. sc24's every-table-TT runs, measured before tables under 10,000 rows became dense)
 _FORMER_IMPL_DEFAULTS = {"tt_min_rows": 0}
-_LATER_DEFAULTS = {"world_size": 1, "gpus_per_node": 0, "nnodes": 1, "rdzv_endpoint": "", "dist_timeout_s": 300.0}
+_LATER_DEFAULTS = {"world_size": 1, "gpus_per_node": 0, "nnodes": 1, "rdzv_endpoint": "", "dist_timeout_s": 300.0,
+                   "epochs": 0, "shuffle": True, "early_stop": 0, "mlp_optimizer": "sgd", "mlp_lr": 0.1,
+                   "bottom": [512, 256], "top": [512, 256], "interaction": "dot"}
 
 
 def check_world(world_size: int, gpus_per_node: int, nnodes: int, rdzv_endpoint: str, timeout_s: float) -> None:

@@ -78,8 +78,18 @@ class Rank:
         dist.all_gather_object(out, obj)
         return out
 
+    def any(self, flag: bool) -> bool:
+        """Whether ``flag`` holds on any rank (a one-float all-reduce)."""
+        import torch
+        import torch.distributed as dist
+
+        t = torch.tensor([1.0 if flag else 0.0], device=self.ctx.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return bool(t.item())
+
     def combine(self, phases, losses, memory, param_bytes, work, iters):
         """Everything rank 0 records, from every rank's measurements."""
+        iters = max(iters, 1)  # a run that diverged before its first timed step
         sent: dict[str, dict[str, float]] = {}
         for (phase, peer), v in self.comm.sent.items():
             d = v - self._sent0.get((phase, peer), 0)
@@ -90,7 +100,8 @@ class Rank:
                 "sent": sent, "blocked": blocked}
         ranks = self.gather(mine)
         self.ctx.close()
-        slowest = {k: [max(r["phases"][k][i] for r in ranks) for i in range(len(phases[k]))] for k in phases}
+        slowest = {k: [max(r["phases"][k][i] for r in ranks) for i in range(min(len(r["phases"][k]) for r in ranks))]
+                   for k in phases}
         total_loss = [sum(r["losses"][i] for r in ranks) for i in range(len(losses))]
         peak = [r["memory"]["peak_rss_delta_bytes"] for r in ranks]
         worst = max(range(len(ranks)), key=lambda i: ranks[i]["memory"]["analytic"]["total"])
@@ -102,7 +113,8 @@ class Rank:
         per_rank = [
             {"rank": i, "comm_bytes_per_step": {ph: sum(p.values()) for ph, p in r["sent"].items()},
              "comm_bytes_per_peer": r["sent"], "comm_blocked_ms": r["blocked"], "param_bytes": r["param_bytes"],
-             "total_ms_median": sorted(r["phases"]["total"])[len(r["phases"]["total"]) // 2]}
+             "total_ms_median": sorted(r["phases"]["total"])[len(r["phases"]["total"]) // 2]
+            if r["phases"]["total"] else None}
             for i, r in enumerate(ranks)
         ]
         dist_part = {

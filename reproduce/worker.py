@@ -1,15 +1,15 @@
 """Executes ONE run point in this process and writes exactly one record.
 
 ``python -m reproduce.worker --point-json JSON --out RECORD`` is what `dlrmbench run` and sweeps
-launch, one fresh process per point. The worker owns the clock: warm-up, then timed iterations with the
-forward / backward / update phases timed separately (CUDA-synchronized on GPU).
+launch, one fresh process per point. The worker owns the clock (reproduce/training.py: a benchmark's warm-up and
+timed steps, or a training run's epochs), with the forward / backward / update phases timed separately
+(CUDA-synchronized on GPU).
 """
 from __future__ import annotations
 
 import argparse
 import gc
 import json
-import math
 import statistics
 import sys
 import time
@@ -21,10 +21,7 @@ from reproduce.fault import Fault
 from reproduce.lifeline import die_with_parent
 from reproduce.rank import Rank, rank_error_path, rank_of_env
 from reproduce.records import base_record, environment, write_record
-
-
-class Diverged(RuntimeError):
-    """The training loss became NaN or infinite: recorded as `diverged`, with the step."""
+from reproduce.training import Clock, bench_loop, final_score, train_loop
 
 
 def _stats(xs: list[float]) -> dict[str, float]:
@@ -32,27 +29,9 @@ def _stats(xs: list[float]) -> dict[str, float]:
     return {"median": statistics.median(xs), "p25": qs[0], "p75": qs[2], "iqr": qs[2] - qs[0], "min": min(xs)}
 
 
-def _auc_logloss(step, batches, rank: "Rank | None" = None) -> dict[str, float]:
-    import numpy as np
-    import torch
-    from sklearn.metrics import log_loss, roc_auc_score
-
-    probs, labels = [], []
-    for b in batches:
-        probs.append(step.predict(b).cpu())
-        labels.append(b.labels.cpu())
-    if rank is not None:  # every rank predicts its slice; all slices are scored together
-        parts = rank.gather((torch.cat(probs), torch.cat(labels)))
-        probs, labels = [pr for pr, _ in parts], [la for _, la in parts]
-    p = torch.cat(probs).double().numpy()
-    y = torch.cat(labels).numpy()
-    if len(np.unique(y)) < 2:
-        return {"auc": float("nan"), "logloss": float(log_loss(y, p, labels=[0, 1]))}
-    return {"auc": float(roc_auc_score(y, p)), "logloss": float(log_loss(y, p, labels=[0, 1]))}
-
-
 def run_point(point: RunPoint, out: str | None = None) -> dict[str, Any]:
-    """Measure one point; return its `ok` record (exceptions propagate to the caller)."""
+    """Measure (``epochs`` > 0: train) one point; return its record: `ok`, or `diverged` with what was measured
+    before the loss went bad (other exceptions propagate to the caller)."""
     import torch
 
     from impls.api import EmbeddingOptim, get_impl
@@ -74,9 +53,12 @@ def run_point(point: RunPoint, out: str | None = None) -> dict[str, Any]:
     tables = source.tables
     t0 = time.perf_counter()
     B = point.batch_size * G  # the global batch; this rank steps on its slice
-    batches = [b.to(device) for b in BatchIterator(source, B, point.num_batches, rank=me, world_size=G)]
-    evaluation = []
-    if point.eval_batches:
+    batches, evaluation, held = [], [], None
+    if point.epochs:  # a training run reads its batches as it goes
+        held, _ = held_out(point.data, source, **point.data_options)
+    else:
+        batches = [b.to(device) for b in BatchIterator(source, B, point.num_batches, rank=me, world_size=G)]
+    if point.eval_batches and not point.epochs:
         if point.mode != "dlrm":
             raise ValueError("eval_batches needs mode='dlrm' (embedding-only runs have no predictions)")
         eval_source, start = held_out(point.data, source, **point.data_options)
@@ -103,42 +85,18 @@ def run_point(point: RunPoint, out: str | None = None) -> dict[str, Any]:
     else:
         emb = cls(tables, optim, **common)
     step = TrainStep(emb, mode=point.mode, num_dense=source.num_dense, seed=point.seed,
-                     comm=rank.comm if rank else None, global_batch=B)
+                     comm=rank.comm if rank else None, global_batch=B, mlp_optimizer=point.mlp_optimizer,
+                     mlp_lr=point.mlp_lr, bottom=point.bottom, top=point.top, interaction=point.interaction)
     if step.model is not None:
         step.model.to(device)
     build_s = time.perf_counter() - t0
 
-    phases: dict[str, list[float]] = {"forward": [], "backward": [], "update": [], "total": []}
-    losses = []
-    curve: list[dict[str, float]] = []
-    for it in range(point.warmup + point.iters):
-        batch = batches[it % len(batches)]
-        if fault:
-            fault.at_step(me, it)
-        if rank:
-            rank.at_step(it, point.warmup)
-        sync()
-        a = time.perf_counter()
-        step.prefetch(batches[(it + 1) % len(batches)])  # a no-op unless the system pipelines its loads
-        loss = step.forward(batch)
-        sync()
-        b = time.perf_counter()
-        step.backward(loss)
-        sync()
-        c = time.perf_counter()
-        step.update()
-        sync()
-        d = time.perf_counter()
-        value = float(loss.detach())  # after the timed window
-        if not math.isfinite(value):
-            raise Diverged(f"the loss became {value} at step {it + 1} (warm-up {point.warmup} + {point.iters} timed "
-                           f"steps); lower the learning rate or check the inputs")
-        if it >= point.warmup:
-            for k, v in zip(phases, (b - a, c - b, d - c, d - a)):
-                phases[k].append(v * 1e3)
-            losses.append(value)
-        if point.eval_every and (it + 1) % point.eval_every == 0:  # outside the timed window
-            curve.append({"step": it + 1, **_auc_logloss(step, evaluation)})
+    clock = Clock(sync)
+    if point.epochs:
+        res = train_loop(point, step, source, held, rank, clock, fault, me, G, device)
+    else:
+        res = bench_loop(point, step, batches, evaluation, rank, clock, fault, me)
+    phases, losses = res.phases, res.losses
 
     memory: dict[str, Any] = {
         "analytic": emb.memory_report().to_dict(),
@@ -152,20 +110,23 @@ def run_point(point: RunPoint, out: str | None = None) -> dict[str, Any]:
         b.numel() * b.element_size() for b in emb.buffers()
     )
     work = emb.work_report().to_dict()
-    evaluated = _auc_logloss(step, evaluation, rank) if evaluation else None
+    if point.epochs:
+        evaluated = res.curve[-1] if res.curve and not res.diverged else None
+    else:
+        evaluated = final_score(step, evaluation, rank, res)
     dist_part = None
     if rank:
         phases, losses, memory, param_bytes, work, dist_part = rank.combine(
-            phases, losses, memory, param_bytes, work, point.iters)
+            phases, losses, memory, param_bytes, work, len(losses))
         if me != 0:
             return {}
-    median_total = statistics.median(phases["total"])
-    record = base_record(point.to_dict(), "ok")
+    record = base_record(point.to_dict(), "diverged" if res.diverged else "ok", res.diverged)
+    timed = bool(phases["total"])
     record.update(
         {
-            "timing_ms": {k: _stats(v) for k, v in phases.items()},
+            "timing_ms": {k: _stats(v) for k, v in phases.items()} if timed else None,
             "iterations_ms": phases,
-            "samples_per_s": B / (median_total / 1e3),
+            "samples_per_s": B / (statistics.median(phases["total"]) / 1e3) if timed else None,
             "loss": losses,
             "memory": memory,
             "param_bytes": param_bytes,
@@ -176,6 +137,8 @@ def run_point(point: RunPoint, out: str | None = None) -> dict[str, Any]:
             "env": environment(),
         }
     )
+    if res.info:
+        record["train"] = res.info
     if dist_part:
         record["dist"] = dist_part
         if hasattr(emb, "placement"):
@@ -186,8 +149,8 @@ def run_point(point: RunPoint, out: str | None = None) -> dict[str, Any]:
             dist_part.update(comm_counted=False, comm_bytes_per_step=None, comm_blocked_ms=None)
     if evaluated:
         record["eval"] = evaluated
-    if curve:
-        record["eval_curve"] = curve
+    if res.curve:
+        record["eval_curve"] = res.curve
     return record
 
 
@@ -205,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         msg = str(exc).lower()
         oom = isinstance(exc, MemoryError) or "out of memory" in msg or "can't allocate memory" in msg
-        status = "diverged" if isinstance(exc, Diverged) else "oom" if oom else "failed"
+        status = "oom" if oom else "failed"
         reason = f"{type(exc).__name__}: {exc}" if me is None else f"rank {me}: {type(exc).__name__}: {exc}"
         if me:  # not rank 0: the launcher reads this when rank 0 wrote no record
             rank_error_path(args.out, me).write_text(f"{status}\n{reason}\n")
@@ -214,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if record:  # rank 0 (or the only process) writes the record
         write_record(args.out, record)
+        return 0 if record["status"] == "ok" else 1
     return 0
 
 

@@ -90,3 +90,30 @@ class BatchIterator:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class Epoch:
+    """One pass over a dataset split as batches: batch k of size B holds the samples ``order[k*B : (k+1)*B]``
+    (sorted within the batch, so a memory-mapped split is read in order; the sample order inside a batch does not
+    change its mean loss). ``order`` is a seeded permutation per epoch (``shuffle``) or the file order. A source
+    for BatchIterator: ``batch(k, B)``; only whole batches (the last partial one is dropped, as in dlrm's and
+    TorchRec's training loops)."""
+
+    def __init__(self, source: Any, seed: int, epoch: int, shuffle: bool = True) -> None:
+        import numpy as np
+
+        n = int(source.num_rows)
+        self.source, self.tables = source, source.tables
+        self.order = (np.random.default_rng([seed, epoch]).permutation(n) if shuffle else np.arange(n))
+
+    def batches(self, batch_size: int) -> int:
+        """Whole batches of ``batch_size`` in the epoch."""
+        return len(self.order) // batch_size
+
+    def batch(self, index: int, batch_size: int) -> Batch:
+        import numpy as np
+
+        rows = self.order[index * batch_size : (index + 1) * batch_size]
+        if len(rows) != batch_size:
+            raise IndexError(f"batch {index} of {batch_size} runs past the epoch's {len(self.order)} samples")
+        return self.source.take(np.sort(rows))

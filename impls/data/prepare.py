@@ -152,6 +152,7 @@ class Prepared:
     dims: list[int] | None = None  # embedding dims the data was made for (synthetic exports)
     synthetic: str | None = None  # the SyntheticSpec of a `data synth` export
     raw: list[list] | None = None  # [file name, bytes] of each raw file it was prepared from, in order
+    schema: dict | None = None  # `data prepare tabular`: the schema, dense column names and standardization
 
     def to_json(self) -> str:
         d = asdict(self)

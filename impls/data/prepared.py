@@ -75,7 +75,18 @@ class PreparedSource:
     def batch(self, index: int, batch_size: int) -> Batch:
         if batch_size <= 0:
             raise ValueError(f"batch size must be > 0, got {batch_size}")
-        rows = self._rows(index, batch_size)
+        return self._take(self._rows(index, batch_size), batch_size)
+
+    def take(self, rows: np.ndarray) -> Batch:
+        """The batch of the split's samples ``rows`` (in that order; a training epoch's shuffled batch)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if not len(rows):
+            raise ValueError("a batch needs at least one row")
+        if rows.min() < 0 or rows.max() >= self.num_rows:
+            raise ValueError(f"rows out of range for split {self.split!r} of {self.num_rows} samples")
+        return self._take(rows, len(rows))
+
+    def _take(self, rows: slice | np.ndarray, batch_size: int) -> Batch:
         if self.multi_hot:
             values, offsets = self._multi_hot(rows, batch_size)
         else:

@@ -155,8 +155,17 @@ class ReorderedSource:
         self.tables = source.tables
         self.num_dense = source.num_dense
 
+    @property
+    def num_rows(self) -> int:
+        return self.source.num_rows
+
     def batch(self, index: int, batch_size: int) -> Batch:
-        b = self.source.batch(index, batch_size)
+        return self._relabel(self.source.batch(index, batch_size), batch_size)
+
+    def take(self, rows) -> Batch:
+        return self._relabel(self.source.take(rows), len(rows))
+
+    def _relabel(self, b: Batch, batch_size: int) -> Batch:
         sf = b.sparse
         values = sf.values.clone()
         for i, perm in self._perm.items():

@@ -151,7 +151,7 @@ def check_tt_storage(ctx) -> None:
           TablePlacement(2, tuple(range(ctx.world_size)), cluster="ub"))
     plan = Plan(ctx.world_size, ctx.world_size, mp=mp)
     coll = EmbarkCollection(tables, EmbeddingOptim("sgd", lr=0.1), ctx, plan=plan, storage="tt",
-                            storage_options={"ranks": 4})
+                            storage_options={"ranks": 4, "tt_min_rows": 0})
     local = rank_slice(batch, ctx.rank, ctx.world_size).sparse
     with torch.no_grad():
         out = coll(local)

@@ -25,7 +25,7 @@ def counts(values):
 
 def build(name, optim=None, **kw):
     tables = [TableSpec("t", 200, 16)]
-    return get_impl(name)(tables, optim or EmbeddingOptim("sgd", lr=0.1), ranks=[3, 5], p=P, q=(2, 2, 4), **kw)
+    return get_impl(name)(tables, optim or EmbeddingOptim("sgd", lr=0.1), ranks=[3, 5], p=P, q=(2, 2, 4), **{"tt_min_rows": 0, **kw})
 
 
 def step(emb, sf, seed=0):
@@ -83,7 +83,8 @@ def test_ecorec_micro_batching_bounds_intermediates():
     tables = [TableSpec("t", 100_000, 32)]
     peaks = {}
     for m in (1, 4):
-        emb = get_impl("ecorec")(tables, EmbeddingOptim("sgd"), ranks=16, micro_batches=m, min_chunk=1)
+        emb = get_impl("ecorec")(tables, EmbeddingOptim("sgd"), ranks=16, micro_batches=m, min_chunk=1,
+                                         tt_min_rows=0)
         step(emb, SparseFeatures((sf.values * 499) % 100_000, sf.offsets, sf.batch_size))
         peaks[m] = emb.work_report().intermediate_bytes
     assert peaks[4] <= 1.2 * peaks[1] / 4 + 64 * 1024  # ~1/m of the buffers (plus per-chunk index tensors)
@@ -154,15 +155,15 @@ def test_only_large_tables_are_tt():
 )
 def test_bad_options_fail_at_construction(name, kwargs, match):
     with pytest.raises(ValueError, match=match):
-        get_impl(name)([TableSpec("t", 200, 16)], EmbeddingOptim(), **kwargs)
+        get_impl(name)([TableSpec("t", 200, 16)], EmbeddingOptim(), tt_min_rows=0, **kwargs)
 
 
 def test_dim_multiple_and_unknown_option():
     with pytest.raises(ValueError, match="divisible by 4; table 't' has 6"):
-        get_impl("ecorec")([TableSpec("t", 200, 6)], EmbeddingOptim())
-    get_impl("elrec")([TableSpec("t", 200, 6)], EmbeddingOptim(), ranks=2)  # EL-Rec has no such limit
+        get_impl("ecorec")([TableSpec("t", 200, 6)], EmbeddingOptim(), tt_min_rows=0)
+    get_impl("elrec")([TableSpec("t", 200, 6)], EmbeddingOptim(), ranks=2, tt_min_rows=0)  # EL-Rec has no such limit
     with pytest.raises(TypeError, match="unknown option"):
-        get_impl("elrec")([TableSpec("t", 200, 16)], EmbeddingOptim(), micro_batches=2)
+        get_impl("elrec")([TableSpec("t", 200, 16)], EmbeddingOptim(), micro_batches=2, tt_min_rows=0)
 
 
 @pytest.mark.parametrize("kind", ["sgd", "adagrad"])
@@ -172,7 +173,7 @@ def test_ttrec_two_and_four_cores(d, p, q, ranks, kind):
 
     tables = [TableSpec("t", 200, 16, pooling="mean")]
     optim = EmbeddingOptim(kind, lr=0.2) if kind == "sgd" else EmbeddingOptim(kind, lr=0.05, eps=1e-4)
-    emb = get_impl("ttrec")(tables, optim, cores=d, p=p, q=q, ranks=ranks, chunk=17)
+    emb = get_impl("ttrec")(tables, optim, cores=d, p=p, q=q, ranks=ranks, chunk=17, tt_min_rows=0)
     assert emb.tt_shape("t").d == d
     sf = batch(5)
     upstream = torch.randn(sf.batch_size, 16, generator=torch.Generator().manual_seed(1))

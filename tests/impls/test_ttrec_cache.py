@@ -46,7 +46,7 @@ def source():
 
 
 def cached(optim, **kw):
-    return get_impl("ttrec")(source().tables, optim, ranks=8, seed=1, cache_rows=64, **kw)
+    return get_impl("ttrec")(source().tables, optim, ranks=8, seed=1, cache_rows=64, **kw, tt_min_rows=0)
 
 
 def test_populate_keeps_the_forward_and_reports_hits():
@@ -61,7 +61,7 @@ def test_populate_keeps_the_forward_and_reports_hits():
     rep = emb.work_report().extra
     assert rep["cache_hits"] > 0.5 * rep["cache_lookups"] and rep["cache_hit_rate"] == rep["cache_hits"] / rep["cache_lookups"]
     assert rep["cache_lookups"] == b.sparse.nnz
-    plain = get_impl("ttrec")(src.tables, EmbeddingOptim(), ranks=8, seed=1)
+    plain = get_impl("ttrec")(src.tables, EmbeddingOptim(), ranks=8, seed=1, tt_min_rows=0)
     plain(b.sparse)
     assert emb.work_report().gemms < plain.work_report().gemms  # cached lookups skip the TT chain
     assert emb.memory_report().peak_intermediates > 0
@@ -93,7 +93,7 @@ def train(src, cache, write_back=True, steps=24):
     batches = src.batches(8, 128)
     up = torch.randn(128, 16, generator=torch.Generator().manual_seed(0)) / 128
     opts = dict(cache_rows=64, cache_populate_every=4) if cache else {}
-    emb = get_impl("ttrec")(src.tables, EmbeddingOptim("sgd", lr=0.5), ranks=8, seed=1, **opts)
+    emb = get_impl("ttrec")(src.tables, EmbeddingOptim("sgd", lr=0.5), ranks=8, seed=1, **opts, tt_min_rows=0)
     if not write_back:  # FBTT: re-populate overwrites the cached rows' updates
         emb._write_back = lambda index, c: c.grad_acc.zero_()
     for s in range(steps):
@@ -114,7 +114,7 @@ def test_write_back_keeps_what_cached_rows_learn():
     20 % (of the distance the cores moved without a cache) of the uncached run; dropping the cached rows'
     updates at re-populate, as FBTT does, leaves them over 50 % away. Measured: 9-13 % vs 78-80 %."""
     src = source()
-    start = get_impl("ttrec")(src.tables, EmbeddingOptim("sgd", lr=0.5), ranks=8, seed=1)
+    start = get_impl("ttrec")(src.tables, EmbeddingOptim("sgd", lr=0.5), ranks=8, seed=1, tt_min_rows=0)
     off, on, lost = train(src, False), train(src, True), train(src, True, write_back=False)
     assert on.work_report().extra["cache_hit_rate"] > 0.5
     for t in ("t0", "t1"):
@@ -126,9 +126,9 @@ def test_write_back_keeps_what_cached_rows_learn():
 def test_cache_options_are_checked():
     tables = source().tables
     with pytest.raises(ValueError, match="cache_rows and cache_populate_every must be >= 0"):
-        get_impl("ttrec")(tables, EmbeddingOptim(), cache_rows=-1)
+        get_impl("ttrec")(tables, EmbeddingOptim(), cache_rows=-1, tt_min_rows=0)
     with pytest.raises(ValueError, match="cannot hold"):
-        get_impl("ttrec")(tables, EmbeddingOptim(), cache_rows=64, cache_hash_size=8)
-    emb = get_impl("ttrec")(tables, EmbeddingOptim(), ranks=8)
+        get_impl("ttrec")(tables, EmbeddingOptim(), cache_rows=64, cache_hash_size=8, tt_min_rows=0)
+    emb = get_impl("ttrec")(tables, EmbeddingOptim(), ranks=8, tt_min_rows=0)
     emb(source().batch(0, 8).sparse)
     assert not emb.caches and "cache_hit_rate" not in emb.work_report().extra

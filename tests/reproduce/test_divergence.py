@@ -53,3 +53,29 @@ def test_records_are_strict_json(tmp_path):
     rec = json.loads(path.read_text(), parse_constant=no_constants)
     assert rec["eval"]["auc"] is None and rec["loss"] == [1.0, None]
     assert read_record(path) == rec and not math.isnan(rec["loss"][0])
+
+
+def test_a_diverged_run_keeps_its_timings_step_and_curve(tmp_path):
+    """A training run whose loss goes non-finite stops there as `diverged`, with the step, the timed steps before
+    it and the eval curve so far; the summary table still shows it."""
+    from impls.data.export import write_synthetic
+    from impls.data.presets import get_preset
+    from reproduce.aggregate import summarize
+    from reproduce.cli import comparison_table
+
+    data = tmp_path / "data"
+    write_synthetic("uniform", get_preset("uniform", num_tables=2, rows=200, dim=4), data, 256, 64)
+    point = RunPoint(impl="dense-torch", data=str(data), batch_size=32, epochs=2, warmup=0, eval_every=1,
+                     mlp_optimizer="sgd", mlp_lr=1000.0, bottom=[8], top=[8])
+    rec = launch_point(point, tmp_path / "runs")
+    assert rec["status"] == "diverged", rec
+    # the loss, or the held-out predictions scored after the step, is the first to go bad
+    assert ("the loss became nan at step" in rec["reason"] or "predictions are NaN / inf" in rec["reason"]) \
+        and "(epoch 1)" in rec["reason"], rec["reason"]
+    steps, curve = rec["train"]["steps"], rec["eval_curve"]
+    assert rec["train"]["stop"] == "diverged" and 2 <= steps < 16
+    assert len(rec["iterations_ms"]["total"]) == steps and rec["timing_ms"]["total"]["median"] > 0
+    assert [c["step"] for c in curve] == list(range(1, len(curve) + 1)) and len(curve) >= steps - 1
+    df = summarize([rec])
+    assert df["status"].iloc[0] == "diverged" and df["total_ms"].iloc[0] > 0
+    assert comparison_table(df).row_count == 1

@@ -1,0 +1,455 @@
+"""`data prepare tabular`: any click log in CSV / TSV (plain or .gz) or Parquet, described by a ``Schema``
+(impls/data/tabular_schema.py), into the prepared layout every run reads (datasets/README.md).
+
+Two passes, as the Criteo / Avazu readers: pass 1 reads every row, drops and reports malformed ones (wrong column
+count, a label or dense value that is not a number, a bad time), counts each categorical column's values (memory
+bounded by the distinct values) and keeps the time column when the split is by time; the split is then fixed.
+Pass 2 reads again, categorifies, and writes each split: ``dense.npy`` float32 [n, num_dense], ``labels.npy`` int8
+[n], and ``sparse.npy`` int32 [n, T] (one value per field) or, when a field is multi-hot, ``lengths.npy`` int32
+[n, T], ``row_offsets.npy`` int64 [n + 1] and ``values.bin`` (little-endian int64, sample-major), as `data synth`
+writes them. Dense values: missing -> 0 after the transform; ``standardize`` uses the training split's mean and
+std only (kept in meta.json). Categorical values are keyed by a 64-bit hash of their text (pandas' hash_array),
+so a vocabulary is the sorted keys (``vocab/<field>.npy``); a missing value is a value of its own. Written into
+``<out>.partial`` and renamed with ``COMPLETE`` last (impls/data/staging.py)."""
+from __future__ import annotations
+
+import glob as globlib
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+from impls.data.prepare import Prepared, SplitPlan, Vocab, categorify, load_prepared
+from impls.data.staging import staged
+from impls.data.tabular_schema import OPS, Categorical, Schema
+from impls.data.textio import MAX_EXAMPLES, MalformedInput, Problems
+
+SPLITS = ("train", "val", "test")
+BLOCK_BYTES = 16 << 20
+MISSING = "\x00missing"  # the text a missing categorical value is keyed by
+
+
+def raw_files(raw: str | Path) -> list[Path]:
+    """A file, a glob (sorted), or a folder's CSV / TSV / Parquet files (sorted)."""
+    text = str(raw)
+    if any(c in text for c in "*?["):
+        files = sorted(Path(p) for p in globlib.glob(text))
+    elif Path(text).is_dir():
+        files = sorted(p for p in Path(text).iterdir() if _kind(p, None, strict=False))
+    else:
+        files = [Path(text)]
+    files = [f for f in files if f.is_file()]
+    if not files:
+        raise FileNotFoundError(f"no raw file found at {raw}")
+    return files
+
+
+def _kind(path: Path, delimiter: str | None, strict: bool = True) -> str | None:
+    """"parquet", or the delimiter of a text file."""
+    name = path.name.lower().removesuffix(".gz")
+    if name.endswith((".parquet", ".pq")):
+        return "parquet"
+    if delimiter:
+        return delimiter
+    if name.endswith(".tsv"):
+        return "\t"
+    if name.endswith(".csv"):
+        return ","
+    if strict:
+        raise ValueError(f"{path.name}: cannot tell the format from the name (.csv, .tsv, .parquet, each optionally "
+                         f".gz); give the schema a delimiter")
+    return None
+
+
+class Chunk:
+    """One block of rows of one file: the schema's columns as Arrow arrays, and each row's line (or row) number."""
+
+    def __init__(self, columns: dict[str, Any], lines: np.ndarray, where: str) -> None:
+        self.columns, self.lines, self.where = columns, lines, where
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def at(self, i: int) -> str:
+        return f"{self.where}:{int(self.lines[i])}"
+
+
+def _chunks(path: Path, schema: Schema, problems: Problems, strict: bool) -> Iterator[Chunk]:
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    kind = _kind(path, schema.delimiter)
+    cols = schema.columns
+    if kind == "parquet":
+        f = pq.ParquetFile(path)
+        missing = [c for c in cols if c not in f.schema_arrow.names]
+        if missing:
+            raise ValueError(f"{path.name}: no column(s) {missing}; it has {f.schema_arrow.names}")
+        row = 0
+        for rb in f.iter_batches(batch_size=1 << 16, columns=cols):
+            yield Chunk({c: rb.column(c) for c in cols}, np.arange(row, row + rb.num_rows) + 1, f"{path.name} row")
+            row += rb.num_rows
+        return
+    header = _header(path, kind)
+    missing = [c for c in cols if c not in header]
+    if missing:
+        raise ValueError(f"{path.name}: no column(s) {missing} in its header {header}")
+    skipped: list[int] = []
+
+    def bad_row(row) -> str:
+        problems.add(f"{path.name}:{row.number}", f"expected {row.expected_columns} columns, got {row.actual_columns}",
+                     strict=False)
+        skipped.append(int(row.number))
+        return "skip"
+
+    reader = pcsv.open_csv(
+        path, read_options=pcsv.ReadOptions(use_threads=False, block_size=BLOCK_BYTES),
+        parse_options=pcsv.ParseOptions(delimiter=kind, invalid_row_handler=bad_row),
+        convert_options=pcsv.ConvertOptions(include_columns=cols, column_types={c: pa.string() for c in cols},
+                                            strings_can_be_null=True))
+    good = 0
+    for rb in reader:
+        if strict and skipped:
+            raise MalformedInput(problems.examples[-1])
+        n = rb.num_rows
+        lines = np.arange(good, good + n) + 2  # line 1 is the header
+        for s in skipped:  # a skipped line moves every later row down by one
+            lines[lines >= s] += 1
+        good += n
+        yield Chunk({c: rb.column(c) for c in cols}, lines, path.name)
+    if strict and skipped:
+        raise MalformedInput(problems.examples[-1])
+
+
+def _header(path: Path, delimiter: str) -> list[str]:
+    import gzip
+
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8-sig", newline="") as f:
+        line = f.readline().rstrip("\r\n")
+    if not line:
+        raise ValueError(f"{path.name}: empty file (a CSV / TSV needs a header line naming its columns)")
+    return [c.strip().strip('"') for c in line.split(delimiter)]
+
+
+def _floats(arr) -> tuple[np.ndarray, np.ndarray]:
+    """(float64 values with NaN where missing, bad mask) of any Arrow column (text that is no number is bad)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_boolean(arr.type):
+        arr = pc.cast(arr, pa.int8())
+    if pa.types.is_timestamp(arr.type) or pa.types.is_date(arr.type):
+        arr = pc.cast(pc.cast(arr, pa.timestamp("s")), pa.int64())
+    try:
+        vals = pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False)  # nulls -> NaN
+        return vals.astype(np.float64), np.zeros(len(vals), bool)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    out, bad = np.full(len(arr), np.nan), np.zeros(len(arr), bool)
+    for i, v in enumerate(arr.to_pylist()):  # the slow path, only for a block holding a bad value
+        if v is None:
+            continue
+        try:
+            out[i] = float(v)
+        except (TypeError, ValueError):
+            bad[i] = True
+    return out, bad
+
+
+def _times(arr) -> tuple[np.ndarray, np.ndarray]:
+    """(seconds as float64, bad mask): numbers, or ISO-8601 date / time text; a missing time is bad."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    vals, bad = _floats(arr)
+    if bad.any() and pa.types.is_string(arr.type):
+        try:
+            ts = pc.cast(pc.cast(arr, pa.timestamp("s")), pa.int64()).to_numpy(zero_copy_only=False)
+            vals, bad = ts.astype(np.float64), np.zeros(len(ts), bool)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+    return vals, bad | np.isnan(vals)
+
+
+def _labels(chunk: Chunk, schema: Schema) -> tuple[np.ndarray, np.ndarray]:
+    import pyarrow as pa
+
+    rule, arr = schema.label, chunk.columns[schema.label.column]
+    if rule.op is not None and isinstance(rule.value, str):
+        text = np.asarray(arr.cast(pa.string()).to_pylist(), dtype=object)
+        return OPS[rule.op](text, rule.value).astype(np.int8), np.asarray([v is None for v in text])
+    if pa.types.is_string(arr.type) and rule.op is None:
+        low = np.asarray([None if v is None else v.strip().lower() for v in arr.to_pylist()], dtype=object)
+        y = np.isin(low, ["1", "true", "1.0"])
+        return y.astype(np.int8), ~(y | np.isin(low, ["0", "false", "0.0"]))
+    vals, bad = _floats(arr)
+    bad |= np.isnan(vals)
+    if rule.op is None:
+        bad |= ~np.isin(vals, [0.0, 1.0])
+        return (vals == 1).astype(np.int8), bad
+    return OPS[rule.op](vals, rule.value).astype(np.int8), bad
+
+
+def _keys(arr) -> np.ndarray:
+    """int64 key of every value (a hash of its text; missing -> MISSING's)."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not pa.types.is_string(arr.type) and not pa.types.is_large_string(arr.type):
+        arr = pc.cast(arr, pa.string())
+    enc = pc.dictionary_encode(arr.fill_null(MISSING))  # hash each distinct value once
+    if isinstance(enc, pa.ChunkedArray):
+        enc = enc.combine_chunks()
+    uniq = pd.util.hash_array(np.asarray(enc.dictionary.to_pylist(), dtype=object)).view(np.int64)
+    return uniq[enc.indices.to_numpy(zero_copy_only=False)] if len(uniq) else np.zeros(len(arr), np.int64)
+
+
+def _multi_keys(arr, sep: str) -> tuple[np.ndarray, np.ndarray]:
+    """(bag sizes [n], keys of the values, row-major) of a multi-hot column: empty and missing fields are empty
+    bags, empty pieces (``a||b``) are dropped."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not pa.types.is_string(arr.type):
+        arr = pc.cast(arr, pa.string())
+    lists = pc.split_pattern(arr.fill_null(""), sep)
+    if isinstance(lists, pa.ChunkedArray):
+        lists = lists.combine_chunks()
+    lengths = pc.list_value_length(lists).to_numpy(zero_copy_only=False).astype(np.int64)
+    flat = pc.list_flatten(lists)
+    keep = pc.not_equal(flat, "").to_numpy(zero_copy_only=False)
+    owner = np.repeat(np.arange(len(lengths)), lengths)[keep]
+    keys = _keys(flat.filter(pa.array(keep)))
+    return np.bincount(owner, minlength=len(lengths)).astype(np.int64), keys
+
+
+class Parsed:
+    """The good rows of one chunk: labels, raw dense values (NaN missing), each field's keys, time."""
+
+    def __init__(self, chunk: Chunk, schema: Schema, problems: Problems, strict: bool) -> None:
+        n = len(chunk)
+        bad = np.zeros(n, bool)
+        reasons: dict[int, str] = {}
+
+        def flag(mask: np.ndarray, what: Callable[[int], str]) -> None:
+            for i in np.flatnonzero(mask & ~bad)[:MAX_EXAMPLES]:
+                reasons.setdefault(int(i), what(int(i)))
+            bad[:] |= mask
+
+        labels, badl = _labels(chunk, schema)
+        col = chunk.columns[schema.label.column]
+        flag(badl, lambda i: f"label {schema.label} cannot be read from {col[i].as_py()!r}")
+        dense = np.zeros((n, len(schema.dense)))
+        for j, (name, _) in enumerate(schema.dense):
+            dense[:, j], badj = _floats(chunk.columns[name])
+            flag(badj, lambda i, name=name: f"dense {name} {chunk.columns[name][i].as_py()!r} is not a number")
+        time = None
+        if schema.split.kind == "time":
+            name = schema.split.column
+            time, badt = _times(chunk.columns[name])
+            flag(badt, lambda i: f"time {name} {chunk.columns[name][i].as_py()!r} is not a number or an ISO date")
+        shown = sorted(reasons)[:MAX_EXAMPLES]
+        problems.add_many([(chunk.at(i), reasons[i]) for i in shown], int(bad.sum()), strict)
+        keep = ~bad
+        self.labels, self.dense = labels[keep], dense[keep]
+        self.time = time[keep] if time is not None else None
+        self.fields: list[tuple[np.ndarray | None, np.ndarray]] = []  # (bag sizes or None, keys) per field
+        for c in schema.categorical:
+            arr = chunk.columns[c.name].filter(_arrow_mask(keep))
+            self.fields.append(_multi_keys(arr, c.sep) if c.sep else (None, _keys(arr)))
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+def _arrow_mask(mask: np.ndarray):
+    import pyarrow as pa
+
+    return pa.array(mask)
+
+
+def _rows(files: Sequence[Path], schema: Schema, problems: Problems, strict: bool,
+          progress: Callable[[int], None] | None) -> Iterator[tuple[int, Parsed]]:
+    for k, path in enumerate(files):
+        seen = 0
+        try:
+            for chunk in _chunks(path, schema, problems, strict):
+                rows = Parsed(chunk, schema, problems, strict)
+                seen += len(rows)
+                yield k, rows
+        except (OSError, EOFError) as exc:
+            problems.add(path.name, f"unreadable or truncated after {seen} good rows ({exc})", strict)
+        if progress:
+            progress(path.stat().st_size)
+        if seen == 0:
+            problems.add(path.name, "no valid rows", strict)
+
+
+def _ids(c: Categorical, keys: np.ndarray, kept: np.ndarray | None) -> np.ndarray:
+    if c.hash:
+        return (keys.view(np.uint64) % np.uint64(c.hash)).astype(np.int64)
+    return categorify(keys, kept, c.min_count)
+
+
+def split_ids(schema: Schema, per_file: Sequence[int], time: np.ndarray | None) -> np.ndarray:
+    """The split (index into SPLITS) of every good row."""
+    total = sum(per_file)
+    sp = schema.split
+    if sp.kind == "files":
+        if len(per_file) <= sp.held:
+            raise ValueError(f"split {sp}: needs more than {sp.held} raw file(s), got {len(per_file)}")
+        cut = sum(per_file[: len(per_file) - sp.held])
+        return np.repeat(np.array([0, 1], np.int8), [cut, total - cut])
+    sizes = [int(round(f * total)) for f in sp.fractions]
+    sizes.append(total - sum(sizes))
+    ranked = np.repeat(np.arange(len(sizes), dtype=np.int8), sizes)  # by rank: earliest / first drawn -> train
+    if sp.kind == "time":
+        order = np.argsort(time, kind="stable")
+    else:
+        order = np.random.default_rng(sp.seed).permutation(total)
+    ids = np.empty(total, np.int8)
+    ids[order] = ranked
+    return ids
+
+
+class Writer:
+    """The arrays of one split, written in row order."""
+
+    def __init__(self, d: Path, n: int, schema: Schema) -> None:
+        d.mkdir()
+        T = len(schema.categorical)
+        self.multi_hot = schema.multi_hot
+        self.dense = np.lib.format.open_memmap(d / "dense.npy", "w+", np.float32, (n, len(schema.dense)))
+        self.labels = np.lib.format.open_memmap(d / "labels.npy", "w+", np.int8, (n,))
+        if self.multi_hot:
+            self.lengths = np.lib.format.open_memmap(d / "lengths.npy", "w+", np.int32, (n, T))
+            self.row_off = np.lib.format.open_memmap(d / "row_offsets.npy", "w+", np.int64, (n + 1,))
+            self.row_off[0] = 0
+            self.values = open(d / "values.bin", "wb")
+        else:
+            self.sparse = np.lib.format.open_memmap(d / "sparse.npy", "w+", np.int32, (n, T))
+        self.at = 0
+
+    def write(self, idx: np.ndarray, labels, dense, fields: list[tuple[np.ndarray, np.ndarray]]) -> None:
+        """Rows ``idx`` of a chunk; ``fields``: per field (bag sizes [n], ids row-major)."""
+        a, m = self.at, len(idx)
+        self.labels[a : a + m] = labels[idx]
+        self.dense[a : a + m] = dense[idx]
+        if not self.multi_hot:
+            for j, (_, ids) in enumerate(fields):
+                self.sparse[a : a + m, j] = ids[idx]
+        else:
+            L = np.stack([lens[idx] for lens, _ in fields], axis=1)  # [m, T]
+            T, order_keys, vals = len(fields), [], []
+            for j, (lens, ids) in enumerate(fields):  # field j's values of rows idx, tagged (row, field)
+                starts, mine = np.cumsum(lens) - lens, lens[idx]
+                pos = np.repeat(starts[idx] - (np.cumsum(mine) - mine), mine) + np.arange(int(mine.sum()))
+                vals.append(ids[pos])
+                order_keys.append(np.repeat(np.arange(m) * T + j, mine))
+            order = np.argsort(np.concatenate(order_keys), kind="stable")  # sample-major, fields in order
+            np.concatenate(vals)[order].astype("<i8").tofile(self.values)
+            self.lengths[a : a + m] = L
+            self.row_off[a + 1 : a + m + 1] = self.row_off[a] + np.cumsum(L.sum(axis=1))
+        self.at += m
+
+    def close(self) -> None:
+        if self.multi_hot:
+            self.values.close()
+
+
+def prepare_tabular(files: Sequence[Path], schema: Schema, out: Path, name: str = "tabular", strict: bool = False,
+                    progress: Callable[[int], None] | None = None) -> Prepared:
+    files = [Path(f) for f in files]
+    for f in files:
+        _kind(f, schema.delimiter)
+    raw = [[f.name, f.stat().st_size] for f in files]
+    done = load_prepared(Path(out))
+    if done is not None:
+        if done.raw != raw or (done.schema or {}).get("columns") != schema.to_dict():
+            raise ValueError(f"{out} is a complete dataset prepared from other inputs or another schema: choose "
+                             f"another --out, or remove it to prepare it again")
+        return done
+    with staged(Path(out)) as partial:
+        problems = Problems()
+        vocabs = [Vocab() for _ in schema.categorical]
+        per_file = [0] * len(files)
+        times = []
+        for k, rows in _rows(files, schema, problems, strict, progress):
+            per_file[k] += len(rows)
+            for v, (_, keys) in zip(vocabs, rows.fields):
+                v.update(keys)
+            if rows.time is not None:
+                times.append(rows.time)
+        total = sum(per_file)
+        if total == 0:
+            raise ValueError(f"{name}: no valid rows in {[f.name for f in files]}; e.g. {problems.examples[:3]}")
+        ids = split_ids(schema, per_file, np.concatenate(times) if times else None)
+        sizes = {s: int((ids == k).sum()) for k, s in enumerate(SPLITS)}
+        sizes = {s: n for s, n in sizes.items() if n}
+        if "train" not in sizes or len(sizes) < 2:
+            raise ValueError(f"{name}: split {schema.split} of {total} rows leaves {sizes}: a training and a held-out "
+                             f"split need rows")
+        plan = SplitPlan(sizes, ids=ids)
+        kept = [None if c.hash else v.kept(c.min_count) for c, v in zip(schema.categorical, vocabs)]
+        cards = [c.hash if c.hash else len(k) + (1 if c.min_count > 1 else 0) for c, k in zip(schema.categorical, kept)]
+        writers = {s: Writer(partial / s, n, schema) for s, n in sizes.items()}
+        pos = 0
+        stats = np.zeros((3, len(schema.dense)))  # training rows: count, sum, sum of squares of present values
+        for _, rows in _rows(files, schema, Problems(), False, None):
+            n = len(rows)
+            fields = [(lens if lens is not None else np.ones(n, np.int64), _ids(c, keys, k))
+                      for c, (lens, keys), k in zip(schema.categorical, rows.fields, kept)]
+            dense = _transform(rows.dense, schema)
+            for split, idx in plan.assign(pos, n):
+                if not len(idx):
+                    continue
+                writers[split].write(idx, rows.labels, dense, fields)
+                if split == "train":
+                    present = ~np.isnan(dense[idx])
+                    x = np.where(present, dense[idx], 0.0)
+                    stats += [present.sum(0), x.sum(0), (x * x).sum(0)]
+            pos += n
+        if pos != total or {s: w.at for s, w in writers.items()} != sizes:
+            raise RuntimeError(f"{name}: the second pass read {pos} rows, the first {total}; did a file change?")
+        scale = _finish_dense(writers, schema, stats)
+        vocab_dir = partial / "vocab"
+        vocab_dir.mkdir()
+        for c, k in zip(schema.categorical, kept):
+            if k is not None:
+                np.save(vocab_dir / f"{c.name}.npy", k)
+        meta = Prepared(name, Path(out), sizes, cards, problems.count, problems.examples, None, 0,
+                        [c.name for c in schema.categorical], len(schema.dense),
+                        layout="multi-hot" if schema.multi_hot else "one-hot", raw=raw,
+                        schema={"columns": schema.to_dict(), "dense_scale": scale,
+                                "dense_names": [d for d, _ in schema.dense]})
+        (partial / "meta.json").write_text(meta.to_json())
+    return meta
+
+
+def _transform(raw: np.ndarray, schema: Schema) -> np.ndarray:
+    out = raw.copy()
+    for j, (_, tf) in enumerate(schema.dense):
+        if tf == "log1p":
+            out[:, j] = np.log1p(np.maximum(raw[:, j], 0))
+    return out
+
+
+def _finish_dense(writers: dict[str, Writer], schema: Schema, stats: np.ndarray) -> dict[str, list[float]]:
+    """Standardize with the training rows' mean / std, missing -> 0, flush everything; the (mean, std) used."""
+    count, s1, s2 = stats
+    mean = np.divide(s1, count, out=np.zeros_like(s1), where=count > 0)
+    std = np.sqrt(np.maximum(np.divide(s2, count, out=np.zeros_like(s2), where=count > 0) - mean**2, 0))
+    std = np.where(std > 0, std, 1.0)
+    shift = np.array([mean[j] if tf == "standardize" else 0.0 for j, (_, tf) in enumerate(schema.dense)])
+    div = np.array([std[j] if tf == "standardize" else 1.0 for j, (_, tf) in enumerate(schema.dense)])
+    for w in writers.values():
+        for lo in range(0, len(w.dense), 1 << 20):
+            block = np.asarray(w.dense[lo : lo + (1 << 20)], dtype=np.float64)
+            w.dense[lo : lo + (1 << 20)] = np.nan_to_num((block - shift) / div, nan=0.0)
+        w.close()
+        w.dense.flush()
+        w.labels.flush()
+    return {"mean": shift.tolist(), "std": div.tolist()}

@@ -1,0 +1,226 @@
+"""The two step loops a worker runs, and held-out scoring.
+
+``bench_loop``: the benchmark - warm-up, then timed steps cycling a few pre-built batches (a speed measurement).
+``train_loop``: a training run (``epochs`` > 0) - passes over the whole training split in shuffled whole batches,
+AUC and log loss on the whole held-out split every ``eval_every`` steps and at the end, early stop on the eval log
+loss. Both time the forward / backward / update phases of every step after the warm-up, and both stop at the
+first NaN / inf loss and hand back what they measured so far with the reason (a `diverged` record keeps its
+timings and curve). Over ranks every rank must stop at the same step: a training run agrees on it every step
+(a one-float all-reduce outside the timed window); a benchmark runs its fixed steps and the ranks agree at the end
+on the first bad step, so that a benchmark step carries no extra collective."""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+PHASES = ("forward", "backward", "update", "total")
+
+
+@dataclass
+class LoopResult:
+    phases: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in PHASES})
+    losses: list[float] = field(default_factory=list)
+    curve: list[dict[str, float]] = field(default_factory=list)
+    diverged: str | None = None  # why the loop stopped early on a bad loss
+    info: dict[str, Any] = field(default_factory=dict)  # a training run's epochs, steps, stop reason, best eval
+
+
+class NonFinite(ArithmeticError):
+    """The model predicts NaN / inf: its weights went bad although the last loss was finite."""
+
+
+def metrics(probs, labels) -> dict[str, float]:
+    """AUC and log loss of click probabilities (AUC is NaN when the labels hold one class)."""
+    import numpy as np
+    from sklearn.metrics import log_loss, roc_auc_score
+
+    p = np.asarray(probs, dtype=np.float64)
+    y = np.asarray(labels)
+    bad = int((~np.isfinite(p)).sum())
+    if bad:
+        raise NonFinite(f"{bad} of {len(p)} held-out predictions are NaN / inf (the weights are no longer finite)")
+    out = {"logloss": float(log_loss(y, p, labels=[0, 1])), "samples": int(len(y))}
+    out["auc"] = float(roc_auc_score(y, p)) if len(np.unique(y)) > 1 else float("nan")
+    return out
+
+
+def score(step, batches, rank=None, keep: int | None = None) -> dict[str, float]:
+    """AUC / log loss of ``step``'s predictions on ``batches`` (every rank predicts its slice; the slices are
+    gathered in rank order, which restores each global batch); ``keep``: score the first ``keep`` samples only
+    (a whole split whose last batch was padded)."""
+    import torch
+
+    probs, labels = [], []
+    for b in batches:
+        probs.append(step.predict(b).cpu())
+        labels.append(b.labels.cpu())
+    if rank is not None:
+        parts = rank.gather([(p, y) for p, y in zip(probs, labels)])
+        probs = [torch.cat([part[k][0] for part in parts]) for k in range(len(probs))]
+        labels = [torch.cat([part[k][1] for part in parts]) for k in range(len(labels))]
+    p, y = torch.cat(probs).double().numpy(), torch.cat(labels).numpy()
+    return metrics(p[:keep], y[:keep])
+
+
+class Clock:
+    """Times one step's phases (synchronizing the device between them)."""
+
+    def __init__(self, sync: Callable[[], None]) -> None:
+        self.sync = sync
+
+    def step(self, step, batch, next_batch):
+        """(loss tensor, forward, backward, update, total ms)."""
+        self.sync()
+        a = time.perf_counter()
+        step.prefetch(next_batch)  # a no-op unless the system pipelines its loads
+        loss = step.forward(batch)
+        self.sync()
+        b = time.perf_counter()
+        step.backward(loss)
+        self.sync()
+        c = time.perf_counter()
+        step.update()
+        self.sync()
+        d = time.perf_counter()
+        return loss, ((b - a) * 1e3, (c - b) * 1e3, (d - c) * 1e3, (d - a) * 1e3)
+
+
+def _bad(value: float, it: int, point, epoch: int | None = None) -> str:
+    where = (f"epoch {epoch + 1}" if epoch is not None else f"of {point.warmup} warm-up + {point.iters} timed steps")
+    return f"the loss became {value} at step {it + 1} ({where}); lower the learning rate or check the inputs"
+
+
+def bench_loop(point, step, batches, evaluation, rank, clock: Clock, fault, me: int) -> LoopResult:
+    """Warm-up, then ``point.iters`` timed steps cycling ``batches``; with ``eval_every``, AUC / log loss on
+    ``evaluation`` after every that many steps (outside the timed window)."""
+    res = LoopResult()
+    first_bad: int | None = None
+    for it in range(point.warmup + point.iters):
+        if fault:
+            fault.at_step(me, it)
+        if rank:
+            rank.at_step(it, point.warmup)
+        loss, times = clock.step(step, batches[it % len(batches)], batches[(it + 1) % len(batches)])
+        value = float(loss.detach())  # after the timed window
+        if not math.isfinite(value):
+            first_bad = it if first_bad is None else first_bad
+            if rank is None:
+                break  # one process stops now; ranks run their fixed steps and agree below
+        if it >= point.warmup and first_bad is None:
+            for k, v in zip(res.phases, times):
+                res.phases[k].append(v)
+            res.losses.append(value)
+        if point.eval_every and (it + 1) % point.eval_every == 0 and first_bad is None:
+            try:
+                res.curve.append({"step": it + 1, **score(step, evaluation)})
+            except NonFinite as exc:  # single process only (eval_every is)
+                res.diverged = f"{exc} after step {it + 1}"
+                break
+    if rank is not None:
+        bad = rank.gather(first_bad)
+        first_bad = min((b for b in bad if b is not None), default=None)
+        if first_bad is not None:  # every rank keeps the steps before the first bad one anywhere
+            kept = max(0, first_bad - point.warmup)
+            res.phases = {k: v[:kept] for k, v in res.phases.items()}
+            res.losses = res.losses[:kept]
+    if first_bad is not None:
+        res.diverged = _bad(float("nan"), first_bad, point) if rank else _bad(value, first_bad, point)
+    return res
+
+
+def final_score(step, evaluation, rank, res: LoopResult) -> dict[str, float] | None:
+    """The benchmark's held-out score after its steps (None when it diverged; a NaN prediction makes it so)."""
+    if not evaluation or res.diverged:
+        return None
+    try:
+        return score(step, evaluation, rank)
+    except NonFinite as exc:
+        res.diverged = f"{exc} after the last step"
+        return None
+
+
+def whole_split(source, batch_size: int, rank_id: int, world: int):
+    """Every sample of a held-out split once, in batches of ``batch_size`` (the last padded by wrapping around,
+    its padding left out of the score), this rank's slices; and the sample count."""
+    from impls.data.loader import BatchIterator
+
+    n = source.num_rows
+    return BatchIterator(source, batch_size, -(-n // batch_size), 0, rank_id, world), n
+
+
+def train_loop(point, step, source, held_out, rank, clock: Clock, fault, me: int, world: int, device) -> LoopResult:
+    """``point.epochs`` shuffled passes over ``source`` (whole global batches), scoring the whole ``held_out``
+    split every ``eval_every`` steps (0: after every epoch) and at the end; early stop after ``early_stop`` evaluations without a lower
+    eval log loss."""
+    from impls.data.loader import BatchIterator, Epoch
+
+    res = LoopResult()
+    B = point.batch_size * world
+    per_epoch = source.num_rows // B
+    if per_epoch == 0:
+        raise ValueError(f"the training split has {source.num_rows} samples, fewer than one global batch of {B}: "
+                         f"lower --batch-size")
+    evaluation, n_eval = whole_split(held_out, B, me, world)
+    best: dict[str, Any] | None = None
+    since_best, it, stop, window = 0, 0, "epochs done", []
+
+    def evaluate(epoch: int) -> str:
+        """Score the held-out split; why to stop ("early stop", "diverged"), or "epochs done" to go on."""
+        nonlocal best, since_best
+        try:
+            m = score(step, (b.to(device) for b in evaluation), rank, keep=n_eval)
+        except NonFinite as exc:  # every rank scores the same gathered predictions: all stop here
+            res.diverged = f"{exc} after step {it} (epoch {epoch + 1})"
+            return "diverged"
+        train_loss = sum(window) / len(window) if window else float("nan")
+        window.clear()
+        res.curve.append({"step": it, "epoch": round(it / per_epoch, 4), "train_loss": train_loss, **m})
+        if best is None or m["logloss"] < best["logloss"]:
+            best, since_best = dict(res.curve[-1]), 0
+        else:
+            since_best += 1
+        return "early stop" if point.early_stop and since_best >= point.early_stop else "epochs done"
+
+    for epoch in range(point.epochs):
+        batches = BatchIterator(Epoch(source, point.seed, epoch, point.shuffle), B, per_epoch, 0, me, world)
+        with batches:
+            stream = iter(batches)
+            nxt = next(stream).to(device)
+            for k in range(per_epoch):
+                batch, nxt = nxt, (next(stream).to(device) if k + 1 < per_epoch else nxt)
+                if fault:
+                    fault.at_step(me, it)
+                if rank:
+                    rank.at_step(it, point.warmup)
+                loss, times = clock.step(step, batch, nxt)
+                value = float(loss.detach())
+                bad = not math.isfinite(value)
+                if rank is not None:
+                    bad = rank.any(bad)  # every rank stops at the same step
+                if bad:
+                    res.diverged = _bad(value, it, point, epoch)
+                    stop = "diverged"
+                    break
+                it += 1
+                window.append(value)
+                if it > point.warmup:
+                    for key, v in zip(res.phases, times):
+                        res.phases[key].append(v)
+                    res.losses.append(value)
+                if point.eval_every and it % point.eval_every == 0:
+                    stop = evaluate(epoch)
+                    if stop != "epochs done":
+                        break
+        if stop != "epochs done":
+            break
+        if not point.eval_every and epoch + 1 < point.epochs:  # no step interval: score after every epoch
+            stop = evaluate(epoch)
+            if stop != "epochs done":
+                break
+    if stop == "epochs done" and (not res.curve or res.curve[-1]["step"] != it):
+        stop = evaluate(point.epochs - 1)
+    res.info = {"steps": it, "steps_per_epoch": per_epoch, "epochs": round(it / per_epoch, 4), "stop": stop,
+                "train_samples": source.num_rows, "eval_samples": n_eval, "best": best}
+    return res
