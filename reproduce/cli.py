@@ -231,8 +231,10 @@ def _duration(s: float | None) -> str:
                    "required with --launcher slurm)")
 @click.option("--repeats", type=click.IntRange(min=1), default=None,
               help="runs per point, interleaved across points (default: the profile's, else 3)")
+@click.option("--data", "data", type=click.Path(exists=True, file_okay=False), default=None,
+              help="the dataset folder of an experiment that trains on yours (accuracy.toml --profile real)")
 def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, partition, account, root, machine,
-          repeats) -> None:
+          repeats, data) -> None:
     """Run every point of an experiment TOML `repeats` times, interleaved (repeat 1 of every point, then repeat 2,
     ...), into this machine's result set (resumable: recorded runs are skipped; a crashed, killed or timed-out
     run is recorded and the sweep goes on), then write summary.csv and its figures."""
@@ -246,7 +248,7 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
         raise click.UsageError("--launcher slurm needs --machine NAME (the cluster's result set, e.g. 8x-h100-sxm): "
                                "this node is not the machine the points run on")
     try:
-        exp = load_experiment(experiment, root=root, profile=profile, machine=machine, repeats=repeats)
+        exp = load_experiment(experiment, root=root, profile=profile, machine=machine, repeats=repeats, data=data)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     timeout = timeout or exp.point_timeout_s
@@ -309,7 +311,9 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
 @click.option("--profile", default=None, help="a [profiles.NAME] of the experiment (default cpu)")
 @click.option("--machine", default=None,
               help="whose result set (default: this machine when it has records, else the reference set)")
-def plot(experiment, profile, machine) -> None:
+@click.option("--data", "data", type=click.Path(exists=True, file_okay=False), default=None,
+              help="the dataset folder of an experiment that trains on yours")
+def plot(experiment, profile, machine, data) -> None:
     """Summarize one machine's records of an experiment again (summary.csv, repeats.csv) and redraw its figures
     (no runs)."""
     from reproduce.config import load_experiment
@@ -317,7 +321,10 @@ def plot(experiment, profile, machine) -> None:
     from reproduce.plots import draw
     from reproduce.sweep import summarize_experiment
 
-    exp = load_experiment(experiment, profile=profile, machine=machine)
+    try:
+        exp = load_experiment(experiment, profile=profile, machine=machine, data=data)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
     exp = exp.on(pick_machine(exp.out_dir.parent, Path("results"), machine))
     if not any(exp.out_dir.glob("*.json")):
         raise click.UsageError(f"{exp.out_dir} has no records: run `dlrmbench sweep {experiment}` first")

@@ -231,6 +231,7 @@ class Experiment:
     point_timeout_s: float | None = None  # the per-point time limit (`sweep --timeout` overrides it)
     machine: str = ""  # the result set: out_dir = results/<stem>/<machine>
     repeats: int = DEFAULT_REPEATS
+    data: str | None = None  # the dataset folder given for $DATA (an experiment on the user's own data)
 
     def on(self, machine: str) -> "Experiment":
         """The same experiment read from (or written to) another machine's result set."""
@@ -309,7 +310,8 @@ def _read(path: Path) -> dict[str, Any]:
 
 def apply_profile(doc: dict[str, Any], profile: str | None, path: Path) -> tuple[dict[str, Any], str]:
     """Overlay ``[profiles.NAME]`` on the experiment: its ``grid`` and ``defaults`` keys replace those of the
-    experiment, its ``grids`` / ``points`` / ``results`` (when given) replace the experiment's. Without ``profile`` an
+    experiment, its ``grids`` / ``points`` / ``results`` / ``impl_options`` / ``data_options`` (when given) replace
+    the experiment's. Without ``profile`` an
     experiment with profiles runs its ``cpu`` one; an experiment without a ``cpu`` profile is its own (the file as
     written), whether or not ``cpu`` is named."""
     profiles = doc.get("profiles", {})
@@ -319,16 +321,45 @@ def apply_profile(doc: dict[str, Any], profile: str | None, path: Path) -> tuple
             return doc, DEFAULT_PROFILE  # no cpu profile: the file as written is the cpu profile
         raise ValueError(f"{path}: no profile {name!r}; it has {sorted(profiles) or 'none'}")
     over = profiles[name]
-    bad = sorted(set(over) - {"grid", "defaults", "grids", "points", "description", "results", "repeats"})
+    bad = sorted(set(over) - {"grid", "defaults", "grids", "points", "description", "results", "repeats",
+                              "impl_options", "data_options"})
     if bad:
         raise ValueError(f"{path}: [profiles.{name}] has unknown keys {bad}")
     out = dict(doc)
     out["grid"] = {**doc.get("grid", {}), **over.get("grid", {})}
     out["defaults"] = {**doc.get("defaults", {}), **over.get("defaults", {})}
-    for k in ("grids", "points", "description", "results", "repeats"):
+    for k in ("grids", "points", "description", "results", "repeats", "impl_options", "data_options"):
         if k in over:
             out[k] = over[k]
     return out, name
+
+
+DATA_PLACEHOLDER = "$DATA"  # a grid's or point's data that `sweep --data DIR` names (a user's own dataset)
+
+
+def fill_data(doc: dict[str, Any], data: str | None, path: Path) -> dict[str, Any]:
+    """``doc`` with every ``$DATA`` replaced by ``data`` (a dataset folder, made absolute); an experiment that reads
+    ``$DATA`` needs it, one that does not refuses it."""
+    grids = [doc.get("grid", {}), *doc.get("grids", [])]
+    slots = [g for g in grids if DATA_PLACEHOLDER in g.get("data", [])]
+    points = [p for p in doc.get("points", []) if p.get("data") == DATA_PLACEHOLDER]
+    if not slots and not points:
+        if data is not None:
+            raise ValueError(f"{path}: --data is for an experiment (profile) whose data is {DATA_PLACEHOLDER!r}; "
+                             f"this one names its own")
+        return doc
+    if data is None:
+        raise ValueError(f"{path}: this experiment trains on a dataset of yours: give --data DIR (a folder from "
+                         f"`dlrmbench data prepare`)")
+    data = str(Path(data).resolve())
+    out = dict(doc)
+    out["grid"] = {**doc.get("grid", {})}
+    if DATA_PLACEHOLDER in out["grid"].get("data", []):
+        out["grid"]["data"] = [data if d == DATA_PLACEHOLDER else d for d in out["grid"]["data"]]
+    out["grids"] = [{**g, "data": [data if d == DATA_PLACEHOLDER else d for d in g.get("data", [])]}
+                    if "data" in g else g for g in doc.get("grids", [])]
+    out["points"] = [{**p, "data": data} if p.get("data") == DATA_PLACEHOLDER else p for p in doc.get("points", [])]
+    return out
 
 
 def _point(fields: dict[str, Any]) -> RunPoint:
@@ -446,17 +477,19 @@ def _expand(grid: dict[str, Any], where: str, base: dict[str, Any], variants: di
 
 
 def load_experiment(path: str | Path, root: str | Path = ".", profile: str | None = None, machine: str | None = None,
-                    repeats: int | None = None) -> Experiment:
+                    repeats: int | None = None, data: str | None = None) -> Experiment:
     """Expand ``[grid]`` and each ``[[grids]]`` (lists) over ``[defaults]``; ``[data_options]`` apply to all
     points and ``[impl_options]`` as resolved by ``options_for``; ``[[points]]`` add single points (their own
     ``impl_options`` overlay the resolved ones). ``profile`` picks a ``[profiles.NAME]`` overlay (default cpu);
     a profile other than cpu writes to results/NAME_PROFILE unless it names its ``results`` folder. Records go to
     that folder's ``machine`` subfolder (default: this machine's slug); ``repeats`` (default: the experiment's or
-    its profile's ``repeats``, else 3) processes measure each point."""
+    its profile's ``repeats``, else 3) processes measure each point; ``data`` fills the ``$DATA`` of an experiment
+    that trains on the user's own dataset."""
     from reproduce.machine import this_machine
 
     path = Path(path)
     doc, profile = apply_profile(_read(path), profile, path)
+    doc = fill_data(doc, data, path)
     name = doc.get("name") or path.stem
     variants = doc.get("variants", {})
     base = dict(doc.get("defaults", {}))
@@ -497,4 +530,5 @@ def load_experiment(path: str | Path, root: str | Path = ".", profile: str | Non
         profile=profile,
         machine=machine,
         repeats=repeats,
+        data=str(Path(data).resolve()) if data is not None else None,
     )

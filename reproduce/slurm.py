@@ -90,7 +90,8 @@ def sbatch_script(exp: Experiment, experiment_file: Path, tasks: list[tuple[RunP
         cmd = " ".join(point_command(p, rec, BASE_PORT + i % 1000))
         body.append(f"run_point {_q(rec)} {_q(log)} {p.nnodes} {_q(json.dumps(p.to_dict()))} {r} {_q(cmd)}")
     tail = ["", f'"$PY" -m reproduce.slurm summary {_q(experiment_file)} --profile {_q(exp.profile)}'
-                f" --root {_q(root)} --machine {_q(exp.machine)} --repeats {exp.repeats}", ""]
+                f" --root {_q(root)} --machine {_q(exp.machine)} --repeats {exp.repeats}"
+                + (f" --data {_q(exp.data)}" if exp.data else ""), ""]
     return "\n".join(head + body + tail)
 
 
@@ -121,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     summ.add_argument("--root", type=Path, default=Path("."))
     summ.add_argument("--machine", required=True)
     summ.add_argument("--repeats", type=int, default=None)
+    summ.add_argument("--data", default=None)
     args = ap.parse_args(argv)
     if args.cmd == "finish":
         point = RunPoint.from_dict(json.loads(args.point_json))
@@ -132,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     from reproduce.sweep import summarize_experiment
 
     exp = load_experiment(args.experiment, root=args.root, profile=args.profile, machine=args.machine,
-                          repeats=args.repeats)
+                          repeats=args.repeats, data=args.data)
     summary = summarize_experiment(exp)
     print(f"summary: {summary}")
     for path in draw(list(exp.plots), summary, exp.figures_dir):
