@@ -46,21 +46,28 @@ class BatchIterator:
     def __len__(self) -> int:
         return self.count
 
+    def _put(self, q: queue.Queue, item: Any) -> bool:
+        """Hand ``item`` over unless the consumer stopped (then False): a consumer that leaves early, before the
+        last batch or the end mark, never leaves this thread blocked on a full queue."""
+        while not self._stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
     def _produce(self, q: queue.Queue) -> None:
         try:
             for k in range(self.count):
                 if self._stop.is_set():
                     return
                 b = rank_slice(self.source.batch(self.start + k, self.batch_size), self.rank, self.world_size)
-                while not self._stop.is_set():
-                    try:
-                        q.put(b, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-            q.put(_DONE)
+                if not self._put(q, b):
+                    return
+            self._put(q, _DONE)
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer
-            q.put(exc)
+            self._put(q, exc)
 
     def __iter__(self) -> Iterator[Batch]:
         self.close()

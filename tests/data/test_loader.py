@@ -70,3 +70,15 @@ def test_early_stop_and_bad_arguments():
         BatchIterator(source(), 4, 1, rank=0, world_size=5)
     with pytest.raises(ValueError, match="batch_size > 0"):
         BatchIterator(source(), 0, 1)
+
+
+def test_closing_while_the_worker_hands_over_its_last_batch_does_not_hang():
+    """A training loop leaves an epoch early (early stop, divergence) while the worker waits to hand over the
+    epoch's last batch; close() must not then leave it blocked on the end mark (it joined it forever before)."""
+    it = BatchIterator(source(), 8, 3, prefetch=1)
+    stream = iter(it)
+    next(stream)  # batch 1 sits in the queue, the worker waits to put batch 2, the last
+    threading.Event().wait(0.3)
+    done = threading.Event()
+    threading.Thread(target=lambda: (it.close(), done.set()), daemon=True).start()
+    assert done.wait(5), "close() hung on the worker's end mark"

@@ -1,0 +1,95 @@
+"""The training loop (`dlrmbench train`): epochs read every training sample once in shuffled whole batches, the
+whole held-out split is scored once per evaluation, early stop acts on the held-out log loss, and a training run
+is refused where it cannot work."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from impls.data.export import write_synthetic
+from impls.data.loader import Epoch
+from impls.data.prepared import PreparedSource
+from impls.data.presets import get_preset
+from reproduce.config import RunPoint
+from reproduce.training import Clock, train_loop
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    out = tmp_path_factory.mktemp("train") / "data"
+    write_synthetic("uniform", get_preset("uniform", num_tables=2, rows=50, dim=4), out, 100, 30)
+    return out
+
+
+def test_an_epoch_reads_every_sample_once_in_shuffled_whole_batches(data):
+    src = PreparedSource(data)
+    seen = []
+    for epoch in range(2):
+        ep = Epoch(src, seed=1, epoch=epoch)
+        assert ep.batches(32) == 3  # 100 samples: the last 4 are left for the next epoch's shuffle
+        rows = np.concatenate([ep.order[k * 32 : (k + 1) * 32] for k in range(3)])
+        assert len(set(rows.tolist())) == 96
+        seen.append(rows)
+        b = ep.batch(1, 32)
+        want = src.take(np.sort(ep.order[32:64]))
+        assert torch.equal(b.labels, want.labels) and torch.equal(b.sparse.values, want.sparse.values)
+    assert not np.array_equal(seen[0], seen[1])  # a new order per epoch
+    assert np.array_equal(Epoch(src, 1, 0).order, Epoch(src, 1, 0).order)  # seeded
+    assert np.array_equal(Epoch(src, 1, 0, shuffle=False).order, np.arange(100))
+    with pytest.raises(IndexError):
+        Epoch(src, 1, 0).batch(3, 32)
+
+
+class WorseEveryStep:
+    """A stand-in step whose held-out predictions get worse after every update (log loss rises)."""
+
+    def __init__(self) -> None:
+        self.updates = 0
+
+    def prefetch(self, batch) -> None:
+        pass
+
+    def forward(self, batch):
+        return torch.tensor(0.5)
+
+    def backward(self, loss) -> None:
+        pass
+
+    def update(self) -> None:
+        self.updates += 1
+
+    def predict(self, batch):
+        good = torch.where(batch.labels > 0, 0.9, 0.1)
+        return (good + (0.5 - good) * min(self.updates / 20, 1.0)).float()
+
+
+def test_early_stop_on_held_out_log_loss_and_whole_split_scoring(data):
+    point = RunPoint(impl="dense-torch", data=str(data), batch_size=10, epochs=3, eval_every=2, early_stop=2,
+                     warmup=0)
+    res = train_loop(point, WorseEveryStep(), PreparedSource(data), PreparedSource(data, "val"), None,
+                     Clock(lambda: None), None, 0, 1, torch.device("cpu"))
+    assert res.info["stop"] == "early stop" and res.info["steps"] == 6  # best at step 2, worse at 4 and 6
+    assert [c["step"] for c in res.curve] == [2, 4, 6] and res.info["best"]["step"] == 2
+    assert all(c["samples"] == 30 for c in res.curve)  # every held-out sample once (the last batch padded)
+    assert len(res.phases["total"]) == 6 and res.diverged is None
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(data="uniform", epochs=1), "a training run reads a dataset on disk"),
+    (dict(epochs=1, mode="embedding-only"), "needs mode='dlrm'"),
+    (dict(early_stop=2, epochs=1), "early_stop needs a training run .* that evaluates"),
+    (dict(mlp_optimizer="rmsprop"), "mlp_optimizer must be one of"),
+    (dict(bottom=[0]), "positive integers"),
+    (dict(interaction="cross"), "interaction must be one of"),
+])
+def test_training_fields_are_checked(data, kw, match):
+    with pytest.raises(ValueError, match=match):
+        RunPoint(**{"impl": "dense-torch", "data": str(data), "batch_size": 8, **kw})
+
+
+def test_run_ids_of_benchmark_points_do_not_move():
+    """The new fields at their defaults leave a point's id as it was (committed records keep matching)."""
+    p = RunPoint(impl="dense-torch", data="uniform", batch_size=8)
+    assert p.point_id == RunPoint(impl="dense-torch", data="uniform", batch_size=8, bottom=(512, 256)).point_id
+    assert p.point_id != RunPoint(impl="dense-torch", data="uniform", batch_size=8, mlp_lr=0.2).point_id
