@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from reproduce.options import (collect_data_options, data_options, data_options_no_name, dist_options, model_options,
-                               parse_impl_options, positive, reorder_option, timing_options)
+from reproduce.options import (collect_data_options, data_options, data_options_no_name, dist_options, mlp_options,
+                               model_options, parse_impl_options, positive, reorder_option, timing_options)
 
 console = Console(width=None if sys.stdout.isatty() else 160, soft_wrap=True)  # paths never wrap mid-line
 
@@ -61,6 +61,7 @@ def comparison_table(df) -> Table:
 @click.option("--impl", "impls", multiple=True, required=True, help="implementation (repeat to compare)")
 @data_options
 @model_options
+@mlp_options("sgd", 0.1)
 @timing_options
 @dist_options
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -130,16 +131,6 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
         sys.exit(1)
 
 
-def _sizes(ctx, param, value):
-    try:
-        sizes = [int(x) for x in value.split(",") if x.strip()]
-    except ValueError:
-        raise click.BadParameter(f"layer sizes are comma-separated integers, got {value!r}") from None
-    if any(x <= 0 for x in sizes):
-        raise click.BadParameter(f"layer sizes must be > 0, got {value!r}")
-    return sizes
-
-
 # the defaults of a training run (chosen on the synthetic teacher and tabular runs of the issue-18 note: Adagrad
 # for the tables, Adam for the MLPs, as MLPerf DLRMv2 and TorchRec's DLRM examples train)
 TRAIN_DEFAULTS = {"optimizer": "adagrad", "lr": 0.05, "mlp_optimizer": "adam", "mlp_lr": 1e-3, "batch_size": 1024}
@@ -159,13 +150,7 @@ TRAIN_DEFAULTS = {"optimizer": "adagrad", "lr": 0.05, "mlp_optimizer": "adam", "
               show_default=True, help="embedding tables' optimizer")
 @click.option("--lr", type=float, default=TRAIN_DEFAULTS["lr"], show_default=True, callback=positive,
               help="embedding tables' learning rate")
-@click.option("--mlp-optimizer", type=click.Choice(["sgd", "adagrad", "adam"]), default=TRAIN_DEFAULTS["mlp_optimizer"],
-              show_default=True)
-@click.option("--mlp-lr", type=float, default=TRAIN_DEFAULTS["mlp_lr"], show_default=True, callback=positive)
-@click.option("--bottom", default="512,256", show_default=True, callback=_sizes, help="bottom MLP hidden layers")
-@click.option("--top", default="512,256", show_default=True, callback=_sizes, help="top MLP hidden layers")
-@click.option("--interaction", type=click.Choice(["dot", "dcnv2"]), default="dot", show_default=True,
-              help="dot: DLRM's pairwise dot products; dcnv2: DCN-V2's low-rank cross network (MLPerf DLRMv2)")
+@mlp_options(TRAIN_DEFAULTS["mlp_optimizer"], TRAIN_DEFAULTS["mlp_lr"])
 @click.option("--dim", type=int, default=None, callback=positive, help="embedding dim (default: the dataset's, else 16)")
 @click.option("--batch-size", "-b", type=int, default=TRAIN_DEFAULTS["batch_size"], show_default=True,
               callback=positive, help="per rank")

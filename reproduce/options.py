@@ -54,6 +54,30 @@ dist_options = _stack(
                  callback=positive, help="seconds any collective may wait (a dead rank ends the run within it)"),
 )
 
+def _sizes(ctx, param, value):
+    try:
+        sizes = [int(x) for x in value.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter(f"layer sizes are comma-separated integers, got {value!r}") from None
+    if any(x <= 0 for x in sizes):
+        raise click.BadParameter(f"layer sizes must be > 0, got {value!r}")
+    return sizes
+
+
+def mlp_options(optimizer: str, lr: float) -> Callable:
+    """The dense side of the DLRM (defaults differ: a benchmark keeps dlrm's SGD 0.1, training uses Adam)."""
+    return _stack(
+        click.option("--mlp-optimizer", type=click.Choice(["sgd", "adagrad", "adam"]), default=optimizer,
+                     show_default=True, help="the MLPs' optimizer"),
+        click.option("--mlp-lr", type=float, default=lr, show_default=True, callback=positive,
+                     help="the MLPs' learning rate"),
+        click.option("--bottom", default="512,256", show_default=True, callback=_sizes, help="bottom MLP hidden layers"),
+        click.option("--top", default="512,256", show_default=True, callback=_sizes, help="top MLP hidden layers"),
+        click.option("--interaction", type=click.Choice(["dot", "dcnv2"]), default="dot", show_default=True,
+                     help="dot: DLRM's pairwise dot products; dcnv2: DCN-V2's low-rank cross network (MLPerf DLRMv2)"),
+    )
+
+
 model_options = _stack(
     click.option("--mode", type=click.Choice(["dlrm", "embedding-only"]), default="dlrm", show_default=True),
     click.option("--optimizer", type=click.Choice(["sgd", "adagrad"]), default="sgd", show_default=True),

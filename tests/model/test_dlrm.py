@@ -74,3 +74,40 @@ def test_mixed_dims_rejected_by_dot_interaction():
         TrainStep(emb, mode="dlrm")
     with pytest.raises(ValueError, match="mode must be one of"):
         TrainStep(emb, mode="train")
+
+
+def test_low_rank_cross_matches_its_formula():
+    from impls.model.dlrm import LowRankCross
+
+    torch.manual_seed(0)
+    cross = LowRankCross(6, layers=2, rank=3)
+    x0 = torch.randn(4, 6)
+    x = x0
+    for V, U in zip(cross.V, cross.U):  # x_{l+1} = x0 * (U (V x_l) + b) + x_l
+        x = x0 * (x @ V.weight.T @ U.weight.T + U.bias) + x
+    torch.testing.assert_close(cross(x0), x)
+    assert cross.V[0].weight.shape == (3, 6)
+    assert LowRankCross(4, rank=512).V[0].weight.shape == (4, 4)  # rank capped at the width
+
+
+@pytest.mark.parametrize("mlp_optimizer", ["adam", "adagrad", "sgd"])
+def test_dcnv2_interaction_trains_with_each_mlp_optimizer(mlp_optimizer):
+    src = small_source()
+    emb = get_impl("dense-torch")(src.tables, EmbeddingOptim("adagrad", lr=0.05))
+    step = TrainStep(emb, mode="dlrm", bottom=(16,), top=(16,), interaction="dcnv2", mlp_optimizer=mlp_optimizer,
+                     mlp_lr=0.01 if mlp_optimizer == "adam" else 0.1)
+    assert step.model.cross is not None and type(step.dense_opt).__name__.lower() == mlp_optimizer
+    batches = src.batches(4, 128)
+    first = sum(float(step.forward(b)) for b in batches) / len(batches)
+    for _ in range(10):
+        for b in batches:
+            step(b)
+    assert sum(float(step.forward(b)) for b in batches) / len(batches) < first - 0.02
+
+
+def test_dcnv2_takes_mixed_dims_and_dot_refuses_them():
+    tables = [TableSpec("a", 50, 8), TableSpec("b", 50, 4)]
+    emb = get_impl("dense-torch")(tables, EmbeddingOptim("sgd", lr=0.1))
+    TrainStep(emb, mode="dlrm", bottom=(8,), top=(8,), interaction="dcnv2")
+    with pytest.raises(ValueError, match="one embedding dim"):
+        TrainStep(emb, mode="dlrm", bottom=(8,), top=(8,))
