@@ -96,10 +96,13 @@ def _chunks(path: Path, schema: Schema, problems: Problems, strict: bool) -> Ite
     if missing:
         raise ValueError(f"{path.name}: no column(s) {missing} in its header {header}")
     skipped: list[int] = []
+    first: list[str] = []  # the first malformed line's message (strict mode raises it)
 
     def bad_row(row) -> str:
-        problems.add(f"{path.name}:{row.number}", f"expected {row.expected_columns} columns, got {row.actual_columns}",
-                     strict=False)
+        where, why = f"{path.name}:{row.number}", f"expected {row.expected_columns} columns, got {row.actual_columns}"
+        problems.add(where, why, strict=False)
+        if not first:
+            first.append(f"{where}: {why}")
         skipped.append(int(row.number))
         return "skip"
 
@@ -110,16 +113,16 @@ def _chunks(path: Path, schema: Schema, problems: Problems, strict: bool) -> Ite
                                             strings_can_be_null=True))
     good = 0
     for rb in reader:
-        if strict and skipped:
-            raise MalformedInput(problems.examples[-1])
+        if strict and first:
+            raise MalformedInput(first[0])
         n = rb.num_rows
         lines = np.arange(good, good + n) + 2  # line 1 is the header
         for s in skipped:  # a skipped line moves every later row down by one
             lines[lines >= s] += 1
         good += n
         yield Chunk({c: rb.column(c) for c in cols}, lines, path.name)
-    if strict and skipped:
-        raise MalformedInput(problems.examples[-1])
+    if strict and first:
+        raise MalformedInput(first[0])
 
 
 def _header(path: Path, delimiter: str) -> list[str]:

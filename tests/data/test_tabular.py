@@ -13,6 +13,7 @@ from impls.data.prepared import PreparedSource
 from impls.data.tabular import prepare_tabular, raw_files
 from impls.data.tabular_schema import LabelRule, Schema, SplitSpec
 from impls.data.textio import MalformedInput
+from tests.data.clicklog import write_clicklog
 
 pa = pytest.importorskip("pyarrow")
 
@@ -140,25 +141,15 @@ def test_schema_toml(tmp_path):
 
 def test_end_to_end_cli_prepare_then_train_learns(tmp_path, monkeypatch):
     """The README's sequence from another folder: prepare a CSV with a time column, a rule label and a multi-hot
-    field, then train dense-torch and a TT system (the ~10,900-value item field is TT under the defaults) for one
-    epoch: both beat AUC 0.5 clearly on the learnable signal."""
+    field (tests/data/clicklog.py), then train dense-torch and a TT system (the ~10,900-value item field is TT under
+    the defaults) for one epoch: both beat AUC 0.5 clearly on the learnable signal."""
     from click.testing import CliRunner
 
     from reproduce.cli import cli
 
-    rng = np.random.default_rng(0)
-    n = 12_000
-    user, item = rng.integers(0, 300, n), rng.integers(0, 60_000, n)  # ~10,900 distinct items
-    genres = np.array(["a", "b", "c", "d", "e", "f"])
-    g_eff, u_eff = rng.normal(0, 1.5, 6), rng.normal(0, 1.0, 300)
-    lines = ["ts,user,item,genre,hour,rating"]
-    for i in range(n):
-        g = rng.choice(6, rng.integers(1, 3), replace=False)
-        z = u_eff[user[i]] + g_eff[g].sum() + rng.normal(0, 0.3)
-        lines.append(f"{i},u{user[i]},i{item[i]},{'|'.join(genres[g])},{i % 24},{int(np.clip(np.round(3 + z), 1, 5))}")
     raw = tmp_path / "logs" / "clicks.csv"
     raw.parent.mkdir()
-    raw.write_text("\n".join(lines) + "\n")
+    write_clicklog(raw)
     monkeypatch.chdir(raw.parent)
     out = tmp_path / "prepared"
     res = CliRunner().invoke(cli, ["data", "prepare", "tabular", "--raw", "clicks.csv", "--label", "rating>=4",
