@@ -152,8 +152,8 @@ def whole_split(source, batch_size: int, rank_id: int, world: int):
 
 def train_loop(point, step, source, held_out, rank, clock: Clock, fault, me: int, world: int, device) -> LoopResult:
     """``point.epochs`` shuffled passes over ``source`` (whole global batches), scoring the whole ``held_out``
-    split every ``eval_every`` steps (0: after every epoch) and at the end; early stop after ``early_stop`` evaluations without a lower
-    eval log loss."""
+    split every ``eval_every`` steps (0: after every epoch) and at the end; early stop after ``early_stop``
+    evaluations without a lower eval log loss."""
     from impls.data.loader import BatchIterator, Epoch
 
     res = LoopResult()
@@ -200,7 +200,8 @@ def train_loop(point, step, source, held_out, rank, clock: Clock, fault, me: int
                 if rank is not None:
                     bad = rank.any(bad)  # every rank stops at the same step
                 if bad:
-                    res.diverged = _bad(value, it, point, epoch)
+                    res.diverged = (_bad(value, it, point, epoch) if not math.isfinite(value) else
+                                    f"another rank's loss became non-finite at step {it + 1} (epoch {epoch + 1})")
                     stop = "diverged"
                     break
                 it += 1
