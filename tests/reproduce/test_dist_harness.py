@@ -116,3 +116,23 @@ def test_bad_distributed_input(tmp_path):
         check_rendezvous(unreachable)
     with pytest.raises(ValueError, match="cannot resolve"):
         launch_point(unreachable, tmp_path)  # refused before anything starts
+
+
+def test_a_training_run_over_two_ranks_equals_one_process_and_scores_the_whole_split(tmp_path):
+    """`dlrmbench train -n 2`: the same losses and held-out scores as one process over the global batch; every
+    held-out sample is scored once, gathered from both ranks."""
+    from impls.data.export import write_synthetic
+    from impls.data.presets import get_preset
+
+    data = tmp_path / "data"
+    write_synthetic("uniform", get_preset("uniform", num_tables=2, rows=300, dim=8), data, 256, 100)
+    kw = dict(impl="ecorec", data=str(data), epochs=1, eval_every=4, warmup=0, optimizer="adagrad", lr=0.05,
+              mlp_optimizer="adam", mlp_lr=1e-3, bottom=[8], top=[8], impl_options={"ranks": 4, "tt_min_rows": 0},
+              dist_timeout_s=30.0)
+    one = launch_point(RunPoint(batch_size=64, **kw), tmp_path / "one")
+    two = launch_point(RunPoint(batch_size=32, world_size=2, **kw), tmp_path / "two")
+    assert one["status"] == "ok" and two["status"] == "ok", (one, two)
+    assert two["train"]["steps"] == one["train"]["steps"] == 4
+    assert two["loss"] == pytest.approx(one["loss"], rel=1e-4, abs=1e-6)
+    assert [c["samples"] for c in two["eval_curve"]] == [100] and two["eval"]["samples"] == 100
+    assert two["eval"]["logloss"] == pytest.approx(one["eval"]["logloss"], rel=1e-4)
