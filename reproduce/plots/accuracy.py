@@ -1,5 +1,6 @@
 """Accuracy beside speed: held-out AUC and log loss against the training step, one line per run label
-(implementation or option variant, e.g. an initializer), from each record's eval curve."""
+(implementation or option variant, e.g. an initializer; per implementation too when several share a label), from
+each record's eval curve."""
 from __future__ import annotations
 
 import json
@@ -20,15 +21,18 @@ def auc_vs_step(df: pd.DataFrame, out_dir: Path) -> list[Path]:
         raise ValueError("no record has an eval curve: run the experiment with eval_every > 0")
     for _, r in ok[ok["eval_curve"].notna()].iterrows():
         for point in json.loads(r["eval_curve"]):
-            rows.append({"run": r["label"], "data": r["data"], "step": point["step"], "AUC": point["auc"],
-                         "log loss": point["logloss"]})
+            rows.append({"run": r["label"], "impl": r["impl"], "data": Path(str(r["data"])).name,
+                         "step": point["step"], "AUC": point["auc"], "log loss": point["logloss"]})
     curves = pd.DataFrame(rows)
+    # a label several implementations share (an option variant run by each): one line per implementation
+    shared = curves.groupby("run")["impl"].nunique().max() > 1
     datas = list(dict.fromkeys(curves["data"]))
     fig, axes = plt.subplots(len(datas), 2, figsize=(11, 3.6 * len(datas)), squeeze=False)
     for row, data in zip(axes, datas):
         part = curves[curves["data"] == data]
         for ax, col in zip(row, ("AUC", "log loss")):
-            sns.lineplot(data=part, x="step", y=col, hue="run", marker="o", markersize=3, ax=ax)
+            sns.lineplot(data=part, x="step", y=col, hue="run", style="impl" if shared else None, marker="o",
+                         markersize=3, ax=ax)
             ax.set_title(data, fontsize=9)
             style.legend_on_last(ax, row)
     fig.subplots_adjust(hspace=0.45, wspace=0.3)
