@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from impls.sharding.plan import place_tables
-from impls.embark.cost import expected_unique
+from impls.data.zipf import expected_unique
 from reproduce.records import read_record
 
 SYSTEMS = ("ttrec", "elrec", "ecorec", "dense-torch", "dense-fbgemm")

@@ -16,7 +16,7 @@ from impls.api import (EmbeddingCollection, EmbeddingOptim, MemoryReport, Sparse
 from impls.core import ops, tt
 from impls.core.counters import TTWork
 from impls.core.tt_batch import Workspace
-from impls.dense.init import dense_table_init
+from impls.core.init import dense_table_init
 
 TT_MIN_ROWS = 10_000  # tables with fewer rows stay dense unless tt_tables / tt_min_rows say otherwise
 

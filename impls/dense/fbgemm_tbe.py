@@ -7,7 +7,7 @@ from torch import Tensor, nn
 
 from impls.api import SparseFeatures, WorkReport, register
 from impls.dense.base import DenseCollection
-from impls.dense.init import dense_table_init
+from impls.core.init import dense_table_init
 
 try:
     from fbgemm_gpu.split_embedding_configs import EmbOptimType

@@ -14,13 +14,11 @@ so a whole plan has a predicted step time: cost * element bytes / memory bandwid
 from __future__ import annotations
 
 import dataclasses
-import functools
 from dataclasses import dataclass
 from typing import Sequence
 
-import numpy as np
-
 from impls.api import TableSpec
+from impls.data.zipf import expected_unique
 from impls.embark.shards import Cluster, Plan
 
 
@@ -51,28 +49,6 @@ HARDWARE = {
     # memory for embeddings capped at 4 GiB per rank; TT stage-1 kernels ran 63 GFLOP/s on 2 threads (make bench)
     "cpu-gloo": Hardware("cpu-gloo", 4, 17.6e9, 0.72e9, 0.72e9, 4 * 2**30, "measured here (dlrmbench calibrate)", 30e9),
 }
-
-
-@functools.lru_cache(maxsize=4096)
-def expected_unique(rows: int, draws: float, alpha: float, bins: int = 512) -> float:
-    """E[distinct ids] of ``draws`` iid Zipf(alpha) ids over ``rows`` (sum_i 1 - (1 - p_i)^n), summed exactly
-    over the first 1024 ids and over geometric bins of the tail."""
-    if draws <= 0:
-        return 0.0
-    head = min(rows, 1024)
-    i = np.arange(1, head + 1, dtype=np.float64)
-    w_head = i ** -alpha
-    if rows > head:
-        edges = np.unique(np.geomspace(head + 1, rows + 1, bins).astype(np.int64))
-        lo, hi = edges[:-1], edges[1:]
-        mid = np.sqrt(lo * (hi - 1.0).clip(min=lo))
-        count = (hi - lo).astype(np.float64)
-        w_tail = mid ** -alpha
-    else:
-        count, w_tail = np.zeros(0), np.zeros(0)
-    total = w_head.sum() + (count * w_tail).sum()
-    hit = lambda w: -np.expm1(draws * np.log1p(-w / total))  # noqa: E731 - 1 - (1 - p)^n, stable
-    return float(hit(w_head).sum() + (count * hit(w_tail)).sum())
 
 
 @dataclass(frozen=True)

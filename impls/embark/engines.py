@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from impls.api import EmbeddingCollection, EmbeddingOptim, SparseFeatures, TableSpec, get_impl
-from impls.dense.init import dense_table_init
+from impls.core.init import dense_table_init
 from impls.embark.shards import Shard, shard_rows
 
 STORAGES = {"dense": "dense-torch", "fbgemm": "dense-fbgemm", "tt": "ecorec"}

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from impls.api import EmbeddingCollection, EmbeddingOptim, MemoryReport, SparseFeatures, TableSpec, register
-from impls.dense.init import dense_table_init
+from impls.core.init import dense_table_init
 from impls.sharding.comm import Comm
 from impls.torchrec_peer.kjt import _torchrec, to_kjt
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from impls.api import TableSpec, table_seed
 from impls.core import ops
 from impls.core import reference as ref
-from impls.dense.init import dense_table_init
+from impls.core.init import dense_table_init
 
 
 @settings(max_examples=60, deadline=None)

@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from impls.api import TableSpec
-from impls.embark.cost import HARDWARE, CostModel, evaluate, expected_unique
+from impls.data.zipf import expected_unique
+from impls.embark.cost import HARDWARE, CostModel, evaluate
 from impls.embark.planner import assign_clusters, make_plan
 from impls.embark.shards import Plan, Shard, TablePlacement, check_coverage, shard_rows
 

@@ -10,7 +10,7 @@ import torch
 from impls.api import EmbeddingOptim, SparseFeatures, TableSpec, get_impl
 from impls.core import tt
 from impls.core.tt_collection import TT_MIN_ROWS
-from impls.dense.init import dense_table_init
+from impls.core.init import dense_table_init
 
 TT_SYSTEMS = ("ttrec", "elrec", "ecorec")
 

@@ -1,4 +1,5 @@
-"""The dense-table initializer shared by the dense baselines (DLRM's uniform(+-sqrt(1/rows)))."""
+"""The dense-table initializer every system shares (DLRM's uniform(+-sqrt(1/rows))): the dense baselines, the TT
+systems' tables that stay dense, EMBark's shards and the TorchRec peer all start from it."""
 from __future__ import annotations
 
 import torch
