@@ -34,6 +34,8 @@ def _ci(r, col: str) -> str:
 
 
 def comparison_table(df) -> Table:
+    import pandas as pd
+
     n = int(df["runs"].max()) if "runs" in df and len(df) else 1
     t = Table(title="dlrmbench run (medians over timed iterations" + (
         f", then over {n} interleaved repeats; [95 % bootstrap interval])" if n > 1 else "; one run each: no interval)"))
@@ -43,7 +45,7 @@ def comparison_table(df) -> Table:
     for col in cols:
         t.add_column(col, justify="left" if col in ("impl", "status") else "right")
     for _, r in df.iterrows():
-        timed = r.get("total_ms") == r.get("total_ms") and r.get("total_ms") is not None  # diverged runs keep theirs
+        timed = pd.notna(r.get("total_ms"))  # ok runs, and diverged runs that had timed steps
         if not timed:
             t.add_row(r["impl"], escape(f"{r['status']}: {r['reason']}"), *["–"] * (len(cols) - 2))
             continue

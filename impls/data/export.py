@@ -14,6 +14,7 @@ from typing import Callable
 import numpy as np
 
 from impls.data.prepare import Prepared
+from impls.data.runs import run_index
 from impls.data.staging import staged
 from impls.data.sources import HELD_OUT_START
 from impls.data.synthetic import SyntheticSource, SyntheticSpec
@@ -41,7 +42,7 @@ def _write_split(source: SyntheticSource, d: Path, samples: int, start: int, chu
             # table-major -> sample-major: bag (t, i) moves to sample i's run, tables in order
             order = np.arange(T * B).reshape(T, B).T.reshape(-1)
             starts, lens = offs[:-1][order], L.T.reshape(-1)
-            pos = np.repeat(starts - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
+            pos = run_index(starts, lens)
             vals[pos].astype("<i8").tofile(values)
             dense[done : done + B] = b.dense.numpy()
             labels[done : done + B] = b.labels.numpy().astype(np.int8)

@@ -13,6 +13,7 @@ import torch
 from impls.api import SparseFeatures, TableSpec
 from impls.data.batch import Batch
 from impls.data.prepare import MARKER, load_prepared
+from impls.data.runs import run_index
 
 
 class PreparedSource:
@@ -63,11 +64,11 @@ class PreparedSource:
         else:  # wrapped: gather the samples' runs into one buffer first
             s, e = self.row_offsets[rows], self.row_offsets[rows + 1]
             n = e - s
-            vals = np.asarray(self.values[np.repeat(s - np.cumsum(n) + n, n) + np.arange(int(n.sum()))])
+            vals = np.asarray(self.values[run_index(s, n)])
             starts = np.cumsum(n) - n
         bag_start = starts[:, None] + np.cumsum(L, axis=1) - L  # [B, T] start of bag (b, t) in vals
         lens, st = L.T.reshape(-1), bag_start.T.reshape(-1)  # table-major
-        pos = np.repeat(st - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
+        pos = run_index(st, lens)
         offsets = np.zeros(len(lens) + 1, dtype=np.int64)
         np.cumsum(lens, out=offsets[1:])
         return torch.from_numpy(vals[pos].astype(np.int64)), torch.from_numpy(offsets)

@@ -20,9 +20,10 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from impls.data.prepare import Prepared, SplitPlan, Vocab, categorify, load_prepared
+from impls.data.runs import run_index
 from impls.data.staging import staged
 from impls.data.tabular_schema import OPS, Categorical, Schema
-from impls.data.textio import MAX_EXAMPLES, MalformedInput, Problems
+from impls.data.textio import BadRows, MalformedInput, Problems
 
 SPLITS = ("train", "val", "test")
 BLOCK_BYTES = 16 << 20
@@ -62,16 +63,25 @@ def _kind(path: Path, delimiter: str | None, strict: bool = True) -> str | None:
 
 
 class Chunk:
-    """One block of rows of one file: the schema's columns as Arrow arrays, and each row's line (or row) number."""
+    """One block of rows of one file: the schema's columns as Arrow arrays, and where each row came from: row i is
+    the file's good row ``first + i``, at line ``first + i + 1 + header`` plus the malformed lines skipped before
+    it (found only for the rows a report names)."""
 
-    def __init__(self, columns: dict[str, Any], lines: np.ndarray, where: str) -> None:
-        self.columns, self.lines, self.where = columns, lines, where
+    def __init__(self, columns: dict[str, Any], n: int, first: int, where: str, header: int = 1,
+                 skipped: Sequence[int] = ()) -> None:
+        self.columns, self.n, self.first, self.where = columns, n, first, where
+        self.header, self.skipped = header, skipped
 
     def __len__(self) -> int:
-        return len(self.lines)
+        return self.n
 
     def at(self, i: int) -> str:
-        return f"{self.where}:{int(self.lines[i])}"
+        line = self.first + i + 1 + self.header
+        for s in sorted(self.skipped):  # each skipped line at or before it moves it down by one
+            if s > line:
+                break
+            line += 1
+        return f"{self.where}:{line}"
 
 
 def _chunks(path: Path, schema: Schema, problems: Problems, strict: bool) -> Iterator[Chunk]:
@@ -88,7 +98,7 @@ def _chunks(path: Path, schema: Schema, problems: Problems, strict: bool) -> Ite
             raise ValueError(f"{path.name}: no column(s) {missing}; it has {f.schema_arrow.names}")
         row = 0
         for rb in f.iter_batches(batch_size=1 << 16, columns=cols):
-            yield Chunk({c: rb.column(c) for c in cols}, np.arange(row, row + rb.num_rows) + 1, f"{path.name} row")
+            yield Chunk({c: rb.column(c) for c in cols}, rb.num_rows, row, f"{path.name} row", header=0)
             row += rb.num_rows
         return
     header = _header(path, kind)
@@ -115,12 +125,8 @@ def _chunks(path: Path, schema: Schema, problems: Problems, strict: bool) -> Ite
     for rb in reader:
         if strict and first:
             raise MalformedInput(first[0])
-        n = rb.num_rows
-        lines = np.arange(good, good + n) + 2  # line 1 is the header
-        for s in skipped:  # a skipped line moves every later row down by one
-            lines[lines >= s] += 1
-        good += n
-        yield Chunk({c: rb.column(c) for c in cols}, lines, path.name)
+        yield Chunk({c: rb.column(c) for c in cols}, rb.num_rows, good, path.name, skipped=skipped)
+        good += rb.num_rows
     if strict and first:
         raise MalformedInput(first[0])
 
@@ -233,45 +239,33 @@ class Parsed:
     """The good rows of one chunk: labels, raw dense values (NaN missing), each field's keys, time."""
 
     def __init__(self, chunk: Chunk, schema: Schema, problems: Problems, strict: bool) -> None:
+        import pyarrow as pa
+
         n = len(chunk)
-        bad = np.zeros(n, bool)
-        reasons: dict[int, str] = {}
-
-        def flag(mask: np.ndarray, what: Callable[[int], str]) -> None:
-            for i in np.flatnonzero(mask & ~bad)[:MAX_EXAMPLES]:
-                reasons.setdefault(int(i), what(int(i)))
-            bad[:] |= mask
-
+        bad = BadRows(n)
         labels, badl = _labels(chunk, schema)
         col = chunk.columns[schema.label.column]
-        flag(badl, lambda i: f"label {schema.label} cannot be read from {col[i].as_py()!r}")
+        bad.flag(badl, lambda i: f"label {schema.label} cannot be read from {col[i].as_py()!r}")
         dense = np.zeros((n, len(schema.dense)))
         for j, (name, _) in enumerate(schema.dense):
             dense[:, j], badj = _floats(chunk.columns[name])
-            flag(badj, lambda i, name=name: f"dense {name} {chunk.columns[name][i].as_py()!r} is not a number")
+            bad.flag(badj, lambda i, name=name: f"dense {name} {chunk.columns[name][i].as_py()!r} is not a number")
         time = None
         if schema.split.kind == "time":
             name = schema.split.column
             time, badt = _times(chunk.columns[name])
-            flag(badt, lambda i: f"time {name} {chunk.columns[name][i].as_py()!r} is not a number or an ISO date")
-        shown = sorted(reasons)[:MAX_EXAMPLES]
-        problems.add_many([(chunk.at(i), reasons[i]) for i in shown], int(bad.sum()), strict)
-        keep = ~bad
+            bad.flag(badt, lambda i: f"time {name} {chunk.columns[name][i].as_py()!r} is not a number or an ISO date")
+        bad.report(problems, chunk.at, np.arange(n), strict)
+        keep = ~bad.mask
         self.labels, self.dense = labels[keep], dense[keep]
         self.time = time[keep] if time is not None else None
         self.fields: list[tuple[np.ndarray | None, np.ndarray]] = []  # (bag sizes or None, keys) per field
         for c in schema.categorical:
-            arr = chunk.columns[c.name].filter(_arrow_mask(keep))
+            arr = chunk.columns[c.name].filter(pa.array(keep))
             self.fields.append(_multi_keys(arr, c.sep) if c.sep else (None, _keys(arr)))
 
     def __len__(self) -> int:
         return len(self.labels)
-
-
-def _arrow_mask(mask: np.ndarray):
-    import pyarrow as pa
-
-    return pa.array(mask)
 
 
 def _rows(files: Sequence[Path], schema: Schema, problems: Problems, strict: bool,
@@ -348,9 +342,8 @@ class Writer:
             L = np.stack([lens[idx] for lens, _ in fields], axis=1)  # [m, T]
             T, order_keys, vals = len(fields), [], []
             for j, (lens, ids) in enumerate(fields):  # field j's values of rows idx, tagged (row, field)
-                starts, mine = np.cumsum(lens) - lens, lens[idx]
-                pos = np.repeat(starts[idx] - (np.cumsum(mine) - mine), mine) + np.arange(int(mine.sum()))
-                vals.append(ids[pos])
+                mine = lens[idx]
+                vals.append(ids[run_index((np.cumsum(lens) - lens)[idx], mine)])
                 order_keys.append(np.repeat(np.arange(m) * T + j, mine))
             order = np.argsort(np.concatenate(order_keys), kind="stable")  # sample-major, fields in order
             np.concatenate(vals)[order].astype("<i8").tofile(self.values)
@@ -359,6 +352,10 @@ class Writer:
         self.at += m
 
     def close(self) -> None:
+        """Everything on disk before the dataset is marked complete."""
+        arrays = [self.dense, self.labels] + ([self.lengths, self.row_off] if self.multi_hot else [self.sparse])
+        for a in arrays:
+            a.flush()
         if self.multi_hot:
             self.values.close()
 
@@ -453,6 +450,4 @@ def _finish_dense(writers: dict[str, Writer], schema: Schema, stats: np.ndarray)
             block = np.asarray(w.dense[lo : lo + (1 << 20)], dtype=np.float64)
             w.dense[lo : lo + (1 << 20)] = np.nan_to_num((block - shift) / div, nan=0.0)
         w.close()
-        w.dense.flush()
-        w.labels.flush()
     return {"mean": shift.tolist(), "std": div.tolist()}

@@ -91,14 +91,15 @@ def test_parquet_and_files_split(tmp_path):
 
 
 def test_bad_rows_are_reported_by_file_and_line_and_dropped(tmp_path):
-    rows = ROWS + [(6, "u1", "i1", "a", "noon", 20, 5), (7, "u1", "i1", "a", 1, 20, "five"), (8, "u9")]
+    # a short line first: the rows after it keep their true line numbers
+    rows = ROWS + [(8, "u9"), (6, "u1", "i1", "a", "noon", 20, 5), (7, "u1", "i1", "a", 1, 20, "five")]
     f = write_csv(tmp_path / "bad.csv", rows)
     meta = prepare_tabular([f], schema(split="random:0:0.6"), tmp_path / "out")
     assert sum(meta.rows.values()) == 5 and meta.bad_lines == 3
     text = " ".join(meta.bad_examples)
-    assert "bad.csv:7: dense hour 'noon' is not a number" in text
-    assert "bad.csv:8: label rating >= 4.0 cannot be read from 'five'" in text
-    assert "bad.csv:9: expected 7 columns, got 2" in text
+    assert "bad.csv:7: expected 7 columns, got 2" in text
+    assert "bad.csv:8: dense hour 'noon' is not a number" in text
+    assert "bad.csv:9: label rating >= 4.0 cannot be read from 'five'" in text
     with pytest.raises(MalformedInput, match="bad.csv:"):
         prepare_tabular([f], schema(split="random:0:0.6"), tmp_path / "strict", strict=True)
     assert not (tmp_path / "strict").exists()
