@@ -60,7 +60,7 @@ def _rank(ctx, rounds):
     for _ in range(rounds):
         for k, coll in sides.items():
             times[k].append(step(coll))
-    shards = {k: getattr(c, "plan_info", {}).get("shards") for k, c in sides.items()}
+    shards = {k: (c.plan_info() or {}).get("shards") for k, c in sides.items()}
     return {"times": times, "shards": shards, "nnz": features.nnz}
 
 

@@ -5,6 +5,13 @@ layout, EmbeddingOptim the embedding optimizer, and EmbeddingCollection the pool
 with its optimizer, oracle (``materialize``) and reports. Implementations register under a name;
 ``get_impl(name)`` imports them lazily so an optional dependency (fbgemm, torchrec) only matters to
 the implementation that needs it.
+
+What a sharding layer may use is declared here too, so that it never reads a system's attributes:
+``options_for_tables`` (a collection over part of the tables), ``supports_external_update`` /
+``external_update_options`` / ``gradient_tensors`` (gradients left for the caller to reduce before
+``optimizer_step`` applies them), ``per_replica_state`` (options a replica cannot share), ``gather_table``
+(a table assembled on every rank), and ``ShardedCollection``: a system that shards itself over ranks
+(``build_distributed``), with the ``placement`` and ``plan_info`` a run record keeps.
 """
 from __future__ import annotations
 
@@ -14,10 +21,13 @@ import importlib
 import inspect
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar, Mapping, NamedTuple, Sequence
 
 import torch
 from torch import Tensor, nn
+
+from impls import table_options
+from impls.core.ops import bounds_check
 
 POOLINGS = ("sum", "mean")
 
@@ -54,6 +64,15 @@ def table_seed(seed: int, table: str) -> int:
     """The initialization seed of one table: a function of the run seed and the table's name only, so a
     table starts from the same weights whichever collection, shard or rank holds it."""
     return (seed * 1_000_003 + zlib.crc32(table.encode())) % (1 << 62)
+
+
+def column_offsets(tables: Sequence[TableSpec]) -> list[int]:
+    """The first output column of each table in a collection's [B, sum(dims)] output (tables side by side)."""
+    out, at = [], 0
+    for t in tables:
+        out.append(at)
+        at += t.dim
+    return out
 
 
 def check_tables(tables: Sequence[TableSpec]) -> tuple[TableSpec, ...]:
@@ -126,8 +145,6 @@ class SparseFeatures:
 
     def validate(self, tables: Sequence[TableSpec]) -> "SparseFeatures":
         """Raise ValueError naming the table, bag and id of the first bad entry; return self when valid."""
-        from impls.core.ops import bounds_check  # the native op; imported late to keep api importable
-
         self._check_shapes(tables)
         bounds_check(self.values, self.offsets, tables, self.batch_size)
         return self
@@ -139,8 +156,6 @@ class SparseFeatures:
         self._check_shapes(tables)
         o = self.offsets
         if bool((o[0] != 0) | (o[-1] != self.nnz) | (o[1:] < o[:-1]).any()):
-            from impls.core.ops import bounds_check
-
             bounds_check(self.values, self.offsets, tables, self.batch_size)  # offsets are checked first
             raise AssertionError("bounds_check passed offsets that check_layout refused")  # never reached
         return self
@@ -266,7 +281,7 @@ class WorkReport:
 
 
 HARNESS_KEYS = frozenset({"device", "check_bounds", "seed"})  # set by the harness, never an option
-BUILD_ARGS = frozenset({"tables", "optim", "dist", "ctx", "comm", "stats", "plan"})  # objects the harness passes
+BUILD_ARGS = frozenset({"tables", "optim", "ctx", "comm", "stats", "plan"})  # objects the harness passes
 
 
 def keyword_names(fn: Any) -> tuple[set[str], bool]:
@@ -274,6 +289,13 @@ def keyword_names(fn: Any) -> tuple[set[str], bool]:
     params = inspect.signature(fn).parameters.values()
     named = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)} - {"self", "cls"}
     return named, any(p.kind is p.VAR_KEYWORD for p in params)
+
+
+class GradientTensor(NamedTuple):
+    """A trainable tensor whose gradient an external update reads after backward (see ``gradient_tensors``)."""
+
+    param: nn.Parameter
+    row_sparse: bool  # a table: its gradient is a set of rows (a sparse COO tensor, or None if no row was hit)
 
 
 class EmbeddingCollection(nn.Module, abc.ABC):
@@ -286,7 +308,9 @@ class EmbeddingCollection(nn.Module, abc.ABC):
 
     name: ClassVar[str] = ""
     supports_dist: ClassVar[bool] = False
-    fused_table_update: ClassVar[bool] = False  # uncompressed tables updated inside backward (no .grad)
+    # False: it applies its update inside backward and leaves no gradient (fbgemm's TBE, TorchRec's fused optimizer)
+    supports_external_update: ClassVar[bool] = True
+    per_replica_state: ClassVar[dict[str, str]] = {}  # option -> what state a replica would hold on its own
     comm_counted: ClassVar[bool] = True  # its collectives go through impls/sharding/comm.py (bytes and blocked time)
     distributed_only: ClassVar[bool] = False  # needs a DistContext (EMBark's clusters, TorchRec's DMP)
     # how the system shards over several ranks unless told otherwise (impls/sharding/build.py)
@@ -296,7 +320,7 @@ class EmbeddingCollection(nn.Module, abc.ABC):
         self,
         tables: Sequence[TableSpec],
         optim: EmbeddingOptim,
-        dist: Any | None = None,
+        ctx: Any | None = None,
         *,
         check_bounds: bool = True,
         seed: int = 0,
@@ -305,10 +329,10 @@ class EmbeddingCollection(nn.Module, abc.ABC):
         self.tables = check_tables(tables)
         if not isinstance(optim, EmbeddingOptim):
             raise TypeError(f"optim must be an EmbeddingOptim, got {type(optim).__name__}")
-        if dist is not None and not self.supports_dist:
+        if ctx is not None and not self.supports_dist:
             raise NotImplementedError(f"{self.name} has no distributed mode yet")
         self.optim = optim
-        self.dist = dist
+        self.ctx = ctx
         self.check_bounds = check_bounds
         self.seed = seed
         self._work = WorkReport()
@@ -334,6 +358,27 @@ class EmbeddingCollection(nn.Module, abc.ABC):
         """Parameter bytes each table will hold under ``options``, computed before anything is allocated (a
         sharding planner's sizes). Uncompressed fp32 unless a system stores tables another way."""
         return [t.dense_bytes for t in tables]
+
+    @classmethod
+    def options_for_tables(cls, options: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
+        """``options`` for a collection of this system over only the tables ``names`` (per-table mappings cut
+        down; a system with other table-naming options restricts those too)."""
+        return table_options.restrict(options, names)
+
+    @classmethod
+    def external_update_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
+        """``options`` under which a collection leaves every gradient of a backward in ``.grad`` of its
+        ``gradient_tensors`` and applies them only in ``optimizer_step`` (same numbers as its own schedule), so
+        that a caller can sum them over replicas or run several backward passes first."""
+        if not cls.supports_external_update:
+            raise ValueError(f"{cls.name} updates its tables inside backward and leaves no gradients to reduce; "
+                             f"shard it table-wise")
+        return dict(options)
+
+    def gradient_tensors(self) -> list[GradientTensor]:
+        """Every trainable tensor an external update reads, in a fixed order: by default each parameter is a
+        table updated by rows."""
+        return [GradientTensor(p, True) for p in self.parameters()]
 
     @property
     def output_dim(self) -> int:
@@ -368,6 +413,11 @@ class EmbeddingCollection(nn.Module, abc.ABC):
     def materialize(self, table: str) -> Tensor:
         """The dense [num_embeddings, dim] table this collection represents (a test oracle)."""
 
+    def gather_table(self, table: str) -> Tensor:
+        """The whole dense table on every rank. A collective where the table is spread over ranks (every rank
+        calls it); ``materialize`` where one collection holds it."""
+        return self.materialize(table)
+
     def table_parameters(self, table: str) -> list[Tensor]:
         """The trainable tensors behind one table (the dense table itself unless overridden)."""
         return [self.materialize(table)]
@@ -381,6 +431,30 @@ class EmbeddingCollection(nn.Module, abc.ABC):
 
     def work_report(self) -> WorkReport:
         return self._work
+
+
+class ShardedCollection(EmbeddingCollection):
+    """A collection spread over ranks: each rank holds a part of the tables and ``forward`` returns its local
+    batch's rows of all of them. A system that shards itself (EMBark, TorchRec) subclasses this and is built by
+    ``build_distributed``; the others are wrapped by impls/sharding (table-wise, data-parallel)."""
+
+    supports_dist: ClassVar[bool] = True
+    distributed_only: ClassVar[bool] = True
+
+    @classmethod
+    def build_distributed(cls, tables: Sequence[TableSpec], optim: EmbeddingOptim, ctx: Any, comm: Any, *,
+                          stats: SparseFeatures | None = None, **options: Any) -> "ShardedCollection":
+        """Build over the ranks of ``ctx``, talking through ``comm``; ``stats``: a sampled global batch on rank 0
+        (a planner's statistics). By default the constructor takes the options as they are."""
+        return cls(tables, optim, ctx, comm=comm, **options)
+
+    def placement(self) -> dict[str, Any] | None:
+        """Where each table lives (table names per rank), for the run record; None when not described."""
+        return None
+
+    def plan_info(self) -> dict[str, Any] | None:
+        """The sharding plan's summary (strategy, cluster counts, predicted cost), for the run record."""
+        return None
 
 
 # name -> module that defines (and registers) the implementation; imported on first use.

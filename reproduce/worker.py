@@ -16,6 +16,7 @@ import time
 import traceback
 from typing import Any
 
+from impls.api import ShardedCollection
 from reproduce.config import RunPoint
 from reproduce.fault import Fault
 from reproduce.lifeline import die_with_parent
@@ -141,10 +142,10 @@ def run_point(point: RunPoint, out: str | None = None) -> dict[str, Any]:
         record["train"] = res.info
     if dist_part:
         record["dist"] = dist_part
-        if hasattr(emb, "placement"):
-            dist_part["placement"] = emb.placement()
-        if hasattr(emb, "plan_info"):  # EMBark: the plan and its predicted embedding step
-            dist_part["plan"] = emb.plan_info
+        if isinstance(emb, ShardedCollection):  # where tables live; EMBark: the plan and its predicted step
+            for key, value in (("placement", emb.placement()), ("plan", emb.plan_info())):
+                if value is not None:
+                    dist_part[key] = value
         if not emb.comm_counted:  # its collectives bypass Comm: no bytes or blocked time to report
             dist_part.update(comm_counted=False, comm_bytes_per_step=None, comm_blocked_ms=None)
     if evaluated:

@@ -11,24 +11,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from impls.api import (EmbeddingCollection, EmbeddingOptim, MemoryReport, SparseFeatures, TableSpec, WorkReport,
-                        keyword_names, table_seed)
+from impls.api import (EmbeddingCollection, EmbeddingOptim, GradientTensor, MemoryReport, SparseFeatures, TableSpec,
+                       WorkReport, keyword_names, table_seed)
 from impls.core import ops, tt
 from impls.core.counters import TTWork
-from impls.core.tt_batch import Workspace
 from impls.core.init import dense_table_init
+from impls.core.pooling import mean_pool
+from impls.core.tt_batch import Workspace
+from impls.table_options import value_for
 
 TT_MIN_ROWS = 10_000  # tables with fewer rows stay dense unless tt_tables / tt_min_rows say otherwise
-
-
-def _per_table(value: Any, name: str, what: str, known: set[str]) -> Any:
-    """A per-table option: a plain value for all tables or a {table: value} mapping."""
-    if isinstance(value, Mapping):
-        unknown = set(value) - known
-        if unknown:
-            raise ValueError(f"{what} names unknown table(s) {sorted(unknown)}; tables: {sorted(known)}")
-        return value.get(name)
-    return value
 
 
 class TTTable(nn.Module):
@@ -122,7 +114,7 @@ class TTCollection(EmbeddingCollection):
         self,
         tables: Sequence[TableSpec],
         optim: EmbeddingOptim,
-        dist: Any | None = None,
+        ctx: Any | None = None,
         *,
         device: str | torch.device = "cpu",
         check_bounds: bool = True,
@@ -137,7 +129,7 @@ class TTCollection(EmbeddingCollection):
         fused: bool = True,
         **schedule_options: Any,
     ) -> None:
-        super().__init__(tables, optim, dist, check_bounds=check_bounds, seed=seed)
+        super().__init__(tables, optim, ctx, check_bounds=check_bounds, seed=seed)
         self.configure(**schedule_options)  # system options are checked before any allocation
         device = torch.device(device)
         weight_dist = weight_dist or self.default_weight_dist
@@ -185,12 +177,28 @@ class TTCollection(EmbeddingCollection):
             if unknown:
                 raise ValueError(f"tt_tables names unknown table(s) {sorted(unknown)}; tables: {sorted(names)}")
         for opt, what in ((ranks, "ranks"), (p, "p"), (q, "q"), (cores, "cores")):
-            _per_table(opt, "", what, names)  # a mapping naming an unknown table fails here
+            value_for(opt, "", what, names)  # a mapping naming an unknown table fails here
         shapes: dict[int, tt.TTShape] = {}
         for i, spec in enumerate(tables):
             if spec.name in tt_tables if tt_tables is not None else spec.num_embeddings >= tt_min_rows:
                 shapes[i] = cls._shape_for(spec, names, ranks, p, q, cores)
         return shapes
+
+    @classmethod
+    def options_for_tables(cls, options: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
+        out = super().options_for_tables(options, names)
+        if out.get("tt_tables") is not None:
+            out["tt_tables"] = [t for t in out["tt_tables"] if t in set(names)]
+        return out
+
+    @classmethod
+    def external_update_options(cls, options: Mapping[str, Any]) -> dict[str, Any]:
+        return {**super().external_update_options(options), "fused": False}  # core gradients wait in .grad
+
+    def gradient_tensors(self) -> list[GradientTensor]:
+        """The TT cores (dense gradients) and the uncompressed tables (row gradients)."""
+        return [GradientTensor(c, False) for t in self.tt.values() for c in t.cores] + [
+            GradientTensor(w, True) for w in self.dense.values()]
 
     @classmethod
     def table_param_bytes(cls, tables: Sequence[TableSpec], options: Mapping[str, Any]) -> list[int]:
@@ -200,21 +208,21 @@ class TTCollection(EmbeddingCollection):
 
     @classmethod
     def _shape_for(cls, spec, names, ranks, p, q, cores) -> tt.TTShape:
-        d = _per_table(cores, spec.name, "cores", names) or 3
+        d = value_for(cores, spec.name, "cores", names) or 3
         if d not in cls.allowed_cores:
             raise ValueError(f"{cls.name} supports {cls.allowed_cores} TT cores, table {spec.name!r} asks for {d}")
         if spec.dim % cls.dim_multiple:
             raise ValueError(
                 f"{cls.name} needs TT table dims divisible by {cls.dim_multiple}; table {spec.name!r} has {spec.dim}"
             )
-        r = _per_table(ranks, spec.name, "ranks", names)
+        r = value_for(ranks, spec.name, "ranks", names)
         try:
             return tt.TTShape.create(
                 spec.num_embeddings,
                 spec.dim,
                 32 if r is None else r,
-                p=_per_table(p, spec.name, "p", names),
-                q=_per_table(q, spec.name, "q", names),
+                p=value_for(p, spec.name, "p", names),
+                q=value_for(q, spec.name, "q", names),
                 d=d,
             )
         except ValueError as exc:
@@ -253,7 +261,7 @@ class TTCollection(EmbeddingCollection):
             if key in self.tt:
                 out = self.tt_lookup(i, values, offsets, B)
                 if spec.pooling == "mean":
-                    out = out / (offsets[1:] - offsets[:-1]).clamp(min=1).unsqueeze(1).to(out.dtype)
+                    out = mean_pool(out, offsets)
             else:
                 out = self.dense_lookup(i, values, offsets, spec.pooling)
             outs.append(out)

@@ -15,13 +15,13 @@ class DenseCollection(EmbeddingCollection):
         self,
         tables: Sequence[TableSpec],
         optim: EmbeddingOptim,
-        dist: Any | None = None,
+        ctx: Any | None = None,
         *,
         device: str | torch.device = "cpu",
         check_bounds: bool = True,
         seed: int = 0,
     ) -> None:
-        super().__init__(tables, optim, dist, check_bounds=check_bounds, seed=seed)
+        super().__init__(tables, optim, ctx, check_bounds=check_bounds, seed=seed)
         self._last_intermediates = 0
         self.build(torch.device(device))
 

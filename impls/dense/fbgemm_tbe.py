@@ -26,7 +26,7 @@ _OPTIM = {"sgd": EmbOptimType.EXACT_SGD, "adagrad": EmbOptimType.EXACT_ADAGRAD}
 @register
 class DenseFbgemm(DenseCollection):
     name = "dense-fbgemm"
-    fused_table_update = True  # the TBE applies SGD / Adagrad in its backward
+    supports_external_update = False  # the TBE applies SGD / Adagrad in its backward
 
     def build(self, device: torch.device) -> None:
         optim, seed = self.optim, self.seed

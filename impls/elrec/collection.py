@@ -27,6 +27,7 @@ class ELRec(TTCollection):
     name = "elrec"
     dist_defaults = {"sharding": "data-parallel"}  # replicated cores, gradients summed every step (SC24's baseline)
     allowed_cores = (3,)
+    per_replica_state = {"host_pipeline": "EL-Rec's host-memory pipeline"}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

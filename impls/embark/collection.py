@@ -23,9 +23,10 @@ from typing import Any, Sequence
 import torch
 from torch import Tensor
 
-from impls.api import (EmbeddingCollection, EmbeddingOptim, MemoryReport, SparseFeatures, TableSpec, WorkReport,
-                       get_impl, register)
+from impls.api import (EmbeddingOptim, MemoryReport, ShardedCollection, SparseFeatures, TableSpec, WorkReport,
+                       column_offsets, get_impl, register)
 from impls.core import ops
+from impls.core.pooling import bag_lengths
 from impls.embark import hier
 from impls.embark.columns import Columns
 from impls.embark.engines import STORAGES, RBEngine, UBEngine, build_store, shard_spec
@@ -34,37 +35,35 @@ from impls.embark.shards import Cluster, Plan, shard_rows
 from impls.sharding.comm import Comm
 from impls.sharding.context import DistContext
 from impls.sharding.data_parallel import DataParallelCollection
+from impls.sharding.gather import Block, assemble_table
 from impls.sharding.reports import merge_memory, merge_work
 
 
 @register
-class EmbarkCollection(EmbeddingCollection):
+class EmbarkCollection(ShardedCollection):
     """Registered as ``embark``: distributed only (``dlrmbench run --impl embark --world-size N``); the plan
     comes from ``build_distributed`` (planner.py) unless one is given."""
 
     name = "embark"
-    supports_dist = True
-    distributed_only = True
 
-    def __init__(self, tables: Sequence[TableSpec], optim: EmbeddingOptim, dist: DistContext | None = None, *,
+    def __init__(self, tables: Sequence[TableSpec], optim: EmbeddingOptim, ctx: DistContext | None = None, *,
                  plan: Plan | None = None, comm: Comm | None = None, device: str | torch.device = "cpu",
                  check_bounds: bool = True, seed: int = 0, storage: str = "dense",
                  storage_options: dict | None = None, fp16_comm: bool = False) -> None:
-        super().__init__(tables, optim, dist, check_bounds=check_bounds, seed=seed)
-        if dist is None or plan is None:
+        super().__init__(tables, optim, ctx, check_bounds=check_bounds, seed=seed)
+        if ctx is None or plan is None:
             raise ValueError("embark shards tables over ranks: run it with --world-size >= 2 (it needs a plan "
                              "and a process group)")
         if storage not in STORAGES:
             raise ValueError(f"storage must be one of {sorted(STORAGES)}, got {storage!r}")
-        if plan.world_size != dist.world_size:
-            raise ValueError(f"the plan is for {plan.world_size} ranks, this run has {dist.world_size}")
+        if plan.world_size != ctx.world_size:
+            raise ValueError(f"the plan is for {plan.world_size} ranks, this run has {ctx.world_size}")
         self.plan = plan.validate(self.tables)
-        self.comm = comm or Comm(dist)
+        self.comm = comm or Comm(ctx)
         self.device = torch.device(device)
         self.payload_dtype = torch.float16 if fp16_comm else torch.float32
-        me = dist.rank
-        dims = [t.dim for t in self.tables]
-        self.col0 = [sum(dims[:i]) for i in range(len(dims))]
+        me = ctx.rank
+        self.col0 = column_offsets(self.tables)
         self.layout = ShardLayout(plan, self.tables, self.device)
         self.cluster = self.layout.cluster
         rb, ub = self.layout.rb[me], self.layout.ub[me]
@@ -74,11 +73,11 @@ class EmbarkCollection(EmbeddingCollection):
         self.storage = torch.nn.ModuleList(([rb_store] if rb else []) + (list(self.ub.stores) if ub else []))
         # hierarchical RB: every GPU of a node holds the same (table, column) sequence of RB row shards
         self.hier = plan.hierarchical and any(p.cluster is Cluster.RB for p in plan.mp)
-        L = dist.local_world_size
+        L = ctx.local_world_size
         if self.hier and L != plan.gpus_per_node:
             raise ValueError(f"the plan has {plan.gpus_per_node} GPUs per node, the run {L}")
         self.node_cols = []  # hierarchical: the output columns of node n's RB partial sums
-        for n in range(dist.num_nodes if self.hier else 0):
+        for n in range(ctx.num_nodes if self.hier else 0):
             seqs = [[(x.table, x.col, self.tables[x.table].dim // x.cols) for x in self.layout.rb[g]]
                     for g in range(n * L, (n + 1) * L)]
             if any(q != seqs[0] for q in seqs):
@@ -93,11 +92,11 @@ class EmbarkCollection(EmbeddingCollection):
                                    self.layout.unit)
         self.dp = None
         if self.dp_tables:
-            self.dp = DataParallelCollection([self.tables[i] for i in self.dp_tables], optim, dist,
+            self.dp = DataParallelCollection([self.tables[i] for i in self.dp_tables], optim, ctx,
                                              local_cls=get_impl("dense-torch"), comm=self.comm, device=device,
                                              check_bounds=False, seed=seed)
         self._mark: dict = {}
-        self.plan_info: dict = {"strategy": "given", "hierarchical": plan.hierarchical}
+        self._plan_info: dict = {"strategy": "given", "hierarchical": plan.hierarchical}
 
     @classmethod
     def build_distributed(cls, tables, optim, ctx, comm, *, stats=None, strategy: str = "embark",
@@ -124,7 +123,7 @@ class EmbarkCollection(EmbeddingCollection):
         plan, secs = make_plan(tables, model, strategy, column_wise=column_wise)
         coll = cls(tables, optim, ctx, plan=plan, comm=comm, **options)
         ev = evaluate(plan, tables, model)
-        coll.plan_info = {"strategy": strategy, "hw": hw, "hierarchical": plan.hierarchical, "dp": len(plan.dp),
+        coll._plan_info = {"strategy": strategy, "hw": hw, "hierarchical": plan.hierarchical, "dp": len(plan.dp),
                           "ub": sum(p.cluster == "ub" for p in plan.mp), "rb": sum(p.cluster == "rb" for p in plan.mp),
                           "shards": len(plan.shards()), "planning_s": secs, "predicted_step_ms": ev.step_s * 1e3,
                           "max_cost": ev.max_cost, "oom_predicted": ev.oom}
@@ -133,7 +132,7 @@ class EmbarkCollection(EmbeddingCollection):
     # --- the step -----------------------------------------------------------------------------------
     def _exchange_keys(self, st: Routed) -> tuple[list[int], list[int], Tensor]:
         """Every source's batch size and payload length for this rank, and the payloads back to back."""
-        G, dev = self.dist.world_size, self.dist.device
+        G, dev = self.ctx.world_size, self.ctx.device
         header = torch.tensor([[st.batch, p.numel()] for p in st.payload], dtype=torch.int64, device=dev).reshape(-1)
         got = torch.empty_like(header)
         self.comm.all_to_all(got, header, [2] * G, [2] * G, "embark.keys.header")
@@ -150,7 +149,7 @@ class EmbarkCollection(EmbeddingCollection):
         shard by shard, then its UB keys: one transpose_segments lays every source's RB keys out shard by shard
         (each shard's keys source by source, as the fused lookup's table-major batch wants them), the UB keys of
         all sources after them, in one copy."""
-        me = self.dist.rank
+        me = self.ctx.rank
         n_rb, n_ub = self.layout.n_rb[me], self.layout.n_ub[me]
         rb_counts, ub_counts, seg = [], [], []
         for bs, blk in zip(sizes, torch.split(recv, lengths)):
@@ -182,7 +181,7 @@ class EmbarkCollection(EmbeddingCollection):
         """Every destination's flat pieces, destination by destination, in one payload buffer: the pieces
         themselves when they already lie back to back in one buffer (the RB partial sums of every source), else
         one copy."""
-        return joined([x.reshape(-1) for dest in pieces for x in dest], self.payload_dtype, self.dist.device)
+        return joined([x.reshape(-1) for dest in pieces for x in dest], self.payload_dtype, self.ctx.device)
 
     def _mp_forward(self, features: SparseFeatures, grad_enabled: bool) -> Tensor:
         b = features.batch_size
@@ -190,9 +189,9 @@ class EmbarkCollection(EmbeddingCollection):
         self._sources, lengths, recv = self._exchange_keys(st)  # every source's batch size, payload length
         back = self._owner_forward(self._sources, lengths, recv, grad_enabled)
         self._recv_sizes = [sum(x.numel() for x in pieces) for pieces in back]
-        recv = torch.empty(sum(st.answer_sizes), dtype=self.payload_dtype, device=self.dist.device)
+        recv = torch.empty(sum(st.answer_sizes), dtype=self.payload_dtype, device=self.ctx.device)
         self.comm.all_to_all(recv, self._pack(back), st.answer_sizes, self._recv_sizes, "embark.fwd")
-        out = torch.zeros(b, self.output_dim, device=self.dist.device)
+        out = torch.zeros(b, self.output_dim, device=self.ctx.device)
         ub_parts = []
         for g, (blk, n_rb) in enumerate(zip(torch.split(recv.to(torch.float32), st.answer_sizes), st.rb_sizes)):
             if n_rb:
@@ -216,7 +215,7 @@ class EmbarkCollection(EmbeddingCollection):
         self._mean_lengths = {}
         for t, spec in enumerate(self.tables):
             if spec.pooling == "mean" and t in self.cluster:
-                ln = features.table(t)[1].diff().clamp(min=1).to(torch.float32).unsqueeze(1)
+                ln = bag_lengths(features.table(t)[1])
                 self._mean_lengths[t] = ln
                 out[:, self.col0[t] : self.col0[t] + spec.dim] /= ln
         self._step = st
@@ -237,7 +236,7 @@ class EmbarkCollection(EmbeddingCollection):
             ops.scatter_add_rows(per_row, grp.occ_row, grp.occ_unique, gu)
             for g, blk in enumerate(torch.split(gu, grp.per_owner)):
                 ub[g].append(blk)
-        me = self.dist.rank
+        me = self.ctx.rank
         recv_sizes = self._recv_sizes  # what this rank answered each source in forward comes back
         recv = torch.empty(sum(recv_sizes), dtype=self.payload_dtype, device=grad.device)
         self.comm.all_to_all(recv, self._pack([[r, *u] for r, u in zip(rb, ub)]), recv_sizes,
@@ -290,28 +289,24 @@ class EmbarkCollection(EmbeddingCollection):
             coll.optimizer_step()
 
     # --- oracles and reports --------------------------------------------------------------------------
+    def plan_info(self) -> dict:
+        return self._plan_info
+
     def gather_table(self, table: str) -> Tensor:
         """The whole table assembled from every rank's shards (a collective: every rank calls it)."""
-        import torch.distributed as dist
-
         t = self.table_index(table)
         if t in self.dp_tables:
             return self.dp.materialize(table)
-        spec = self.tables[t]
-        me = self.dist.rank
-        mine = [(s.row, s.rows, s.col, s.cols, self.rb.store.materialize(shard_spec(spec, s).name).detach().cpu())
-                for s in self.layout.rb[me] if s.table == t]
-        mine += [(s.row, s.rows, s.col, s.cols,
-                  self.ub.materialize_shard(i, shard_spec(spec, s).num_embeddings).detach().cpu())
+        spec, me = self.tables[t], self.ctx.rank
+
+        def block(s, weight: Tensor) -> Block:  # row shard s.row of s.rows (every s.rows-th row), column slice s.col
+            d = spec.dim // s.cols
+            return Block(s.row, s.rows, s.col * d, weight[: shard_rows(spec.num_embeddings, s.rows, s.row)])
+
+        mine = [block(s, self.rb.store.materialize(shard_spec(spec, s).name)) for s in self.layout.rb[me] if s.table == t]
+        mine += [block(s, self.ub.materialize_shard(i, shard_spec(spec, s).num_embeddings))
                  for i, s in enumerate(self.layout.ub[me]) if s.table == t]
-        parts = [None] * self.dist.world_size
-        dist.all_gather_object(parts, mine)
-        full = torch.empty(spec.num_embeddings, spec.dim)
-        for j, r, k, c, w in (x for p in parts for x in p):
-            d = spec.dim // c
-            n = shard_rows(spec.num_embeddings, r, j)
-            full[j::r, k * d : (k + 1) * d] = w[:n]
-        return full
+        return assemble_table(self.comm, spec, mine)
 
     def materialize(self, table: str) -> Tensor:
         t = self.table_index(table)

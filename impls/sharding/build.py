@@ -7,8 +7,8 @@ from typing import Any, Sequence
 
 import torch
 
-from impls.api import (BUILD_ARGS, HARNESS_KEYS, EmbeddingCollection, EmbeddingOptim, SparseFeatures, TableSpec,
-                       keyword_names)
+from impls.api import (BUILD_ARGS, HARNESS_KEYS, EmbeddingCollection, EmbeddingOptim, ShardedCollection,
+                       SparseFeatures, TableSpec, keyword_names)
 from impls.sharding.comm import Comm
 from impls.sharding.context import DistContext
 from impls.sharding.data_parallel import DataParallelCollection
@@ -27,10 +27,9 @@ def accepted_options(cls: type[EmbeddingCollection], distributed: bool) -> froze
     names = set(cls.option_names())
     if not distributed:
         return frozenset(names)
-    own = getattr(cls, "build_distributed", None)
-    if own is None:
+    if not issubclass(cls, ShardedCollection):
         return frozenset(names | set(DIST_KEYS))
-    keys, _ = keyword_names(own)
+    keys, _ = keyword_names(cls.build_distributed)
     return frozenset((names | keys) - BUILD_ARGS - HARNESS_KEYS)
 
 
@@ -53,10 +52,9 @@ def build_sharded(
     **options: Any,
 ) -> EmbeddingCollection:
     """``stats``: a sampled global batch, needed on rank 0 for greedy placement. A system that shards itself
-    (EMBark: its own planner) builds through its ``build_distributed``."""
-    own = getattr(cls, "build_distributed", None)
-    if own is not None:
-        return own(tables, optim, ctx, comm, stats=stats, device=device, check_bounds=check_bounds, seed=seed,
+    (a ShardedCollection: EMBark with its own planner, TorchRec) builds through its ``build_distributed``."""
+    if issubclass(cls, ShardedCollection):
+        return cls.build_distributed(tables, optim, ctx, comm, stats=stats, device=device, check_bounds=check_bounds, seed=seed,
                    **options)
     dist_opts = {**cls.dist_defaults, **{k: options.pop(k) for k in DIST_KEYS if k in options}}
     sharding = dist_opts.pop("sharding")

@@ -45,6 +45,12 @@ class Comm:
         dist.broadcast_object_list(box, src=src)
         return box[0]
 
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        """Every rank's ``obj``, in rank order, on every rank (shards of a table for a test oracle): not counted."""
+        out: list[Any] = [None] * self.ctx.world_size
+        dist.all_gather_object(out, obj, group=self.ctx.group)
+        return out
+
     def _count(self, phase: str, peer: str, nbytes: int) -> None:
         self.sent[(phase, peer)] += int(nbytes)
 

@@ -18,25 +18,17 @@ from torch import Tensor
 from impls.api import EmbeddingOptim, MemoryReport, SparseFeatures, TableSpec, WorkReport
 from impls.sharding.context import DistContext
 from impls.sharding.reports import merge_work
-from impls.sharding.sharded import ShardedCollection, is_tt
-
-# options whose state is per replica and would need its own synchronization
-_UNSUPPORTED = {"cache_rows": "TT-Rec's hot-row cache", "host_pipeline": "EL-Rec's host-memory pipeline"}
+from impls.sharding.sharded import WrappedCollection
 
 
-class DataParallelCollection(ShardedCollection):
-    def __init__(self, tables: Sequence[TableSpec], optim: EmbeddingOptim, dist: DistContext, **common: Any) -> None:
-        super().__init__(tables, optim, dist, **common)
-        options = self.local_options
-        for key, what in _UNSUPPORTED.items():
-            if options.get(key):
+class DataParallelCollection(WrappedCollection):
+    def __init__(self, tables: Sequence[TableSpec], optim: EmbeddingOptim, ctx: DistContext, **common: Any) -> None:
+        super().__init__(tables, optim, ctx, **common)
+        for key, what in self.local_cls.per_replica_state.items():
+            if self.local_options.get(key):
                 raise ValueError(f"{what} ({key}) is not supported with data-parallel sharding yet")
-        if self.local_cls.fused_table_update:
-            raise ValueError(f"{self.name} updates its tables inside backward; data-parallel sharding needs "
-                             f"their gradients (use table-wise sharding)")
-        if is_tt(self.local_cls):
-            options["fused"] = False  # core gradients wait in .grad for the all-reduce
-        self.local = self.build_local(self.tables, **options)
+        # every gradient waits in .grad for the all-reduce
+        self.local = self.build_local(self.tables, **self.local_cls.external_update_options(self.local_options))
 
     def forward(self, features: SparseFeatures) -> Tensor:
         self.mark_step()
@@ -44,12 +36,11 @@ class DataParallelCollection(ShardedCollection):
 
     @torch.no_grad()
     def _reduce(self) -> None:
-        """Sum every parameter's gradient over the replicas in one all-reduce."""
-        cores = {id(p) for t in getattr(self.local, "tt", {}).values() for p in t.cores}
-        params = list(self.local.parameters())
-        grads = [torch.zeros_like(p) if p.grad is None else p.grad.to_dense() for p in params]
-        for p, g in zip(params, self.comm.all_reduce_coalesced(grads, "emb.dp")):
-            if id(p) in cores:
+        """Sum every gradient over the replicas in one all-reduce."""
+        tensors = self.local.gradient_tensors()
+        grads = [torch.zeros_like(p) if p.grad is None else p.grad.to_dense() for p, _ in tensors]
+        for (p, row_sparse), g in zip(tensors, self.comm.all_reduce_coalesced(grads, "emb.dp")):
+            if not row_sparse:
                 p.grad = g
             else:  # a table: a row update for each row with a nonzero summed gradient
                 rows = g.abs().sum(1).nonzero().squeeze(1)
@@ -70,7 +61,7 @@ class DataParallelCollection(ShardedCollection):
 
     def memory_report(self) -> MemoryReport:
         r = self.local.memory_report()
-        dense = sum(p.numel() * p.element_size() for p in self.local.parameters())
+        dense = sum(p.numel() * p.element_size() for p, _ in self.local.gradient_tensors())
         r.peak_intermediates += dense  # the all-reduce buffer
         return r
 

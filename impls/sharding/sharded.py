@@ -1,30 +1,25 @@
-"""What the sharded collections share: a system's class and options for the local collections they build, the
-accounted communicator, and the start-of-step mark that the work report's byte counts are taken from."""
+"""What the sharding wrappers (table-wise, data-parallel) share: the system's class and options for the local
+collections they build, the accounted communicator, and the start-of-step mark that the work report's byte counts
+are taken from. A wrapper knows a system only through the interface (impls/api.py)."""
 from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
 import torch
 
-from impls.api import EmbeddingCollection, EmbeddingOptim, TableSpec
+from impls.api import EmbeddingCollection, EmbeddingOptim, ShardedCollection, TableSpec
 from impls.sharding.comm import Comm
 from impls.sharding.context import DistContext
 
 
-def is_tt(cls: type) -> bool:
-    from impls.core.tt_collection import TTCollection
-
-    return issubclass(cls, TTCollection)
-
-
-class ShardedCollection(EmbeddingCollection):
-    supports_dist = True
+class WrappedCollection(ShardedCollection):
+    """A system built on one device per rank (``local_cls``), spread over ranks by the subclass."""
 
     def __init__(
         self,
         tables: Sequence[TableSpec],
         optim: EmbeddingOptim,
-        dist: DistContext,
+        ctx: DistContext,
         *,
         local_cls: type[EmbeddingCollection],
         local_options: Mapping[str, Any] | None = None,
@@ -33,11 +28,11 @@ class ShardedCollection(EmbeddingCollection):
         check_bounds: bool = True,
         seed: int = 0,
     ) -> None:
-        super().__init__(tables, optim, dist, check_bounds=check_bounds, seed=seed)
+        super().__init__(tables, optim, ctx, check_bounds=check_bounds, seed=seed)
         self.name = local_cls.name
         self.local_cls = local_cls
         self.local_options = dict(local_options or {})
-        self.comm = comm or Comm(dist)
+        self.comm = comm or Comm(ctx)
         self.device = torch.device(device)
         self._comm_mark: dict = {}
 

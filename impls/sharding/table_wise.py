@@ -15,40 +15,30 @@ overlap          issue AlltoAlls asynchronously (default); False waits on each, 
 capacity_bytes   per-rank parameter budget; a placement that cannot fit is an error"""
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import torch
 from torch import Tensor
 
-from impls.api import EmbeddingCollection, EmbeddingOptim, MemoryReport, SparseFeatures, TableSpec, WorkReport
+from impls.api import (EmbeddingCollection, EmbeddingOptim, MemoryReport, SparseFeatures, TableSpec, WorkReport,
+                       column_offsets)
 from impls.sharding.context import DistContext
 from impls.sharding.exchange import exchange_ids
+from impls.sharding.gather import Block, assemble_table
 from impls.sharding.pipeline import BackwardGroup, Stage, run_stages
 from impls.sharding.plan import backward_group_tables, group_tables, place_tables
 from impls.sharding.reports import merge_memory, merge_work
-from impls.sharding.sharded import ShardedCollection, is_tt
+from impls.sharding.sharded import WrappedCollection
 
 PIPELINES = ("none", "table", "batch")
 
 
-def restrict_options(options: Mapping[str, Any], names: set[str]) -> dict[str, Any]:
-    """Per-table options (``{table: value}`` mappings, the ``tt_tables`` list) cut down to ``names``."""
-    out = {}
-    for k, v in options.items():
-        if isinstance(v, Mapping):
-            v = {t: x for t, x in v.items() if t in names}
-        elif k == "tt_tables" and v is not None:
-            v = [t for t in v if t in names]
-        out[k] = v
-    return out
-
-
-class TableWiseCollection(ShardedCollection):
+class TableWiseCollection(WrappedCollection):
     def __init__(
         self,
         tables: Sequence[TableSpec],
         optim: EmbeddingOptim,
-        dist: DistContext,
+        ctx: DistContext,
         *,
         costs: Sequence[float] | None = None,
         placement: str = "sequential",
@@ -61,7 +51,7 @@ class TableWiseCollection(ShardedCollection):
         capacity_bytes: int | None = None,
         **common: Any,
     ) -> None:
-        super().__init__(tables, optim, dist, **common)
+        super().__init__(tables, optim, ctx, **common)
         if pipeline not in PIPELINES:
             raise ValueError(f"pipeline must be one of {PIPELINES}, got {pipeline!r}")
         if pipeline_groups < 1 or pipeline_micro_batches < 1:
@@ -71,25 +61,25 @@ class TableWiseCollection(ShardedCollection):
             raise ValueError("greedy placement needs per-table costs (unique ids of a sampled batch)")
         self.pipeline, self.overlap, self.micro_batches = pipeline, bool(overlap), int(pipeline_micro_batches)
         local_cls, local_options = self.local_cls, self.local_options
-        G, me = dist.world_size, dist.rank
+        G, me = ctx.world_size, ctx.rank
         sizes = local_cls.table_param_bytes(self.tables, local_options)
         self.owned = place_tables(costs if costs is not None else [1.0] * len(self.tables), G, placement,
                                   sizes, capacity_bytes, self.seed, [t.name for t in self.tables])
         ngroups = pipeline_groups if pipeline == "table" else 1
         # every rank's groups (global table indices), in the order they run: all ranks know all of them
         self.groups = [group_tables(o, ngroups, skew, reorder) for o in self.owned]
-        dims = [t.dim for t in self.tables]
-        col0 = [sum(dims[:i]) for i in range(len(dims))]
+        dims, col0 = [t.dim for t in self.tables], column_offsets(self.tables)
 
         def columns(tables):
             return torch.tensor([c for i in tables for c in range(col0[i], col0[i] + dims[i])], dtype=torch.int64,
-                                device=dist.device)
+                                device=ctx.device)
 
         self._widths = [[sum(dims[i] for i in g[s]) for g in self.groups] for s in range(ngroups)]
         self._columns = [[columns(g[s]) for g in self.groups] for s in range(ngroups)]
-        if pipeline == "batch" and is_tt(local_cls):
-            # several backward passes per step: the core update waits for all of them (same math as fused)
-            local_options["fused"] = False
+        if pipeline == "batch" and local_cls.supports_external_update:
+            # several backward passes per step: updates wait for all of them (the same numbers); a system that
+            # updates inside backward updates once per micro-batch
+            local_options = local_cls.external_update_options(local_options)
         self.local = torch.nn.ModuleList()
         self._local_pos: list[list[int]] = []  # per stage group: positions in this rank's received table order
         self._parts: list[list[int]] = []  # per stage group: its local modules (one per table under the table pipeline)
@@ -100,7 +90,8 @@ class TableWiseCollection(ShardedCollection):
             for unit in units:
                 specs = [self.tables[i] for i in unit]
                 self._parts[-1].append(len(self.local))
-                self.local.append(self.build_local(specs, **restrict_options(local_options, {t.name for t in specs})))
+                names = [t.name for t in specs]
+                self.local.append(self.build_local(specs, **local_cls.options_for_tables(local_options, names)))
             self._local_pos.append([self.owned[me].index(i) for i in grp])
         self._local_tables = [[i] for grp in self.groups[me] for i in grp] if per_table else [g for g in self.groups[me] if g]
         self.backward_groups: list[list[list[int]]] | None = None
@@ -136,11 +127,11 @@ class TableWiseCollection(ShardedCollection):
         for tables, coll in zip(self._local_tables, self.local):
             if i in tables:
                 return coll
-        raise KeyError(f"table {table!r} lives on rank {self.owner_of(table)}, not on rank {self.dist.rank}")
+        raise KeyError(f"table {table!r} lives on rank {self.owner_of(table)}, not on rank {self.ctx.rank}")
 
     # --- the step ------------------------------------------------------------------------------------
     def _stages(self, features: SparseFeatures) -> list[Stage]:
-        me = self.dist.rank
+        me = self.ctx.rank
         B = features.batch_size
         if self.pipeline == "batch":
             if B < self.micro_batches:
@@ -162,7 +153,7 @@ class TableWiseCollection(ShardedCollection):
 
             def compute(mods=mods, pos=pos, f=routed.features, total=total) -> list[Tensor]:
                 if not mods:
-                    return [torch.zeros(total, 0, device=self.dist.device)]
+                    return [torch.zeros(total, 0, device=self.ctx.device)]
                 if self.pipeline == "batch" and self._calls:  # the previous micro-batch's forward counters
                     self._earlier.append(mods[0].work_report())
                 self._calls += 1
@@ -187,6 +178,11 @@ class TableWiseCollection(ShardedCollection):
 
     def materialize(self, table: str) -> Tensor:
         return self._local_of(table).materialize(table)
+
+    def gather_table(self, table: str) -> Tensor:
+        """The table on every rank, from its owner (a collective: every rank calls it)."""
+        mine = [Block(0, 1, 0, self.materialize(table))] if self.owner_of(table) == self.ctx.rank else []
+        return assemble_table(self.comm, self.tables[self.table_index(table)], mine)
 
     def table_parameters(self, table: str) -> list[Tensor]:
         return self._local_of(table).table_parameters(table)

@@ -15,9 +15,10 @@ from typing import Any, Sequence
 import torch
 from torch import Tensor
 
-from impls.api import EmbeddingCollection, EmbeddingOptim, MemoryReport, SparseFeatures, TableSpec, register
+from impls.api import EmbeddingOptim, MemoryReport, ShardedCollection, SparseFeatures, TableSpec, register
 from impls.core.init import dense_table_init
 from impls.sharding.comm import Comm
+from impls.sharding.gather import Block, assemble_table
 from impls.torchrec_peer.kjt import _torchrec, to_kjt
 
 CPU_SHARDINGS = ("table_wise", "column_wise", "data_parallel")
@@ -25,18 +26,16 @@ GPU_SHARDINGS = ("row_wise", "table_row_wise")
 
 
 @register
-class TorchRecCollection(EmbeddingCollection):
+class TorchRecCollection(ShardedCollection):
     name = "torchrec"
-    supports_dist = True
-    distributed_only = True
-    fused_table_update = True
+    supports_external_update = False  # apply_optimizer_in_backward: sharded tables leave no gradient
     comm_counted = False  # TorchRec's own collectives (only the data-parallel all-reduce goes through Comm)
 
-    def __init__(self, tables: Sequence[TableSpec], optim: EmbeddingOptim, dist: Any | None = None, *,
+    def __init__(self, tables: Sequence[TableSpec], optim: EmbeddingOptim, ctx: Any | None = None, *,
                  device: str | torch.device = "cpu", check_bounds: bool = True, seed: int = 0,
                  sharding: str = "table_wise", comm: Comm | None = None) -> None:
-        super().__init__(tables, optim, dist, check_bounds=check_bounds, seed=seed)
-        if dist is None:
+        super().__init__(tables, optim, ctx, check_bounds=check_bounds, seed=seed)
+        if ctx is None:
             raise ValueError("torchrec runs DistributedModelParallel: run it with --world-size >= 2")
         _torchrec()
         from torchrec import EmbeddingBagCollection, EmbeddingBagConfig, PoolingType
@@ -70,8 +69,8 @@ class TorchRecCollection(EmbeddingCollection):
                                  f"initial_accumulator={optim.initial_accumulator}")
             apply_optimizer_in_backward(torch.optim.Adagrad, ebc.parameters(), {"lr": optim.lr, "eps": optim.eps})
         constraints = {t.name: ParameterConstraints(sharding_types=[sharding]) for t in self.tables}
-        topology = Topology(world_size=dist.world_size, compute_device=dev.type,
-                            local_world_size=dist.local_world_size)
+        topology = Topology(world_size=ctx.world_size, compute_device=dev.type,
+                            local_world_size=ctx.local_world_size)
         # checked batches have every id validated before TorchRec sees them (bounds_check), so its TBEs skip
         # their own check, as dense-fbgemm's do; unchecked ones keep fbgemm's
         from fbgemm_gpu.split_table_batched_embeddings_ops_common import BoundsCheckMode
@@ -79,10 +78,10 @@ class TorchRecCollection(EmbeddingCollection):
         mode = BoundsCheckMode.NONE if check_bounds else BoundsCheckMode.WARNING
         sharder = EmbeddingBagCollectionSharder(fused_params={"bounds_check_mode": mode})
         planner = EmbeddingShardingPlanner(topology=topology, constraints=constraints)
-        self.plan = planner.collective_plan(ebc, [sharder], dist.group or torch.distributed.GroupMember.WORLD)
+        self.plan = planner.collective_plan(ebc, [sharder], ctx.group or torch.distributed.GroupMember.WORLD)
         self.model = DistributedModelParallel(ebc, device=dev, plan=self.plan, sharders=[sharder])
         self.sharding = sharding
-        self.comm = comm or Comm(dist)
+        self.comm = comm or Comm(ctx)
         self._dp_state: dict[int, Tensor | None] = {}
         self._load_initial(seed)
 
@@ -128,17 +127,9 @@ class TorchRecCollection(EmbeddingCollection):
 
     def gather_table(self, table: str) -> Tensor:
         """The whole table from every rank's shards (a collective: every rank calls it)."""
-        import torch.distributed as dist
-
         spec = self.tables[self.table_index(table)]
-        weights = dict(self._weights())
-        mine = [(off, w.detach().cpu().clone()) for off, w in self._local_shards(weights[table])]
-        parts = [None] * self.dist.world_size
-        dist.all_gather_object(parts, mine)
-        full = torch.empty(spec.num_embeddings, spec.dim)
-        for (r, c), w in (x for p in parts for x in p):
-            full[r : r + w.shape[0], c : c + w.shape[1]] = w
-        return full
+        shards = self._local_shards(dict(self._weights())[table])
+        return assemble_table(self.comm, spec, [Block(r, 1, c, w) for (r, c), w in shards])
 
     def materialize(self, table: str) -> Tensor:
         raise KeyError(f"table {table!r} is sharded by TorchRec; use gather_table on every rank")
@@ -146,7 +137,3 @@ class TorchRecCollection(EmbeddingCollection):
     def memory_report(self) -> MemoryReport:
         params = sum(w.numel() * w.element_size() for _, t in self._weights() for _, w in self._local_shards(t))
         return MemoryReport(params=params, optimizer_state=params if self.optim.kind == "adagrad" else 0)
-
-    @classmethod
-    def build_distributed(cls, tables, optim, ctx, comm, *, stats=None, **options: Any) -> "TorchRecCollection":
-        return cls(tables, optim, ctx, comm=comm, **options)

@@ -27,6 +27,7 @@ class TTRec(TTCollection):
     name = "ttrec"
     allowed_cores = (2, 3, 4)
     dim_multiple = 4  # FBTT pools with float4 loads
+    per_replica_state = {"cache_rows": "TT-Rec's hot-row cache"}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -1,0 +1,113 @@
+"""The package layering, read from the source with ast (every import, at module level or inside a function):
+
+- the interface (impls.api, impls.table_options), the op core (impls.core) and the data layer (impls.data) import
+  no system, no sharding and no model;
+- the sharding layer (impls.sharding) imports no system package and no model: it knows a system only through the
+  interface;
+- a system package imports no other system package (EMBark reaches the dense baseline through the registry);
+- nothing under impls imports the harness (reproduce);
+- the module graph of impls has no cycle (no late import hides one)."""
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SYSTEMS = ("ttrec", "elrec", "ecorec", "embark", "dense", "torchrec_peer")
+BOTTOM = ("impls.api", "impls.table_options", "impls.core", "impls.data")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every module ``path`` imports (``from a.b import c`` counts as a.b and as a.b.c when that is a module)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+            out |= {f"{node.module}.{a.name}" for a in node.names}
+    return out
+
+
+def graph(package: str) -> dict[str, set[str]]:
+    mods = {module_name(p): p for p in (ROOT / package).rglob("*.py")}
+    return {m: {i for i in imports_of(p) if i in mods and i != m} for m, p in mods.items()}
+
+
+def under(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def violations(g, sources, forbidden):
+    return sorted((m, i) for m, deps in g.items() for i in deps
+                  if any(under(m, s) for s in sources) and any(under(i, f) for f in forbidden))
+
+
+SYSTEM_PKGS = tuple(f"impls.{s}" for s in SYSTEMS)
+
+
+def test_bottom_layers_import_no_system_sharding_or_model():
+    g = graph("impls")
+    assert not violations(g, BOTTOM, SYSTEM_PKGS + ("impls.sharding", "impls.model"))
+
+
+def test_sharding_imports_no_system():
+    g = graph("impls")
+    assert not violations(g, ("impls.sharding",), SYSTEM_PKGS + ("impls.model",))
+
+
+@pytest.mark.parametrize("system", SYSTEMS)
+def test_a_system_imports_no_other_system(system):
+    g = graph("impls")
+    others = tuple(p for p in SYSTEM_PKGS if p != f"impls.{system}")
+    assert not violations(g, (f"impls.{system}",), others)
+
+
+def test_impls_never_imports_the_harness():
+    bad = sorted((module_name(p), i) for p in (ROOT / "impls").rglob("*.py") for i in imports_of(p)
+                 if under(i, "reproduce"))
+    assert not bad
+
+
+def find_cycle(g: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(m):
+        state[m] = 1
+        path.append(m)
+        for d in sorted(g[m]):
+            if state.get(d) == 1:
+                return path[path.index(d):] + [d]
+            if d not in state:
+                found = visit(d)
+                if found:
+                    return found
+        path.pop()
+        state[m] = 2
+        return None
+
+    for m in sorted(g):
+        if m not in state:
+            found = visit(m)
+            if found:
+                return found
+    return None
+
+
+def test_impls_module_graph_has_no_cycle():
+    g = graph("impls")
+    # a package's __init__ importing its own modules is not a dependency of those modules on the package
+    g = {m: {d for d in deps if not under(m, d)} for m, deps in g.items()}
+    assert find_cycle(g) is None, find_cycle(g)
+
+
+def test_the_checks_see_a_violation():
+    g = {"impls.sharding.x": {"impls.ttrec.collection"}, "impls.ttrec.collection": {"impls.sharding.x"}}
+    assert violations(g, ("impls.sharding",), SYSTEM_PKGS) == [("impls.sharding.x", "impls.ttrec.collection")]
+    assert find_cycle(g) == ["impls.sharding.x", "impls.ttrec.collection", "impls.sharding.x"]
