@@ -71,7 +71,7 @@ test: install
 
 # the record lands in this machine's result set: results/bench/<machine>/benchmarks.json
 bench: install redundancy
-	dir=results/bench/$$($(PY) -m reproduce.machine $(MACHINE)) && mkdir -p $$dir && \
+	dir=results/bench/$$($(PY) -m reproduce.harness.machine $(MACHINE)) && mkdir -p $$dir && \
 	$(PY) -m pytest -q -p no:cacheprovider benchmarks --benchmark-only --benchmark-columns=median,iqr,rounds \
 		--benchmark-json=$$dir/benchmarks.json
 
@@ -96,7 +96,7 @@ SWEEP = $(VENV)/bin/dlrmbench sweep --profile $(PROFILE) --launcher $(LAUNCHER) 
 reproduce-sc24: install
 	$(SWEEP) reproduce/experiments/sc24.toml
 	@if [ "$(LAUNCHER)" = local ] && [ "$(PROFILE)" != paper ]; then \
-		$(PY) -m reproduce.scale_model --root $(ROOT) $(MACHINE_ARG); fi
+		$(PY) -m reproduce.analysis.scale_model --root $(ROOT) $(MACHINE_ARG); fi
 
 reproduce-sc24-table1: install
 	$(SWEEP) reproduce/experiments/sc24_table1.toml
@@ -111,13 +111,13 @@ reproduce: reproduce-sc24 reproduce-recsys24
 # 8-128 GPU DGX-H100 speedups over table_row_wise
 reproduce-recsys24: install
 	$(SWEEP) reproduce/experiments/recsys24.toml
-	$(PY) -m reproduce.recsys24_model $(ROOT)
+	$(PY) -m reproduce.analysis.recsys24_model $(ROOT)
 
 figures: install
 	for e in sc24 sc24_table1 recsys24 table_size accuracy; do \
 		$(VENV)/bin/dlrmbench plot reproduce/experiments/$$e.toml $(MACHINE_ARG) || exit 1; done
-	$(PY) -m reproduce.recsys24_model --plot-only
-	$(PY) -m reproduce.scale_model --plot-only $(MACHINE_ARG)
+	$(PY) -m reproduce.analysis.recsys24_model --plot-only
+	$(PY) -m reproduce.analysis.scale_model --plot-only $(MACHINE_ARG)
 	$(VENV)/bin/dlrmbench report $(MACHINE_ARG)
 
 # Compile-check the CUDA kernels on a machine with nvcc but no GPU (a separate 5.5 GB venv).

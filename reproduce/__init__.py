@@ -1,1 +1,2 @@
-"""The dlrmbench harness: CLI, run points, records, sweeps, aggregation and figures."""
+"""The dlrmbench harness: the command line (cli/), running points and sweeps into records (harness/), and turning
+records into tables, claims, models and figures (analysis/)."""

@@ -2,7 +2,7 @@
 
 A table W [N, D] is stored as d cores; core k is [p_k, r_k * q_k * r_{k+1}] (r_0 = r_d = 1) and the slice
 for digit i is a row-major (r_k, q_k, r_{k+1}) tensor. Row ids and columns are mixed-radix numbers with
-the first core most significant (tt-systems.md §1): W[x, j] = G_0[i_0][:, j_0, :] ... G_{d-1}[i_{d-1}][:, j_{d-1}, :].
+the first core most significant (FBTT-Embedding's layout): W[x, j] = G_0[i_0][:, j_0, :] ... G_{d-1}[i_{d-1}][:, j_{d-1}, :].
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 # "dense-matched" (the default): zero-mean cores scaled so that materialized rows have the dense initializer's
-# mean and variance for every shape; the others are FBTT's formulas (tt-systems.md §2.7), kept for TT-Rec's
+# mean and variance for every shape; the others are FBTT's formulas (its weight_dist options), kept for TT-Rec's
 # initializer study: "uniform" draws non-negative cores, so the rows of a small table start far from 0.
 WEIGHT_DISTS = ("dense-matched", "uniform", "naive-uniform", "normal", "approx-normal")
 
@@ -185,7 +185,7 @@ class TTShape:
     def prefix_width(self) -> int:
         return math.prod(self.q[:-1]) * self.r[-2]
 
-    # --- work per lookup (tt-systems.md §1, §5; the kernels perform exactly these GEMMs) -------------
+    # --- work per lookup (the kernels perform exactly these GEMMs) -------------
     def prefix_flops(self) -> int:
         """a: FLOPs of one prefix product (d-2 chained GEMMs over the first d-1 cores)."""
         return sum(2 * math.prod(self.q[:t]) * self.r[t] * self.q[t] * self.r[t + 1] for t in range(1, self.d - 1))
@@ -222,7 +222,7 @@ def decode(x: Tensor, p: Sequence[int]) -> list[Tensor]:
 
 def init_cores(shape: TTShape, weight_dist: str, generator: torch.Generator) -> list[Tensor]:
     """Fresh cores: "dense-matched" rows (mean 0, the dense initializer's variance), or as FBTT draws them
-    (tt-systems.md §2.7)."""
+    (its weight_dist options)."""
     n, d = shape.num_embeddings, shape.d
     cores = [torch.empty(shape.core_shape(k)) for k in range(d)]
     if weight_dist == "dense-matched":

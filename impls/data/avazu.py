@@ -1,5 +1,5 @@
 """Avazu CTR (Kaggle 2014) ``train[.gz]``: a CSV with a header, ``id,click,hour,C1,banner_pos,...,C21``
-(24 columns; datasets-and-benchmarks.md §4). The label is ``click``; the 22 categorical fields are ``hour``
+(24 columns, the Kaggle 2014 CTR challenge's train.csv). The label is ``click``; the 22 categorical fields are ``hour``
 (YYMMDDHH, 240 values over the 10 days) and the 21 that follow; ``id`` is dropped; there are no dense
 features. Every categorical is a hex hash of at most 8 digits (site_id, device_ip, ...) or a small decimal
 (C1, banner_pos, C14..C21, hour), so each is read as one hex number: injective per column, which is all

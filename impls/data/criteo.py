@@ -1,5 +1,5 @@
 """Criteo TSV (Kaggle ``train.txt``, Terabyte ``day_N[.gz]``), following facebookresearch/dlrm's conventions
-(datasets-and-benchmarks.md §1, §2, §5).
+(its data_utils.py: hex categoricals, dense counts clamped at 0 then log(x + 1)).
 
 A line is ``label \\t I1..I13 \\t C1..C26``: the label 0/1, 13 integer counts (empty = missing = 0, negatives
 clamped to 0, then log(x+1)), 26 categoricals of up to 8 hex digits (empty = 0), optionally taken

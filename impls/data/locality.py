@@ -1,5 +1,5 @@
-"""Locality statistics of a batch of lookups, as Meta's dlrm_datasets report them (locality_stats.txt;
-datasets-and-benchmarks.md §6): the unique fraction, the share of rows and of lookups that are used once,
+"""Locality statistics of a batch of lookups, as Meta's dlrm_datasets report them (locality_stats.txt
+of facebookresearch/dlrm_datasets): the unique fraction, the share of rows and of lookups that are used once,
 and the index-weighted reuse histogram (share of lookups that go to rows used [2^k, 2^(k+1)) times)."""
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Meta's public embedding-lookup traces (facebookresearch/dlrm_datasets): ``indices, offsets, lengths =
 torch.load(gzip.open(f))`` in the fbgemm TBE layout for T tables x B samples, table-major (table t's bags
 are offsets[t*B : (t+1)*B + 1]); lengths (1-D [T*B] or 2-D [T, B]) repeats the bag sizes as a check.
-datasets-and-benchmarks.md §6. A source selects tables and slices the file's batch into smaller batches;
+The format of facebookresearch/dlrm_datasets. A source selects tables and slices the file's batch into smaller batches;
 the traces carry no dense features or labels, so batches get zeros for both (throughput runs only)."""
 from __future__ import annotations
 

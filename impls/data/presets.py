@@ -1,5 +1,6 @@
 """Named synthetic workloads with the real table cardinalities of the datasets they stand in for
-(sources in ../shared/reference/datasets-and-benchmarks.md §1-4, §6 and sharding-embark-torchrec.md §1.8):
+(the Criteo Kaggle / Terabyte and Avazu files, MLPerf DLRMv2, Meta's dlrm_datasets traces, HugeCTR's EMBark
+benchmarks):
 criteo-kaggle, criteo-terabyte-40m, dcnv2-multihot (also EMBark's DLRM-DCNv2), avazu-like, embark-t180 /
 t200 / t510, meta-2021 / meta-2022 (trace-calibrated locality), sc24-f4(-ranked), uniform. Overrides:
 ``dim``, ``hotness``, ``max_rows`` (dlrm's --max-ind-range: rows capped to the modulus), ``alpha``,
@@ -38,13 +39,13 @@ DCNV2_ROWS = (
 DCNV2_HOTNESS = (3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3, 1, 1)
 
 
-# Avazu (reczoo/BARS; datasets-and-benchmarks.md §4): hour (240 YYMMDDHH values over the 10 train days), then
+# Avazu (reczoo/BARS): hour (240 YYMMDDHH values over the 10 train days), then
 # C1, banner_pos, site_id, site_domain, site_category, app_id, app_domain, app_category, device_id, device_ip,
 # device_model, device_type, device_conn_type, C14..C21 (sum 9,449,445)
 AVAZU_ROWS = (240, 7, 7, 4737, 7745, 26, 8552, 559, 36, 2686408, 6729486, 8251, 5, 4, 2626, 8, 9, 435, 4, 68, 172, 60)
 
-# EMBark's synthetic workloads (HugeCTR benchmarks/embedding_collection/benchmark.sh and dataset/*.py;
-# sharding-embark-torchrec.md §1.8): groups of (tables, hotness, vocabulary, dim); keys Zipf(1.1) through a
+# EMBark's synthetic workloads (HugeCTR benchmarks/embedding_collection/benchmark.sh and
+# dataset/*.py): groups of (tables, hotness, vocabulary, dim); keys Zipf(1.1) through a
 # random id permutation, fixed hotness, 13 dense features.
 EMBARK_GROUPS = {
     # 177 tables in the config (the paper says 180); 66.3 B parameters, 14,450 keys and width 19,200 per sample
@@ -63,7 +64,7 @@ EMBARK_GROUPS = {
              (150, 1, 4_000_000, 128), (20, 10, 4_000_000, 128), (20, 100, 4_000_000, 128)),
 }
 
-# Meta dlrm_datasets traces (datasets-and-benchmarks.md §6): tables, native batch, mean ids per bag, and the
+# Meta dlrm_datasets traces (facebookresearch/dlrm_datasets): tables, native batch, mean ids per bag, and the
 # `trace-calibrated` locality model below. Tables cycle through 8 strata (so 8, 16, ..., 856 tables keep the
 # same mixture): bag means at the octiles of a lognormal(sigma 1.0) rescaled to the file's mean, rows at the
 # octiles of a log-uniform on [rows_lo, rows_hi] paired by a fixed permutation, ids Zipf(0.9) through a random

@@ -1,4 +1,4 @@
-"""EL-Rec's global index reordering (tt-systems.md §3.6), an offline data step.
+"""EL-Rec's global index reordering (EL-Rec, SC'22), an offline data step.
 
 Per table: count each row's accesses over training batches; relabel rows by descending frequency; keep the
 hottest ``hot_fraction`` (5 %) of the table's rows fixed at the front; over the other accessed rows build a

@@ -1,4 +1,4 @@
-"""EL-Rec's host-memory pipeline (tt-systems.md §3.7): the uncompressed tables (rows under the TT threshold)
+"""EL-Rec's host-memory pipeline (EL-Rec, SC'22; its artifact's CPU-GPU pipeline): the uncompressed tables (rows under the TT threshold)
 stay in host memory and a worker prepares the next batch's rows while the current batch trains.
 
 ``prefetch(features)`` (the batch after the current one) starts a worker thread that takes each host

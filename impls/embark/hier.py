@@ -1,4 +1,4 @@
-"""Hierarchical RB (HugeCTR's HierModelParallelEmbedding, sharding-embark-torchrec.md §1.4): the RB tables of a
+"""Hierarchical RB (HugeCTR's HierModelParallelEmbedding; EMBark's hierarchical reduction-based cluster): the RB tables of a
 node are row-sharded over its L GPUs, and their partial sums travel in two steps.
 
 Forward: (1) intra-node: GPU (n, l) sends local peer l' its partial sums for the samples of every source with

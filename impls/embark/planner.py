@@ -1,4 +1,5 @@
-"""EMBark's sharding planner (sharding-embark-torchrec.md §1.7) and its baselines.
+"""EMBark's sharding planner (HugeCTR's embedding-collection benchmark planner, as EMBark describes it) and its
+baselines.
 
 Cluster assignment: data-parallel for tables small enough that all-reducing their dense gradient costs less
 than exchanging their pooled rows (2 (G-1)/G * V_t <= b, the local batch, within ``dp_share`` of the memory cap), unique-based

@@ -2,12 +2,14 @@
 local batch; gradients are summed over the replicas before the update, so every replica applies the update of
 the global batch (EL-Rec's multi-GPU configuration in the EcoRec paper; HugeCTR's DP cluster).
 
-One coalesced all-reduce per step carries every table's gradient (EL-Rec syncs its replicated cores with one
-all_reduce_coalesced per step): TT cores as their dense gradients (a TT system runs with its core update
-after backward instead of inside it, which changes no number), uncompressed tables as one dense wgrad buffer
-of sum V_t * d_t elements whether or not this rank looked a row up (HugeCTR's dense all-reduce strategy),
-applied afterwards as row updates. The losses are sums over the global batch divided by its size, so the
-reduction is a sum."""
+One coalesced all-reduce per step carries every gradient of the system's ``gradient_tensors`` (EL-Rec syncs its
+replicated cores with one all_reduce_coalesced per step); the replica is built with the system's
+``external_update_options`` so that those gradients wait in ``.grad`` (for a TT system: its core update runs after
+the reduction instead of inside backward, which changes no number). Dense gradients (TT cores) are reduced as they
+are; a table's row gradients as one dense wgrad buffer of V_t * d_t elements whether or not this rank looked a row
+up (HugeCTR's dense all-reduce strategy), applied afterwards as row updates. Options a replica cannot share
+(``per_replica_state``: TT-Rec's cache, EL-Rec's host pipeline) are refused. The losses are sums over the global
+batch divided by its size, so the reduction is a sum."""
 from __future__ import annotations
 
 from typing import Any, Sequence

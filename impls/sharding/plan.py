@@ -1,6 +1,6 @@
 """Table placement for table-wise sharding and the table groups of EcoRec's pipeline.
 
-Placement (tt-systems.md §4.7): ``sequential`` deals tables round-robin (the TT-Rec / dense baselines),
+Placement (EcoRec's ecorec/costs/sharding_plan.py and TT-Rec's round-robin): ``sequential`` deals tables round-robin (the TT-Rec / dense baselines),
 ``greedy`` is LPT list scheduling on a per-table cost (EcoRec's statistics-based load balancing: the cost is
 the table's unique-id count in a sampled batch; tables by descending cost, each to the least-loaded rank),
 ``random`` deals a seeded permutation round-robin. A per-rank capacity on parameter bytes makes a placement

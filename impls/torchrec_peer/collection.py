@@ -1,5 +1,5 @@
 """``torchrec``: TorchRec's DistributedModelParallel over an EmbeddingBagCollection in the same harness, as a peer
-of the clusters in impls/embark (sharding-embark-torchrec.md §3). Sharding is one TorchRec sharding type for every
+of the clusters in impls/embark (pytorch/torchrec's sharding types and planner). Sharding is one TorchRec sharding type for every
 table (``sharding``: table_wise, column_wise, data_parallel on CPU; row_wise and table_row_wise on GPU, never
 run here), placed by
 TorchRec's own planner under that constraint; the optimizer is fused into backward (TorchRec's

@@ -1,4 +1,4 @@
-"""TT-Rec's hot-row cache (FBTT's LFU cache; tt-systems.md §2.6), with a write-back FBTT lacks.
+"""TT-Rec's hot-row cache (FBTT-Embedding's LFU cache), with a write-back FBTT lacks.
 
 Counting: every forward inserts the batch's ids into an open-addressing frequency table (multiplicative
 hash, linear probing, at most 3 probes as FBTT's MAX_PROBES; an id that finds no slot in 3 probes is not

@@ -88,7 +88,7 @@ def test_materialize_equals_einsum_and_param_count(d, p, q, r, cut):
 def test_compression_ratio_example():
     s = tt.TTShape.create(40_000_000, 64, 128, p=(200, 200, 1000), q=(4, 4, 4))
     assert s.num_params == 200 * 4 * 128 + 200 * 128 * 4 * 128 + 1000 * 128 * 4
-    assert 186 < s.compression_ratio < 187  # tt-systems.md §1: "≈186x"
+    assert 186 < s.compression_ratio < 187  # TT-Rec's example shape: "≈186x"
 
 
 def test_work_per_lookup_matches_dossier():

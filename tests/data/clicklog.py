@@ -1,5 +1,5 @@
-"""A small MovieLens-like click log in CSV with a learnable signal, for the tabular end-to-end test and for the
-issue-18 accuracy runs on tabular data (no real log can be downloaded here):
+"""A small MovieLens-like click log in CSV with a learnable signal, for the tabular end-to-end test and for
+accuracy runs on tabular data (no real log can be downloaded here):
 ``python -m tests.data.clicklog OUT.csv ROWS [SEED]``.
 
 Columns ``ts,user,item,genre,hour,rating``: ``ts`` increases with the row, ``user`` one of 300 (each with its own

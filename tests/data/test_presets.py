@@ -6,7 +6,7 @@ from impls.data.locality import batch_locality
 from impls.data.presets import AVAZU_ROWS, META_TRACES, get_preset, preset_names
 from impls.data.synthetic import SyntheticSource, SyntheticSpec
 
-# sharding-embark-torchrec.md §1.8: tables, parameters (3 significant digits), keys and pooled width per sample
+# HugeCTR benchmarks/embedding_collection: tables, parameters (3 significant digits), keys and pooled width per sample
 EMBARK = {
     "embark-t180": (177, 66.3e9, 14_450, 19_200),
     "embark-t200": (200, 103.9e9, 4_550, 24_320),
@@ -28,7 +28,7 @@ def test_embark_workloads_match_the_published_configs(name):
 
 def expected_unique(rows, alpha, draws):
     """E[U] = sum_i q_i, q_i = 1 - (1 - p_i)^n, for n Zipf(alpha) draws over ``rows`` ids
-    (sharding-embark-torchrec.md §1.3), and sqrt(sum_i q_i (1 - q_i)), an upper bound on U's standard
+    (the expected distinct count of a sampled batch), and sqrt(sum_i q_i (1 - q_i)), an upper bound on U's standard
     deviation (the indicators are negatively correlated)."""
     p = np.arange(1, rows + 1, dtype=np.float64) ** -alpha
     p /= p.sum()

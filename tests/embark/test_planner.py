@@ -1,4 +1,4 @@
-"""EMBark's 3D shard specs, cost model and greedy planner (sharding-embark-torchrec.md §6 units 2, 13-16)."""
+"""EMBark's 3D shard specs, cost model and greedy planner (HugeCTR's embedding-collection planner)."""
 import itertools
 
 import pytest

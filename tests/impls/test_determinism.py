@@ -1,4 +1,4 @@
-"""Training is deterministic (issue 15 item 5): the same seed and the same thread count (2 here, so shared
+"""Training is deterministic: the same seed and the same thread count (2 here, so shared
 gradient rows really are summed by several threads) give bit-identical losses, tables and MLP weights, for
 every implementation: single-process ones in this process, distributed-only ones on 2 gloo ranks."""
 import pytest

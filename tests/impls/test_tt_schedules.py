@@ -1,4 +1,4 @@
-"""The three TT schedules: exact work counts (tt-systems.md §5), micro-batching and chunking leave results
+"""The three TT schedules: exact work counts (TTShape's), micro-batching and chunking leave results
 unchanged, options and bad input."""
 import pytest
 import torch

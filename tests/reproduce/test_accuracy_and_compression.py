@@ -4,11 +4,11 @@ import json
 
 import pytest
 
-from reproduce.aggregate import summarize
-from reproduce.compression import compression_table, model_ratio
-from reproduce.config import RunPoint, load_experiment
-from reproduce.launch import launch_point
-from reproduce.plots import draw
+from reproduce.analysis.aggregate import summarize
+from reproduce.analysis.compression import compression_table, model_ratio
+from reproduce.harness.config import RunPoint, load_experiment
+from reproduce.harness.launch import launch_point
+from reproduce.analysis.plots import draw
 
 
 def test_compression_reproduces_tt_recs_published_ratios():

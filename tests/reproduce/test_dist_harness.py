@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from reproduce.config import RunPoint
-from reproduce.launch import check_rendezvous, launch_point
+from reproduce.harness.config import RunPoint
+from reproduce.harness.launch import check_rendezvous, launch_point
 
 SMALL = dict(data="uniform", iters=3, warmup=1, num_batches=2, mode="embedding-only", lr=0.05,
              data_options={"num_tables": 4, "rows": 2000, "dim": 8}, dist_timeout_s=30.0)
@@ -54,8 +54,8 @@ def test_the_killed_rank_is_blamed_not_its_peers(tmp_path, monkeypatch, victim):
 def test_a_stopped_rank_is_blamed_and_the_run_ends_after_timeout_and_grace(tmp_path, monkeypatch):
     """SIGSTOP of the middle rank of 3: its peers time out in a collective after dist_timeout_s and fail first, but
     the record blames the rank that stopped making progress; torchrun's wait for the frozen rank (30 s of its own)
-    is the harness's short grace (reproduce/torchrun.py)."""
-    from reproduce.torchrun import GRACE_S
+    is the harness's short grace (reproduce/harness/torchrun.py)."""
+    from reproduce.harness.torchrun import GRACE_S
 
     monkeypatch.setenv("DLRMBENCH_FAULT", "1:1:stop")
     point = RunPoint(impl="dense-torch", batch_size=16, world_size=3, **{**SMALL, "dist_timeout_s": 8.0})
@@ -75,7 +75,7 @@ def test_a_stopped_rank_is_blamed_and_the_run_ends_after_timeout_and_grace(tmp_p
 
 
 def test_the_grace_patch_bounds_every_close_of_torchrun():
-    """reproduce.torchrun caps torchrun's SIGTERM-to-SIGKILL wait at GRACE_S on every path (its failure path passes
+    """reproduce.harness.torchrun caps torchrun's SIGTERM-to-SIGKILL wait at GRACE_S on every path (its failure path passes
     the 30 s default, never --shutdown-timeout)."""
     import subprocess
     import sys
@@ -85,12 +85,12 @@ def test_the_grace_patch_bounds_every_close_of_torchrun():
             "seen = []\n"
             "api.PContext.close = lambda self, death_sig=None, timeout=30: seen.append(timeout)\n"
             "r.main = lambda *a: api.PContext.close(None)\n"
-            "import reproduce.torchrun as t\n"
+            "import reproduce.harness.torchrun as t\n"
             "sys.argv = ['torchrun']\n"
             "t.main()\n"
             "print(seen)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    from reproduce.torchrun import GRACE_S
+    from reproduce.harness.torchrun import GRACE_S
 
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == f"[{GRACE_S}]"

@@ -7,9 +7,9 @@ import pytest
 from click.testing import CliRunner
 
 from reproduce.cli import cli
-from reproduce.config import RunPoint
-from reproduce.launch import launch_point
-from reproduce.records import read_record, write_record
+from reproduce.harness.config import RunPoint
+from reproduce.harness.launch import launch_point
+from reproduce.harness.records import read_record, write_record
 
 TINY = dict(data="uniform", batch_size=32, iters=3, warmup=1, num_batches=2,
             data_options={"num_tables": 2, "rows": 200, "dim": 4})
@@ -60,7 +60,7 @@ def test_a_diverged_run_keeps_its_timings_step_and_curve(tmp_path):
     it and the eval curve so far; the summary table still shows it."""
     from impls.data.export import write_synthetic
     from impls.data.presets import get_preset
-    from reproduce.aggregate import summarize
+    from reproduce.analysis.aggregate import summarize
     from reproduce.cli import comparison_table
 
     data = tmp_path / "data"

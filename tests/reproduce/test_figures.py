@@ -5,9 +5,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reproduce.config import load_experiment
-from reproduce.machine import reference_machine
-from reproduce.plots import draw, style
+from reproduce.harness.config import load_experiment
+from reproduce.harness.machine import reference_machine
+from reproduce.analysis.plots import draw, style
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPERIMENTS = sorted((ROOT / "reproduce" / "experiments").glob("*.toml"))
@@ -35,7 +35,7 @@ def test_caption_says_machine_repeats_and_interval():
 
 
 def test_models_redraw_from_their_committed_csvs(tmp_path):
-    from reproduce import recsys24_model, scale_model
+    from reproduce.analysis import recsys24_model, scale_model
 
     assert scale_model.main(["--plot-only", "--root", str(ROOT), "--machine", REF,
                              "--figures", str(tmp_path / "scale")]) == 0

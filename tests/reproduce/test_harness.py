@@ -1,12 +1,13 @@
 import pytest
 from click.testing import CliRunner
 
-from reproduce.aggregate import summarize
+from reproduce.analysis.aggregate import summarize
 from reproduce.cli import cli
-from reproduce.config import RunPoint, load_experiment
-from reproduce.launch import launch_point, record_path
-from reproduce.records import read_record
-from reproduce.sweep import run_experiment
+from reproduce.harness.config import RunPoint, load_experiment
+from reproduce.harness.launch import launch_point
+from reproduce.harness.records import record_path
+from reproduce.harness.records import read_record
+from reproduce.harness.sweep import run_experiment
 
 TINY = dict(data="uniform", batch_size=64, iters=2, warmup=1, num_batches=2,
             data_options={"num_tables": 2, "rows": 1000, "dim": 8})
@@ -99,7 +100,7 @@ dim = 8
     typo.write_text(exp_file.read_text().replace('"dense-fbgemm"', '"dense-fbgem"'))
     with pytest.raises(ValueError, match="unknown implementation 'dense-fbgem' \\(did you mean 'dense-fbgemm'"):
         load_experiment(typo, root=tmp_path)  # refused before anything runs
-    from reproduce.plots import draw
+    from reproduce.analysis.plots import draw
 
     paths = draw(list(exp.plots), summary, exp.figures_dir)
     assert {p.name for p in paths} == {"speedup.png", "speedup.pdf", "memory.png", "memory.pdf"}

@@ -2,7 +2,7 @@
 result set read by plot / report: this machine's when it has records, else the reference set."""
 import pytest
 
-from reproduce.machine import check_slug, fingerprint, isa, pick_machine, slug_of, this_machine
+from reproduce.harness.machine import check_slug, fingerprint, isa, pick_machine, slug_of, this_machine
 
 
 def test_slugs_name_gpus_and_cpus():

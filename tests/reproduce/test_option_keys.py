@@ -1,14 +1,14 @@
-"""Implementation options are checked against what each implementation takes before anything launches (issue
-15 item 9): a typo in -o or [impl_options] names the key and a close match, options scoped to a system the run
-does not include are refused, plain options go to the systems that take them (refused when none does, issue 18),
-and the keys come from the constructors themselves."""
+"""Implementation options are checked against what each implementation takes before anything launches: a typo
+in -o or [impl_options] names the key and a close match, options scoped to a system the run does not include are
+refused, plain options go to the systems that take them (refused when none does), and the keys come from the
+constructors themselves."""
 import pytest
 from click.testing import CliRunner
 
 from impls.api import get_impl, registered_names
 from impls.sharding.build import DIST_KEYS, accepted_options
 from reproduce.cli import cli
-from reproduce.config import RunPoint, load_experiment
+from reproduce.harness.config import RunPoint, load_experiment
 
 
 def run_cli(tmp_path, *args):
@@ -34,7 +34,7 @@ def test_options_for_a_system_not_run_are_refused(tmp_path):
 def test_a_plain_option_goes_to_the_systems_that_take_it(tmp_path):
     """-o tt_min_rows=1000 with dense-torch in the run reaches the TT systems only; a key no system of the run
     takes is refused with each system's reason."""
-    from reproduce.config import check_shared_options, options_for
+    from reproduce.harness.config import check_shared_options, options_for
 
     opts = {"tt_min_rows": 1000, "ranks": 8}
     points = [RunPoint(impl=i, data="uniform", batch_size=8, impl_options=options_for(i, opts))

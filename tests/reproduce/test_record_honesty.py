@@ -2,10 +2,10 @@
 OOM-kill counter says so, else `failed` with "killed (signal 9)"."""
 import signal
 
-from reproduce import launch
-from reproduce.config import RunPoint
-from reproduce.records import read_record
-from reproduce.worker import _stats
+from reproduce.harness import launch
+from reproduce.harness.config import RunPoint
+from reproduce.harness.records import read_record
+from reproduce.harness.worker import _stats
 
 
 def test_quartiles_stay_within_the_data():

@@ -5,10 +5,10 @@ from pathlib import Path
 
 from impls.data.export import write_synthetic
 from impls.data.presets import get_preset
-from reproduce.config import RunPoint, load_experiment, name_slug
-from reproduce.launch import record_path
-from reproduce.machine import reference_machine
-from reproduce.sweep import todo
+from reproduce.harness.config import RunPoint, load_experiment, name_slug
+from reproduce.harness.records import record_path
+from reproduce.harness.machine import reference_machine
+from reproduce.harness.sweep import todo
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reproduce.claims import evaluate_claim, how
-from reproduce.machine import reference_machine
-from reproduce.report import build_report, render, update_readme
+from reproduce.analysis.claims import evaluate_claim, how
+from reproduce.harness.machine import reference_machine
+from reproduce.analysis.report import build_report, render, update_readme
 
 ROOT = Path(__file__).resolve().parents[2]
 M = "test-box"
@@ -95,7 +95,7 @@ def test_committed_report_and_readme_are_generated(tmp_path):
     assert (ROOT / "results" / "claims.csv").read_text() == (tmp_path / "claims.csv").read_text()
     readme = tmp_path / "README.md"
     shutil.copy(ROOT / "README.md", readme)
-    _, blocks, _ = render(ROOT, __import__("tomllib").loads((ROOT / "reproduce/claims.toml").read_text()), [ref])
+    _, blocks, _ = render(ROOT, __import__("tomllib").loads((ROOT / "reproduce/analysis/claims.toml").read_text()), [ref])
     assert not update_readme(readme, blocks), "README's generated blocks are stale: run `dlrmbench report`"
     assert "<!-- report:claims -->" in readme.read_text()
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from impls.data.sources import open_source
-from reproduce.scale_model import (Calibration, Coefficients, Sharding, Workload, calibrate, project, rank_loads,
+from reproduce.analysis.scale_model import (Calibration, Coefficients, Sharding, Workload, calibrate, project, rank_loads,
                                    step_ms, validate, validate_out_of_sample)
 
 W = Workload.of("uniform", num_tables=4, rows=5000, dim=8, hotness=3, alpha=1.05)

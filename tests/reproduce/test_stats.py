@@ -3,7 +3,7 @@ import math
 
 import pandas as pd
 
-from reproduce.stats import ordered_pairs, spearman_ci
+from reproduce.analysis.stats import ordered_pairs, spearman_ci
 
 
 def test_spearman_of_a_monotone_pairing_is_one_with_a_tight_interval():

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from reproduce.config import load_experiment
-from reproduce.fault import Fault
-from reproduce.launch import record_path
-from reproduce.records import read_record
-from reproduce.sweep import run_experiment, todo
+from reproduce.harness.config import load_experiment
+from reproduce.harness.fault import Fault
+from reproduce.harness.records import record_path
+from reproduce.harness.records import read_record
+from reproduce.harness.sweep import run_experiment, todo
 
 EXPERIMENT = """
 name = "tiny"
@@ -56,7 +56,7 @@ def workers_of(root: Path) -> list[int]:
             cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except (OSError, ValueError):
             continue
-        if "reproduce.worker" in cmd and str(root) in cmd:
+        if "reproduce.harness.worker" in cmd and str(root) in cmd:
             pids.append(int(d.name))
     return pids
 
@@ -210,7 +210,7 @@ def test_slurm_script_runs_the_points_and_resumes(tmp_path, monkeypatch):
 
 
 def test_records_of_an_older_schema_are_adopted_not_rerun(tmp_path):
-    from reproduce.records import write_record
+    from reproduce.harness.records import write_record
 
     exp = load_experiment(experiment(tmp_path, impls=("dense-torch",)), root=tmp_path)
     point = exp.points[0].to_dict()
@@ -244,7 +244,7 @@ def test_repeats_interleave_and_summarize_with_intervals(tmp_path):
 
 
 def test_another_machines_records_never_count_here(tmp_path):
-    from reproduce.records import write_record
+    from reproduce.harness.records import write_record
 
     exp = load_experiment(experiment(tmp_path, impls=("dense-torch",)), root=tmp_path)
     other = exp.on("8x-h100-sxm")
@@ -310,8 +310,8 @@ def test_kill_9_of_the_sweep_leaves_no_orphan_and_resume_runs_only_the_rest(tmp_
 
 
 def test_a_run_held_by_a_live_process_is_not_started_twice(tmp_path):
-    from reproduce.launch import launch_point
-    from reproduce.lifeline import RunLocked
+    from reproduce.harness.launch import launch_point
+    from reproduce.harness.lifeline import RunLocked
 
     exp = load_experiment(experiment(tmp_path, impls=("dense-torch",)), root=tmp_path)
     rec = record_path(exp.out_dir, exp.points[0])
@@ -340,7 +340,7 @@ def test_a_sweep_with_failed_runs_exits_non_zero_naming_them(tmp_path, monkeypat
 
 
 def test_options_refused_before_launch():
-    from reproduce.config import RunPoint
+    from reproduce.harness.config import RunPoint
 
     with pytest.raises(ValueError, match="is for multi-node runs"):
         RunPoint(impl="dense-torch", data="uniform", batch_size=8, world_size=2, rdzv_endpoint="h:29500")

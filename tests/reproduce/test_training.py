@@ -11,8 +11,8 @@ from impls.data.export import write_synthetic
 from impls.data.loader import Epoch
 from impls.data.prepared import PreparedSource
 from impls.data.presets import get_preset
-from reproduce.config import RunPoint
-from reproduce.training import Clock, train_loop
+from reproduce.harness.config import RunPoint
+from reproduce.harness.training import Clock, train_loop
 
 
 @pytest.fixture(scope="module")

@@ -4,11 +4,11 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from reproduce.aggregate import summarize
+from reproduce.analysis.aggregate import summarize
 from reproduce.cli import cli
-from reproduce.config import load_experiment, options_for
-from reproduce.options import parse_impl_options
-from reproduce.redundancy import measure
+from reproduce.harness.config import load_experiment, options_for
+from reproduce.cli.options import parse_impl_options
+from reproduce.analysis.redundancy import measure
 
 
 def test_impl_options_shared_and_per_impl():

@@ -1,0 +1,138 @@
+"""One paper claim (reproduce/analysis/claims.toml) against one machine's records: the value aggregated as the paper phrases
+the claim, its bootstrap 95 % interval over the repeats, the spread over groups, the modeled values beside it, and a
+two-sided verdict. Only measured, comparable values (and analytic parameter counts) get a verdict."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from reproduce.harness.noise import load_probes, noise_level
+from reproduce.analysis.stats import aggregate_ci
+
+BAND = (0.8, 1.25)  # reproduced: the interval overlaps [0.8, 1.25] x the paper's value
+KINDS = ("ratio", "reduction", "growth", "compression", "none")
+
+
+PHRASES = {"up to": "max", "maximum": "max", "average": "mean"}
+
+
+def how(c: dict) -> str:
+    """The aggregate over groups the claim's wording asks for: the maximum for "up to" / "maximum", the mean for
+    "average", else the median."""
+    return PHRASES.get(c.get("phrase", "").strip().lower(), "median")
+
+
+def repeats_of(root: Path, experiment: str, machine: str) -> pd.DataFrame | None:
+    """The runs (one row per repeat) of ``experiment`` on ``machine``, or None when it has none."""
+    path = Path(root) / "results" / experiment / machine / "repeats.csv"
+    return pd.read_csv(path) if path.exists() else None
+
+
+def claim_pairs(reps: pd.DataFrame, c: dict) -> list[tuple[tuple, list[float], list[float], float]]:
+    """Per group: (group key, numerator repeats, denominator repeats, power): the group's value is
+    (median(num) / median(den)) ** power."""
+    by = c.get("by", "label")
+    ok = reps[(reps["status"] == "ok") & reps[c["metric"]].notna()]
+    out = []
+    for key, g in ok.groupby(c["group"], sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        if c["kind"] == "growth":
+            mine = g[g[by] == c["numerator"]]
+            sizes = sorted(mine[c["growth"]].unique())
+            if len(sizes) < 2:
+                continue
+            lo, hi = sizes[0], sizes[-1]
+            num = mine[mine[c["growth"]] == hi][c["metric"]].tolist()
+            den = mine[mine[c["growth"]] == lo][c["metric"]].tolist()
+            out.append((key, num, den, 1 / math.log2(hi / lo)))
+            continue
+        num = g[g[by] == c["numerator"]][c["metric"]].tolist()
+        den = g[g[by] == c["denominator"]][c["metric"]].tolist()
+        if num and den:
+            out.append((key, num, den, 1.0))
+    return out
+
+
+def modeled_values(c: dict, root: Path, machine: str) -> list[tuple[str, float]]:
+    """(label, value) of each [[claim.modeled]] entry whose CSV exists."""
+    out = []
+    for m in c.get("modeled", []):
+        path = Path(root) / m["csv"].format(machine=machine)
+        if not path.exists():
+            continue
+        df = pd.read_csv(path)
+        if m.get("query"):
+            df = df.query(m["query"])
+        vals = df[m["column"]].dropna() if m["column"] in df else pd.Series(dtype=float)
+        if len(vals):
+            out.append((m["label"], float(getattr(vals, m["aggregate"])())))
+    return out
+
+
+def band_verdict(lo: float, hi: float, paper: float) -> str:
+    if hi < BAND[0] * paper:
+        return "below"
+    if lo > BAND[1] * paper:
+        return "exceeds"
+    return "reproduced"
+
+
+def _difference(c: dict, value: float) -> float:
+    """How far the measured value is from "no effect" (a ratio of 1, a saving of 0)."""
+    return abs(value) if c["kind"] == "reduction" else abs(value - 1)
+
+
+def evaluate_claim(c: dict, root: Path, machine: str) -> dict[str, Any]:
+    """The claim's row of the report for one machine's result set."""
+    if c["kind"] not in KINDS:
+        raise ValueError(f"claim {c['id']}: kind must be one of {KINDS}, got {c['kind']!r}")
+    row: dict[str, Any] = {"id": c["id"], "paper": c["paper"], "claim": c["text"], "paper_value": c["paper_value"],
+                           "machine": machine, "aggregate": how(c), "value": None, "lo": None, "hi": None,
+                           "groups": [], "runs": None, "modeled": modeled_values(c, root, machine), "verdict": "",
+                           "why": "", "noise": ""}
+    if c["kind"] == "none":
+        return {**row, "verdict": "not measurable here", "why": c["reason"]}
+    if c["kind"] == "compression":  # parameter arithmetic on the real cardinalities: exact, not a timing
+        from reproduce.analysis.compression import compression_table
+
+        t = compression_table(ks=(7,), ranks=(32,))
+        v = float(t[t["dataset"] == "criteo-kaggle"]["ratio"].iloc[0])
+        return {**row, "machine": "analytic", "value": v, "lo": v, "hi": v, "aggregate": "parameter counts",
+                "verdict": band_verdict(v, v, c["paper_value"]) + " (analytic)"}
+    reps = repeats_of(root, c["experiment"], machine)
+    if reps is None:
+        return {**row, "verdict": "not measured yet",
+                "why": f"results/{c['experiment']}/{machine}/ has no records: run the experiment"}
+    pairs = claim_pairs(reps, c)
+    if not pairs:
+        return {**row, "verdict": "not measured yet", "why": "no group measured both sides"}
+    transform = (lambda r: 1 - r) if c["kind"] == "reduction" else (lambda r: r)
+    value, lo, hi, per = aggregate_ci([(n, d, p) for _, n, d, p in pairs], row["aggregate"], transform)
+    row.update(value=value, lo=lo, hi=hi, groups=[(k, v) for (k, *_), v in zip(pairs, per)],
+               runs=min(min(len(n), len(d)) for _, n, d, _ in pairs))
+    level = noise_level(load_probes(Path(root) / "results" / c["experiment"] / machine))
+    timed = c["metric"].endswith("_ms")  # the SGEMM probe speaks for times, not for memory
+    if timed and level and level["noise"] > _difference(c, value):
+        row["noise"] = (f"the measured difference ({_difference(c, value):.0%}) is within this machine's noise "
+                        f"({level['noise']:.0%} SGEMM spread)")
+    if not c.get("comparable", False):
+        return {**row, "verdict": "not comparable", "why": c["not_comparable"]}
+    verdict = band_verdict(lo, hi, c["paper_value"])
+    why = "" if verdict == "reproduced" else (
+        f"interval [{lo:.3g}, {hi:.3g}] {'under' if verdict == 'below' else 'above'} "
+        f"[{BAND[0] * c['paper_value']:.3g}, {BAND[1] * c['paper_value']:.3g}]")
+    if row["runs"] < 2:
+        why = (why + "; " if why else "") + "one run per point: no interval from repeats"
+    return {**row, "verdict": verdict, "why": why}
+
+
+def spread(groups: list[tuple[tuple, float]]) -> str:
+    """``n, min / median / max`` over the groups' values."""
+    if not groups:
+        return "–"
+    v = np.array([x for _, x in groups])
+    return f"{len(v)}: {v.min():.3g} / {np.median(v):.3g} / {v.max():.3g}"

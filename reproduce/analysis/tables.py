@@ -1,0 +1,249 @@
+"""The measured tables of the report and the README, computed from one machine's runs (repeats.csv): every ratio
+is a ratio of medians over repeats with its bootstrap 95 % interval, every time a median with its interval. Nothing
+here is typed in: a table row exists only where its records do."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from reproduce.analysis.claims import repeats_of
+from reproduce.analysis.stats import median_ci, ordered_pairs, predicted_vs_measured, ratio_ci, spearman_ci
+
+
+@dataclass(frozen=True)
+class Col:
+    """One column: median(metric of `num`) / median(metric of `den`) with its interval, or, without `den`, the
+    median of `num` divided by `scale`. With `per`, the ratio is divided by the same ratio of that metric (e.g. a
+    time ratio over the FLOP ratio: 1 when both run at the same FLOP rate)."""
+    title: str
+    num: str
+    metric: str = "total_ms"
+    den: str | None = None
+    unit: str = "×"
+    scale: float = 1.0
+    by: str = "label"
+    per: str | None = None
+
+
+def _cell(v: tuple[float, float, float], unit: str, runs: int) -> str:
+    value, lo, hi = v
+    if value != value:
+        return "–"
+    digits = ".0f" if abs(value) >= 100 else ".2f"
+    if runs < 2:
+        return f"{value:{digits}}{unit}"
+    return f"{value:{digits}}{unit} [{lo:{digits}}, {hi:{digits}}]"
+
+
+def ratio_table(reps: pd.DataFrame, keys: list[tuple[str, str]], cols: list[Col]) -> list[str]:
+    """A markdown table: one row per setting of the ``keys`` (column, title) where any column has a value."""
+    ok = reps[reps["status"] == "ok"]
+    names = [k for k, _ in keys]
+    lines = ["| " + " | ".join([t for _, t in keys] + [c.title for c in cols]) + " |",
+             "|" + "---|" * (len(keys) + len(cols))]
+    for key, g in ok.groupby(names, sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        cells, runs = [], []
+        for c in cols:
+            num = g[(g[c.by] == c.num)][c.metric].dropna().tolist()
+            if c.den is None:
+                v = median_ci([x / c.scale for x in num]) if num else (float("nan"),) * 3
+                runs.append(len(num))
+            else:
+                den = g[(g[c.by] == c.den)][c.metric].dropna().tolist()
+                v = ratio_ci(num, den) if num and den else (float("nan"),) * 3
+                if c.per is not None:
+                    pn = g[(g[c.by] == c.num)][c.per].dropna().tolist()
+                    pd_ = g[(g[c.by] == c.den)][c.per].dropna().tolist()
+                    base = ratio_ci(pn, pd_)[0] if pn and pd_ else float("nan")
+                    v = tuple(x / base if base else float("nan") for x in v)
+                runs.append(min(len(num), len(den)))
+            cells.append(_cell(v, c.unit, runs[-1]))
+        if all(c == "–" for c in cells):
+            continue
+        fmt = [_key(n, k) for n, k in zip(names, key)]
+        lines.append("| " + " | ".join(fmt + cells) + " |")
+    return lines
+
+
+def _key(name: str, value) -> str:
+    if name == "max_rows":
+        return f"≤ {int(value):,}" if value else "full"
+    if name == "batch_size":
+        return f"{int(value):,}"
+    return str(value)
+
+
+SC24 = [Col("EL-Rec / EcoRec time", "elrec", den="ecorec"), Col("TT-Rec / EcoRec time", "ttrec", den="ecorec"),
+        Col("EcoRec / EL-Rec peak memory", "ecorec", "peak_rss_delta_bytes", "elrec", unit=""),
+        Col("EcoRec / TT-Rec peak memory", "ecorec", "peak_rss_delta_bytes", "ttrec", unit="")]
+ABLATION = [Col("batch-wise (bwp) ms", "ablation: batch-wise pipeline (bwp)", unit=""),
+            Col("table-wise (twp) ms", "ablation: table-wise pipeline (twp)", unit=""),
+            Col("twp + reordering ms", "ablation: twp + reordering", unit=""),
+            Col("+ slope (default) ms", "ecorec", unit=""),
+            Col("bwp / twp", "ablation: batch-wise pipeline (bwp)", den="ablation: table-wise pipeline (twp)")]
+TABLE1 = [Col("EL-Rec / EcoRec time", "elrec", den="ecorec"), Col("EL-Rec / EcoRec FLOPs", "elrec", "flops", "ecorec"),
+          Col("EL-Rec time ratio / FLOP ratio", "elrec", den="ecorec", unit="", per="flops"),
+          Col("TT-Rec / EcoRec time", "ttrec", den="ecorec"), Col("TT-Rec / EcoRec FLOPs", "ttrec", "flops", "ecorec"),
+          Col("TT-Rec time ratio / FLOP ratio", "ttrec", den="ecorec", unit="", per="flops"),
+          Col("EcoRec / EL-Rec peak memory", "ecorec", "peak_rss_delta_bytes", "elrec", unit=""),
+          Col("TT-Rec peak MiB", "ttrec", "peak_rss_delta_bytes", unit="", scale=2**20)]
+RECSYS24 = [Col("table_row_wise / planner time", "table_row_wise", den="embark planner"),
+            Col("round_robin / planner time", "round_robin", den="embark planner"),
+            Col("planner / TorchRec table-wise time", "embark planner", den="torchrec table-wise"),
+            Col("round_robin (our table-wise) / TorchRec table-wise time", "round_robin", den="torchrec table-wise"),
+            Col("planner step ms", "embark planner", unit=""),
+            Col("TorchRec step ms", "torchrec table-wise", unit="")]
+
+
+def measured_tables(root: Path, machine: str) -> dict[str, list[str]]:
+    """The named tables (markdown lines) that ``machine``'s records support."""
+    out: dict[str, list[str]] = {}
+    sc24 = repeats_of(root, "sc24", machine)
+    if sc24 is not None:
+        main = sc24[~sc24["label"].astype(str).str.startswith("ablation")]
+        out["sc24"] = ratio_table(main, [("data", "dataset"), ("max_rows", "tables"), ("world_size", "ranks")], SC24)
+        eco = sc24[sc24["impl"] == "ecorec"]
+        keys = ["data", "max_rows", "world_size"]
+        ablated = eco[eco["label"].astype(str).str.startswith("ablation")][keys].drop_duplicates()
+        out["sc24-ablation"] = ratio_table(eco.merge(ablated, on=keys),
+                                           [("data", "dataset"), ("max_rows", "tables"), ("world_size", "ranks")],
+                                           ABLATION)
+    t1 = repeats_of(root, "sc24_table1", machine)
+    if t1 is not None:
+        out["sc24-table1"] = ratio_table(t1, [("data", "ids"), ("batch_size", "batch")], TABLE1)
+    rs = repeats_of(root, "recsys24", machine)
+    if rs is not None:
+        out["recsys24"] = ratio_table(rs, [("data", "workload"), ("world_size", "ranks")], RECSYS24) + \
+            spearman(root, machine)
+    for name, lines in (("roofline", roofline(root, machine)), ("tt-step", tt_step(root, machine)),
+                        ("scale-model", scale_model(root, machine)),
+                        ("recsys24-model", recsys24_model(root)), ("durations", durations(root, machine))):
+        if lines:
+            out[name] = lines
+    return {k: v for k, v in out.items() if len(v) > 2}
+
+
+def spearman(root: Path, machine: str) -> list[str]:
+    """How well the EMBark cost model (cpu-gloo profile) ranks the measured plans."""
+    path = Path(root) / "results" / "recsys24" / machine / "summary.csv"
+    if not path.exists():
+        return []
+    ok, _ = predicted_vs_measured(pd.read_csv(path))
+    if len(ok) < 3:
+        return []
+    rho, lo, hi = spearman_ci(ok["predicted_step_ms"], ok["total_ms"])
+    agree, pairs = ordered_pairs(ok, ["data", "world_size"])
+    return ["", f"The cost model (cpu-gloo profile) ranks the {len(ok)} measured EMBark plans with Spearman ρ = "
+                f"{rho:.2f} [bootstrap 95 % interval {lo:.2f}, {hi:.2f}] "
+                f"(figures/recsys24/{machine}/predicted_vs_measured); most of that is workload size. Within one "
+                f"workload and world (the choice a planner makes) it orders {agree} of {pairs} pairs of plans as "
+                f"measured."]
+
+
+def scale_model(root: Path, machine: str) -> list[str]:
+    """The scale model's error per system: out of sample (leave one world size out) and in sample."""
+    path = Path(root) / "results" / "scale_model" / machine / "validation.csv"
+    if not path.exists():
+        return []
+    v = pd.read_csv(path)
+    if "in_sample_error" not in v:
+        return []
+    lines = ["| system | points | mean abs. error, out of sample (leave one world size out) | in sample |",
+             "|---|---|---|---|"]
+    for impl, g in v.groupby("impl", sort=False):
+        lines.append(f"| {impl} | {len(g)} | {g['error'].abs().mean():.0%} | {g['in_sample_error'].abs().mean():.0%} |")
+    lines.append(f"| all | {len(v)} | {v['error'].abs().mean():.0%} | {v['in_sample_error'].abs().mean():.0%} |")
+    return lines
+
+
+def recsys24_model(root: Path) -> list[str]:
+    """The EMBark cost model's speedups of the planner over table_row_wise (modeled, DGX-H100, 8-128 GPUs)."""
+    path = Path(root) / "results" / "recsys24_model" / "modeled.csv"
+    if not path.exists():
+        return []
+    m = pd.read_csv(path)
+    lines = ["| workload (modeled, 8-128 H100) | planner with clusters: mean / max | all-RB planner: mean / max |",
+             "|---|---|---|"]
+    for w, g in m.groupby("workload", sort=False):
+        rb = f"{g['speedup_rb'].mean():.2f}× / {g['speedup_rb'].max():.2f}×" if "speedup_rb" in g else "–"
+        lines.append(f"| {w} | {g['speedup'].mean():.2f}× / {g['speedup'].max():.2f}× | {rb} |")
+    rb = f"{m['speedup_rb'].mean():.2f}× / {m['speedup_rb'].max():.2f}×" if "speedup_rb" in m else "–"
+    lines.append(f"| all | {m['speedup'].mean():.2f}× / {m['speedup'].max():.2f}× | {rb} |")
+    return lines
+
+
+def durations(root: Path, machine: str) -> list[str]:
+    """Wall time of each experiment's runs on the machine (the sum of its runs' processes)."""
+    lines = ["| experiment | runs | repeats per point | wall time of the runs |", "|---|---|---|---|"]
+    for exp in ("sc24", "recsys24", "sc24_table1", "table_size", "accuracy"):
+        reps = repeats_of(root, exp, machine)
+        if reps is None or "wall_s" not in reps or reps["wall_s"].isna().all():
+            continue
+        per = reps.groupby("point_id")["repeat"].nunique()
+        n = f"{per.min()}" if per.min() == per.max() else f"{per.min()}-{per.max()}"
+        s = int(reps["wall_s"].sum())
+        lines.append(f"| {exp} | {len(reps)} | {n} | {s // 60} min {s % 60:02d} s |")
+    return lines
+
+
+def roofline(root: Path, machine: str) -> list[str]:
+    """The TT kernel roofline of `make bench` (results/bench/<machine>/benchmarks.json): each kernel's median
+    GFLOP/s over interleaved rounds and its share of the SGEMM of the same round (median and range)."""
+    path = Path(root) / "results" / "bench" / machine / "benchmarks.json"
+    if not path.exists():
+        return []
+    benches = json.loads(path.read_text())["benchmarks"]
+    table = next((b["extra_info"]["kernels"] for b in benches if "kernels" in b.get("extra_info", {})), None)
+    if table is None:
+        return []
+    lines = ["| kernel | GFLOP/s (median of rounds) | share of the same round's SGEMM: median (range) |",
+             "|---|---|---|"]
+    for name, e in table.items():
+        lines.append(f"| {name} | {e['GFLOP/s']:.1f} | {e['of SGEMM']:.2f} ({e['of SGEMM min']:.2f}-"
+                     f"{e['of SGEMM max']:.2f}, {e['rounds']} rounds) |")
+    return lines
+
+
+def tt_step(root: Path, machine: str) -> list[str]:
+    """The step benchmark of `make bench` (benchmarks/test_tt_step.py): each system's median step, its step over
+    its FLOP-time at the same round's SGEMM rate and over dense-fbgemm's step in the same round (median and
+    range of the per-round ratios), per table size."""
+    path = Path(root) / "results" / "bench" / machine / "benchmarks.json"
+    if not path.exists():
+        return []
+    runs = [b["extra_info"] for b in json.loads(path.read_text())["benchmarks"] if "systems" in b.get("extra_info", {})]
+    if not runs:
+        return []
+
+    def ratio(e, key):
+        lo, hi = e[f"{key}_range"]
+        return "–" if e[key] != e[key] or lo is None else f"{e[key]:.2f} ({lo:.2f}-{hi:.2f})"
+
+    lines = ["| rows | system | step ms (median) | step / FLOP-time | step / dense-fbgemm step | parameters |",
+             "|---|---|---|---|---|---|"]
+    for run in sorted(runs, key=lambda r: r["rows"]):
+        for name, e in run["systems"].items():
+            lines.append(f"| {run['rows']:.0e} | {name} | {e['step_ms']:.0f} | {ratio(e, 'over_flop_time')} | "
+                         f"{ratio(e, 'over_dense')} | {e['param_bytes'] / 2**20:,.1f} MiB |")
+    return lines
+
+
+def machine_line(root: Path, machine: str) -> str:
+    """The fingerprint of a result set, from one of its records."""
+    for exp in ("sc24", "recsys24", "sc24_table1", "table_size", "accuracy"):
+        for f in sorted((Path(root) / "results" / exp / machine).glob("*.json")):
+            env = json.loads(f.read_text()).get("env") or {}
+            fp = env.get("machine")
+            if fp:
+                mem = f", {fp['memory_bytes'] / 2**30:.0f} GiB" if fp.get("memory_bytes") else ""
+                gpu = f", {fp['gpu_count']}x {fp['gpu']}" if fp.get("gpu_count") else ""
+                return (f"{machine}: {fp['cpu']}, {fp['cores']} cores ({fp['isa']}){mem}{gpu}; torch {fp['torch']}"
+                        f"{', CUDA ' + fp['cuda'] if fp.get('cuda') else ''}"
+                        f"{', fbgemm ' + fp['fbgemm_gpu'] if fp.get('fbgemm_gpu') else ''}")
+            if env.get("cpu"):
+                return f"{machine}: {env['cpu']}, {env.get('cpu_count')} cores; torch {env.get('torch')}"
+    return f"{machine}: no records"

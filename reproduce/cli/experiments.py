@@ -1,0 +1,172 @@
+"""`dlrmbench sweep` (an experiment grid, locally or as an sbatch script), `dlrmbench plot` (its figures) and
+`dlrmbench report` (REPORT.md, claims.csv and README's generated blocks from the records)."""
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+import click
+from rich.markup import escape
+
+from reproduce.cli.output import console
+
+
+def _point_line(point, record) -> str:
+    head = f"{point.impl}{' (' + point.label + ')' if point.label else ''} {point.data} b={point.batch_size}" + (
+        f" x{point.world_size}" if point.world_size > 1 else "")
+    if record is None:
+        return f"{head}: recorded earlier, skipped (resume)"
+    if record["status"] == "ok":
+        t = record["timing_ms"]["total"]["median"]
+        return f"{head}: ok, {t:.1f} ms/iter, {record['samples_per_s']:,.0f} samples/s"
+    if record["status"] == "skipped":
+        return f"{head}: [yellow]{escape(str(record['reason']))}[/]"
+    return f"{head}: [red]{record['status']}[/]: {escape(str(record['reason']))} (log: {record.get('log')})"
+
+
+def _duration(s: float | None) -> str:
+    if s is None:
+        return "?"
+    s = int(s)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+@click.command()
+@click.argument("experiment", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--profile", default=None, help="a [profiles.NAME] of the experiment (default cpu)")
+@click.option("--dry-run", is_flag=True, help="list the points (done / todo) and exit")
+@click.option("--force", is_flag=True, help="rerun points that already have a record")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="seconds per point (default: the experiment's point_timeout_s, else none; slurm: 3600)")
+@click.option("--launcher", type=click.Choice(["local", "slurm"]), default="local", show_default=True,
+              help="local: run the points here now; slurm: write an sbatch script that runs them with srun + torchrun")
+@click.option("--sbatch", "sbatch_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="where --launcher slurm writes its script (default results/NAME/sweep.sbatch)")
+@click.option("--partition", default=None, help="slurm partition")
+@click.option("--account", default=None, help="slurm account")
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=Path("."), show_default=True,
+              help="results/ and figures/ are written under it")
+@click.option("--machine", default=None,
+              help="name of this machine's result set, results/EXP/MACHINE (default: its slug, e.g. amd-epyc-2c; "
+                   "required with --launcher slurm)")
+@click.option("--repeats", type=click.IntRange(min=1), default=None,
+              help="runs per point, interleaved across points (default: the profile's, else 3)")
+@click.option("--data", "data", type=click.Path(exists=True, file_okay=False), default=None,
+              help="the dataset folder of an experiment that trains on yours (accuracy.toml --profile real)")
+def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, partition, account, root, machine,
+          repeats, data) -> None:
+    """Run every point of an experiment TOML `repeats` times, interleaved (repeat 1 of every point, then repeat 2,
+    ...), into this machine's result set (resumable: recorded runs are skipped; a crashed, killed or timed-out
+    run is recorded and the sweep goes on), then write summary.csv and its figures."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from reproduce.harness.config import load_experiment
+    from reproduce.analysis.plots import draw
+    from reproduce.harness.sweep import is_done, run_experiment, todo, unreadable
+
+    if launcher == "slurm" and not machine:
+        raise click.UsageError("--launcher slurm needs --machine NAME (the cluster's result set, e.g. 8x-h100-sxm): "
+                               "this node is not the machine the points run on")
+    try:
+        exp = load_experiment(experiment, root=root, profile=profile, machine=machine, repeats=repeats, data=data)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    timeout = timeout or exp.point_timeout_s
+    for problem in unreadable(exp):
+        console.print(f"[yellow]{escape(problem)}[/] (its point counts as not done)")
+    if dry_run:
+        for p, r in exp.tasks():
+            console.print(f"{'done' if is_done(p, exp.out_dir, r) else 'todo'}  {p.point_id}.r{r}  {p.label}")
+        left = todo(exp, force)
+        console.print(f"{len(exp.points)} points x {exp.repeats} repeats ({exp.profile} profile) on machine "
+                      f"{exp.machine} ({exp.out_dir}), {len(left)} runs to do")
+        return
+    if launcher == "slurm":
+        from reproduce.harness.slurm import write_sbatch
+
+        path = sbatch_path or exp.out_dir / "sweep.sbatch"
+        try:
+            write_sbatch(exp, experiment, todo(exp, force), timeout or 3600.0, path, partition=partition,
+                         account=account, root=root)
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+        console.print(f"sbatch script: {path}  (submit with `sbatch {path}`; resubmit to resume)")
+        return
+
+    def terminate(signum, frame):  # SIGTERM (a scheduler, `kill`): stop the running point's processes too
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, terminate)
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("eta {task.fields[eta]}"), console=console, transient=True)
+    with bar:
+        console.print(f"{exp.name}: {len(exp.points)} points x {exp.repeats} repeats on machine {exp.machine} "
+                      f"-> {exp.out_dir}")
+        task = bar.add_task(exp.name, total=len(exp.tasks()), eta="?")
+
+        def start(point, repeat, progress):
+            bar.update(task, completed=progress.finished, eta=_duration(progress.eta_s()),
+                       description=f"{exp.name}: {point.impl} x{point.world_size} r{repeat}")
+
+        failed: list[str] = []
+
+        def done(i, n, point, repeat, record):
+            bar.console.print(f"[{i + 1}/{n}] r{repeat} " + _point_line(point, record))
+            bar.advance(task)
+            if record and record["status"] in ("failed", "diverged", "locked"):
+                failed.append(f"{point.point_id}.r{repeat} ({record['status']})")
+
+        summary = run_experiment(exp, force=force, timeout_s=timeout, on_point=done, on_start=start)
+    console.print(f"summary: {summary}")
+    for path in draw(list(exp.plots), summary, exp.figures_dir):
+        console.print(f"figure: {path}")
+    if failed:  # the records say why; the sweep's exit status says that something did not run through
+        console.print(f"[red]{len(failed)} of the runs of this sweep did not finish[/]: " + ", ".join(failed[:10])
+                      + (" ..." if len(failed) > 10 else ""))
+        sys.exit(1)
+
+
+@click.command()
+@click.argument("experiment", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--profile", default=None, help="a [profiles.NAME] of the experiment (default cpu)")
+@click.option("--machine", default=None,
+              help="whose result set (default: this machine when it has records, else the reference set)")
+@click.option("--data", "data", type=click.Path(exists=True, file_okay=False), default=None,
+              help="the dataset folder of an experiment that trains on yours")
+def plot(experiment, profile, machine, data) -> None:
+    """Summarize one machine's records of an experiment again (summary.csv, repeats.csv) and redraw its figures
+    (no runs)."""
+    from reproduce.harness.config import load_experiment
+    from reproduce.harness.machine import pick_machine
+    from reproduce.analysis.plots import draw
+    from reproduce.harness.sweep import summarize_experiment
+
+    try:
+        exp = load_experiment(experiment, profile=profile, machine=machine, data=data)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    exp = exp.on(pick_machine(exp.out_dir.parent, Path("results"), machine))
+    if not any(exp.out_dir.glob("*.json")):
+        raise click.UsageError(f"{exp.out_dir} has no records: run `dlrmbench sweep {experiment}` first")
+    summary = summarize_experiment(exp)
+    for path in draw(list(exp.plots), summary, exp.figures_dir):
+        console.print(f"figure: {path}")
+
+
+@click.command()
+@click.option("--machine", "machines", multiple=True,
+              help="whose result sets (repeat to put machines side by side; default: this machine when it has "
+                   "records, else the reference set)")
+@click.option("--readme/--no-readme", default=True, show_default=True,
+              help="also rewrite README.md's generated blocks (only from the reference set)")
+def report(machines, readme) -> None:
+    """Write results/REPORT.md (every claim of reproduce/analysis/claims.toml: measured value with its interval, modeled
+    value, verdict) and results/claims.csv, and README.md's generated blocks."""
+    from reproduce.analysis.report import build_report
+
+    try:
+        for path in build_report(machines=list(machines), readme=readme):
+            console.print(f"report: {path}")
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None

@@ -1,0 +1,71 @@
+"""`dlrmbench plan`: EMBark's planner on a workload and a modeled machine, beside the table_row_wise baseline."""
+from __future__ import annotations
+
+import statistics
+
+import click
+from rich.table import Table
+
+from reproduce.cli.options import positive
+from reproduce.cli.output import console
+
+WORKLOADS = {"dcnv2": "dcnv2-multihot", "t180": "embark-t180", "t200": "embark-t200", "t510": "embark-t510"}
+
+
+@click.command("plan")
+@click.option("--workload", required=True, help=f"{', '.join(WORKLOADS)} or any data preset name")
+@click.option("--nodes", type=int, default=1, show_default=True, callback=positive)
+@click.option("--gpus-per-node", type=int, default=None, callback=positive, help="default: the hardware's")
+@click.option("--hw", default="dgx-h100", show_default=True, help="hardware profile")
+@click.option("--local-batch", type=int, default=8192, show_default=True, callback=positive, help="samples per GPU")
+@click.option("--strategy", default="embark", show_default=True,
+              type=click.Choice(["embark", "table_row_wise", "uniform", "round_robin"]))
+@click.option("--hierarchical", is_flag=True, help="buckets are nodes (hierarchical RB)")
+@click.option("--column-wise", is_flag=True, help="let the planner also halve column widths")
+@click.option("--adagrad", is_flag=True, help="8 bytes per element (weights + accumulator)")
+@click.option("--fp16", is_flag=True, help="half-precision payloads")
+@click.option("--show-gpus", type=int, default=8, show_default=True, help="GPUs listed in the per-GPU table")
+def plan(workload, nodes, gpus_per_node, hw, local_batch, strategy, hierarchical, column_wise, adagrad, fp16,
+         show_gpus) -> None:
+    """Plan a workload's embedding sharding and print per-GPU cost and memory, the planning time and the
+    predicted embedding step time against table_row_wise (a model, not a measurement)."""
+    from impls.data.presets import get_preset
+    from impls.embark.cost import HARDWARE, CostModel, evaluate
+    from impls.embark.planner import make_plan
+
+    if hw not in HARDWARE:
+        raise click.BadParameter(f"unknown hardware {hw!r}; known: {', '.join(HARDWARE)}", param_hint="--hw")
+    profile = HARDWARE[hw]
+    L = gpus_per_node or profile.gpus_per_node
+    G = nodes * L
+    try:
+        tables = get_preset(WORKLOADS.get(workload, workload)).tables
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--workload") from None
+    model = CostModel(profile, G, L, local_batch * G, optimizer_bytes=8 if adagrad else 4,
+                      elem_bytes=2 if fp16 else 4, hierarchical=hierarchical)
+    try:
+        chosen, secs = make_plan(tables, model, strategy, column_wise=column_wise)
+        base, _ = make_plan(tables, model, "table_row_wise")
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    ev, ev_base = evaluate(chosen, tables, model), evaluate(base, tables, model)
+    ub = [p.table for p in chosen.mp if p.cluster == "ub"]
+    rb = [p for p in chosen.mp if p.cluster == "rb"]
+    split = sum(1 for p in rb if p.r * p.c > 1)
+    console.print(f"[bold]{workload}[/]: {len(tables)} tables, {sum(t.num_embeddings * t.dim for t in tables) / 1e9:.1f} B "
+                  f"parameters; {nodes} x {L} GPUs ({hw}), global batch {local_batch * G:,}")
+    console.print(f"plan [bold]{chosen.name}[/] in {secs * 1e3:.0f} ms: DP {len(chosen.dp)}, UB {len(ub)}, RB {len(rb)} "
+                  f"tables ({split} split; {len(chosen.shards())} shards){'; OOM' if ev.oom else ''}")
+    t = Table(title="per bucket (model units; memory in GiB)")
+    for col in ("bucket", "compute", "comm", "shared DP+UB", "total", "memory GiB"):
+        t.add_column(col, justify="right")
+    totals = [a + b + ev.shared for a, b in zip(ev.comp, ev.comm)]
+    for g in range(min(show_gpus, len(totals))):
+        t.add_row(str(g), f"{ev.comp[g]:.3g}", f"{ev.comm[g]:.3g}", f"{ev.shared:.3g}", f"{totals[g]:.3g}",
+                  f"{ev.bytes[g] / 2**30:.2f}")
+    t.add_row("max / mean", "", "", "", f"{max(totals):.3g} / {statistics.mean(totals):.3g}",
+              f"{max(ev.bytes) / 2**30:.2f} / {statistics.mean(ev.bytes) / 2**30:.2f}")
+    console.print(t)
+    console.print(f"predicted embedding step: {ev.step_s * 1e3:.2f} ms; table_row_wise {ev_base.step_s * 1e3:.2f} ms "
+                  f"-> {ev_base.step_s / ev.step_s:.2f}x (modeled)")

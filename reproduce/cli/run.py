@@ -1,0 +1,171 @@
+"""`dlrmbench run` (a benchmark of implementations on the same data) and `dlrmbench train` (training on a prepared
+dataset with held-out evaluation): one run point per implementation, each in a fresh process, and the table that
+compares their records."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from reproduce.cli.options import (collect_data_options, data_options, dist_options, mlp_options, model_options,
+                                   parse_impl_options, positive, reorder_option, timing_options)
+from reproduce.cli.output import console
+
+
+def _fmt(x, spec=".2f", scale=1.0) -> str:
+    return "–" if x is None or x != x else format(x / scale, spec)
+
+
+def _ci(r, col: str) -> str:
+    lo, hi = r.get(f"{col}_lo"), r.get(f"{col}_hi")
+    if r.get("repeats", 1) < 2 or lo is None or lo != lo:
+        return ""
+    return f" [{lo:.2f}, {hi:.2f}]"
+
+
+def comparison_table(df) -> Table:
+    import pandas as pd
+
+    n = int(df["runs"].max()) if "runs" in df and len(df) else 1
+    t = Table(title="dlrmbench run (medians over timed iterations" + (
+        f", then over {n} interleaved repeats; [95 % bootstrap interval])" if n > 1 else "; one run each: no interval)"))
+    quality = [c for c in ("epochs", "auc", "logloss") if c in df.columns]
+    cols = ["impl", "status", "fwd ms", "bwd ms", "update ms", "total ms", "samples/s", "peak RSS Δ MiB",
+            "analytic MiB", "param MiB", "speedup"] + [{"auc": "AUC", "logloss": "log loss"}.get(c, c) for c in quality]
+    for col in cols:
+        t.add_column(col, justify="left" if col in ("impl", "status") else "right")
+    for _, r in df.iterrows():
+        timed = pd.notna(r.get("total_ms"))  # ok runs, and diverged runs that had timed steps
+        if not timed:
+            t.add_row(r["impl"], escape(f"{r['status']}: {r['reason']}"), *["–"] * (len(cols) - 2))
+            continue
+        status = "ok" if r["status"] == "ok" else escape(f"{r['status']}: {r['reason']}")
+        row = [
+            r["impl"], status, _fmt(r["forward_ms"]), _fmt(r["backward_ms"]), _fmt(r["update_ms"]),
+            _fmt(r["total_ms"]) + _ci(r, "total_ms"), _fmt(r["samples_per_s"], ",.0f"), _fmt(r["peak_rss_delta_bytes"], ",.0f", 2**20),
+            _fmt(r["analytic_bytes"], ",.0f", 2**20), _fmt(r["param_bytes"], ",.0f", 2**20), _fmt(r["speedup"], ".2f") + "×" + _ci(r, "speedup"),
+        ]
+        t.add_row(*row, *(_fmt(r.get(c), ".2f" if c == "epochs" else ".4f") for c in quality))
+    return t
+
+
+@click.command()
+@click.option("--impl", "impls", multiple=True, required=True, help="implementation (repeat to compare)")
+@data_options
+@model_options
+@mlp_options("sgd", 0.1)
+@timing_options
+@dist_options
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="record folder (default results/runs/<this machine>)")
+@click.option("--timeout", type=float, default=None, callback=positive, help="seconds per implementation")
+@click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
+              help="independent runs of each implementation, interleaved (A B A B); > 1 gives intervals")
+@click.option("-o", "--option", "options", multiple=True, metavar="[IMPL.]KEY=VALUE",
+              help="implementation option, e.g. ranks=16 (every impl that takes it) or ecorec.micro_batches=4 (one impl); "
+                   "VALUE is read as JSON when it parses (numbers, lists, true), else as a string")
+def run(impls, out, timeout, repeats, no_check_bounds, options, **kw) -> None:
+    """Run each implementation on the same data, each in its own fresh process, and compare them (with
+    --repeats N, N rounds of every implementation in turn: medians and bootstrap 95 % intervals)."""
+    if kw.pop("eval_flag") and not kw["eval_batches"]:
+        kw["eval_batches"] = 8
+    _compare(impls, out, timeout, repeats, options, dict(check_bounds=not no_check_bounds, **kw))
+
+
+def _compare(impls, out, timeout, repeats, options, fields) -> None:
+    """Check, run and tabulate one point per implementation (``fields``: the RunPoint fields they share)."""
+    from impls.api import registered_names
+    from reproduce.analysis.aggregate import summarize
+    from reproduce.harness.config import RunPoint, check_scoped_options, check_shared_options, options_for
+    from reproduce.harness.lifeline import RunLocked
+    from reproduce.harness.sweep import run_point_isolated
+
+    unknown = [i for i in impls if i not in registered_names()]
+    if unknown:
+        raise click.BadParameter(f"unknown implementation(s) {unknown}; known: {', '.join(registered_names())}",
+                                 param_hint="--impl")
+    if out is None:
+        from reproduce.harness.machine import this_machine
+
+        out = Path("results") / "runs" / this_machine()
+    if len(set(impls)) != len(impls):
+        raise click.BadParameter(f"an implementation is named twice: {list(impls)}", param_hint="--impl")
+    data_opts = collect_data_options(fields)
+    try:
+        impl_opts = parse_impl_options(options)
+        check_scoped_options(impl_opts, impls, "-o")
+        points = [
+            RunPoint(impl=i, data_options=data_opts, impl_options=options_for(i, impl_opts, fields["world_size"]),
+                     **fields)
+            for i in impls
+        ]  # RunPoint checks the data name and options before anything is launched
+        check_shared_options(impl_opts, points, "-o")
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    records = []
+    for r in range(repeats):
+        for p in points:
+            where = f", {p.world_size} ranks" if p.world_size > 1 else ""
+            again = f" (repeat {r + 1} of {repeats})" if repeats > 1 else ""
+            what = f"training {p.epochs} epoch(s)" if p.epochs else "on"
+            console.print(f"[bold]{p.impl}[/] {what} {p.data}, batch {p.batch_size}{where}{again} …")
+            try:
+                rec = run_point_isolated(p, out, timeout, repeat=r)  # a launcher error is that run's failure
+            except RunLocked as exc:
+                raise click.ClickException(str(exc)) from None
+            records.append(rec)
+            if rec["status"] != "ok":
+                console.print(f"  [red]{rec['status']}[/]: {escape(str(rec['reason']))} (log: {rec.get('log')})")
+    df = summarize(records, baseline=impls[0])
+    console.print(comparison_table(df))
+    console.print(f"records: {out}/  (peak RSS Δ = measured process peak over a pre-build baseline)")
+    if any(r["status"] != "ok" for r in records):
+        sys.exit(1)
+
+
+# the defaults of a training run: Adagrad for the tables, Adam for the MLPs, as MLPerf DLRMv2 and TorchRec's DLRM
+# examples train; chosen on the runs of accuracy.toml's profile train-defaults (records: results/train_defaults/)
+TRAIN_DEFAULTS = {"optimizer": "adagrad", "lr": 0.05, "mlp_optimizer": "adam", "mlp_lr": 1e-3, "batch_size": 1024}
+
+
+@click.command()
+@click.option("--impl", "impls", multiple=True, required=True, help="implementation (repeat to compare)")
+@click.option("--data", required=True, type=click.Path(exists=True, file_okay=False),
+              help="a prepared dataset folder (data prepare / data synth): its train split, scored on val (else test)")
+@click.option("--epochs", type=click.IntRange(min=1), default=1, show_default=True, help="passes over the training split")
+@click.option("--eval-every", type=click.IntRange(min=0), default=0, show_default=True,
+              help="score the whole held-out split every N steps (0: after every epoch); always at the end")
+@click.option("--early-stop", type=click.IntRange(min=0), default=0, show_default=True,
+              help="stop after N evaluations without a lower held-out log loss (0: never)")
+@click.option("--no-shuffle", is_flag=True, help="read the training split in file order (default: shuffled per epoch)")
+@click.option("--optimizer", type=click.Choice(["sgd", "adagrad"]), default=TRAIN_DEFAULTS["optimizer"],
+              show_default=True, help="embedding tables' optimizer")
+@click.option("--lr", type=float, default=TRAIN_DEFAULTS["lr"], show_default=True, callback=positive,
+              help="embedding tables' learning rate")
+@mlp_options(TRAIN_DEFAULTS["mlp_optimizer"], TRAIN_DEFAULTS["mlp_lr"])
+@click.option("--dim", type=int, default=None, callback=positive, help="embedding dim (default: the dataset's, else 16)")
+@click.option("--batch-size", "-b", type=int, default=TRAIN_DEFAULTS["batch_size"], show_default=True,
+              callback=positive, help="per rank")
+@click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True, help="steps left out of the timing")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--threads", type=int, default=None, callback=positive, help="torch threads (default: torch's)")
+@click.option("--device", default="cpu", show_default=True)
+@click.option("--no-check-bounds", is_flag=True, help="skip index validation")
+@reorder_option
+@dist_options
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="record folder (default results/runs/<this machine>)")
+@click.option("--timeout", type=float, default=None, callback=positive, help="seconds per implementation")
+@click.option("-o", "--option", "options", multiple=True, metavar="[IMPL.]KEY=VALUE",
+              help="implementation option, e.g. tt_min_rows=1000 (every impl that takes it) or ecorec.ranks=16")
+def train(impls, data, epochs, eval_every, early_stop, no_shuffle, no_check_bounds, out, timeout, options,
+          **kw) -> None:
+    """Train the DLRM on DATA's training split with each implementation (one fresh process each) and report
+    held-out AUC and log loss beside step time. The records keep the eval curve (AUC, log loss, train loss per
+    evaluation); a NaN / inf loss stops a run as `diverged`, keeping its timings and curve."""
+    fields = dict(kw, data=str(Path(data).resolve()), epochs=epochs, eval_every=eval_every, early_stop=early_stop, shuffle=not no_shuffle,
+                  check_bounds=not no_check_bounds, mode="dlrm", iters=1, num_batches=1)
+    _compare(impls, out, timeout, 1, options, fields)

@@ -1,0 +1,234 @@
+"""Launch one run point in a fresh process and always come back with exactly one record."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from impls.api import registered_names
+from reproduce.harness.config import RunPoint
+from reproduce.harness.lifeline import die_with_parent, lock_run
+from reproduce.harness.rank import rank_files
+from reproduce.harness.records import base_record, log_path, read_record, record_path, write_record
+
+
+def skip_unregistered(point: RunPoint, out_dir: Path, repeat: int = 0) -> dict[str, Any] | None:
+    """The `skipped` record of a point whose implementation is not registered (written), else None."""
+    if point.impl in registered_names():
+        return None
+    record = base_record(point.to_dict(), "skipped", f"not implemented: {point.impl!r} is not registered yet")
+    record.update(point_id=point.point_id, repeat=repeat)
+    write_record(record_path(out_dir, point, repeat), record)
+    return record
+
+
+def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None, repeat: int = 0) -> dict[str, Any]:
+    """Run repeat ``repeat`` of ``point`` in ``python -m reproduce.harness.worker``; its output goes to ``out_dir/logs``.
+    A point whose implementation is not registered yet is recorded as `skipped` without launching anything."""
+    out_dir = Path(out_dir)
+    rec_path = record_path(out_dir, point, repeat)
+    skipped = skip_unregistered(point, out_dir, repeat)
+    if skipped:
+        return skipped
+    if point.world_size > 1:
+        check_rendezvous(point)
+    log = log_path(rec_path)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    lock = lock_run(rec_path)  # RunLocked when a live process runs it already
+    try:
+        rec_path.unlink(missing_ok=True)
+        for old in [*rank_files(rec_path, "error").values(), *rank_files(rec_path, "step").values()]:
+            old.unlink()
+        worker = ["-m", "reproduce.harness.worker", "--point-json", json.dumps(point.to_dict()), "--out", str(rec_path)]
+        env = None
+        if point.world_size > 1:
+            env = {**os.environ, "OMP_NUM_THREADS": str(point.threads or 1)}
+            cmd = [sys.executable, "-m", "reproduce.harness.torchrun", *torchrun_args(point), *worker]  # short grace
+        else:
+            cmd = [sys.executable, *worker]
+        t0 = time.monotonic()
+        kills = oom_kills()
+        with open(log, "w") as f:
+            code = run_in_group(cmd, f, timeout_s, env)
+        oom = kills is not None and (oom_kills() or 0) > kills
+        return finish_point(point, rec_path, log, code, timeout_s, time.monotonic() - t0, repeat, oom)
+    finally:
+        lock.unlink(missing_ok=True)
+
+
+OOM_COUNTERS = (Path("/sys/fs/cgroup/memory.events"), Path("/sys/fs/cgroup/memory/memory.oom_control"))
+
+
+def oom_kills() -> int | None:
+    """How many processes the kernel's OOM killer has killed in this cgroup (v2 memory.events or v1
+    memory.oom_control), or None where no counter is readable."""
+    for path in OOM_COUNTERS:
+        try:
+            for line in path.read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def run_in_group(cmd: list[str], log, timeout_s: float | None, env: dict | None = None) -> int | None:
+    """Run ``cmd`` in its own process group; its exit code, or None when it ran past ``timeout_s``. On the time
+    limit, or when this process is interrupted (Ctrl-C, SIGTERM raised as an exception), the whole group (torchrun
+    and every rank) is terminated, then killed, so no rank outlives the launcher; a launcher killed outright (kill -9)
+    takes them with it (each dies with its parent)."""
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                            preexec_fn=die_with_parent)
+    try:
+        return proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _stop_group(proc)
+        return None
+    except BaseException:
+        _stop_group(proc)
+        raise
+
+
+def _stop_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """SIGTERM to the group (torchrun forwards it to its ranks), then SIGKILL to whatever is left of it."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:  # the group is gone
+        pass
+    proc.wait()
+
+
+def finish_point(point: RunPoint, rec_path: Path, log: Path, code: int | None, timeout_s: float | None,
+                 wall_s: float | None = None, repeat: int = 0, oom: bool = False) -> dict[str, Any]:
+    """The one record of a finished launch (``code`` None: the time limit): the worker's own, its reason sharpened
+    by what the ranks left behind, or a `failed` / `oom` record written here when the worker wrote none (`oom` for a
+    SIGKILL only when ``oom``: the kernel's OOM-kill counter rose during the run)."""
+    if rec_path.exists():
+        record = read_record(rec_path)
+        if record["status"] != "ok" and point.world_size > 1:
+            status, reason = _why(point, rec_path, log, code, record["reason"])
+            if reason != record["reason"] and not reason.startswith("worker exited"):
+                record["reason"] = f"{reason}; rank 0 saw: {record['reason']}"
+    elif code == 0 and point.nnodes > 1:  # rank 0 ran on another node and wrote the record there
+        return {"status": "ok", "reason": "the record is written on the node of global rank 0", "log": str(log)}
+    elif code is None:
+        record = base_record(point.to_dict(), "failed", f"time limit of {timeout_s} s exceeded")
+    elif code in (-signal.SIGKILL, 128 + signal.SIGKILL) and oom:
+        record = base_record(point.to_dict(), "oom", "killed (signal 9) by the kernel's OOM killer (its oom_kill "
+                                                     "count rose during the run)")
+    elif code in (-signal.SIGKILL, 128 + signal.SIGKILL):
+        record = base_record(point.to_dict(), "failed", "killed (signal 9); the kernel's OOM killer did not count "
+                                                        "it (or its counter is not readable here)")
+    else:
+        record = base_record(point.to_dict(), *_why(point, rec_path, log, code))
+    record.update(log=str(log), point_id=point.point_id, repeat=repeat)
+    if wall_s is not None:
+        record["wall_s"] = wall_s
+    write_record(rec_path, record)
+    return record
+
+
+def torchrun_args(point: RunPoint) -> list[str]:
+    """torchrun's options for a point: one node standalone, or a c10d rendezvous over ``nnodes`` nodes that
+    gives up after the collective timeout instead of waiting for a node that never comes."""
+    per_node = point.world_size // point.nnodes
+    if point.nnodes == 1:
+        return ["--standalone", f"--nproc-per-node={per_node}"]
+    return [f"--nnodes={point.nnodes}", f"--nproc-per-node={per_node}", "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={point.rdzv_endpoint}", f"--rdzv-conf=join_timeout={int(point.dist_timeout_s)}",
+            f"--rdzv-id=dlrmbench-{point.point_id}"]
+
+
+def check_rendezvous(point: RunPoint, connect_s: float = 5.0) -> None:
+    """Fail before launching when a multi-node rendezvous endpoint cannot be resolved or, on a node that does
+    not host it, reached."""
+    if point.nnodes == 1:
+        return
+    host, _, port = point.rdzv_endpoint.rpartition(":")
+    try:
+        infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise ValueError(f"rendezvous endpoint {point.rdzv_endpoint}: cannot resolve {host!r} ({exc})") from None
+    local = {"127.0.0.1", "::1", "0.0.0.0"}
+    try:
+        local |= {a[4][0] for a in socket.getaddrinfo(socket.gethostname(), None)}
+    except socket.gaierror:
+        pass
+    if any(info[4][0] in local for info in infos):
+        return  # this node hosts the rendezvous store
+    try:
+        socket.create_connection((host, int(port)), timeout=connect_s).close()
+    except OSError as exc:
+        raise ValueError(f"rendezvous endpoint {point.rdzv_endpoint} is unreachable from this node ({exc}); "
+                         f"start the node that hosts it first, or check the address") from None
+
+
+_ROOT_CAUSE = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*exitcode\s*:\s*(-?\d+)")
+
+
+def stalled_ranks(steps: dict[int, int], world: int) -> list[int]:
+    """Ranks behind the others (or that never began a step) when at least one rank began a later step."""
+    if not steps:
+        return []
+    last = max(steps.values())
+    return [r for r in range(world) if steps.get(r, -1) < last]
+
+
+def _why(point: RunPoint, rec_path: Path, log: Path, code: int | None,
+         rank0_reason: str | None = None) -> tuple[str, str]:
+    """Status and reason of a run whose ranks failed. The culprit is the rank torchrun observed failing first (its
+    "Root Cause", by time): that rank's own error file when it wrote one, else its exit code or signal. The other
+    ranks' errors (a peer's connection reset) only describe the aftermath. When that first failure is a collective's
+    time-out, the culprit is the rank that had stopped making progress (behind its peers' last step: a hung or
+    stopped process, which torchrun kills after the grace). Without a root cause: the lowest rank's error file.
+    Rank 0 reports in its record, not a file: ``rank0_reason``."""
+    errors = {}
+    for rank, f in rank_files(rec_path, "error").items():
+        status, _, reason = f.read_text().partition("\n")
+        errors[rank] = (status, reason.strip())
+        f.unlink()
+    steps = {}
+    for rank, f in rank_files(rec_path, "step").items():
+        try:
+            steps[rank] = int(f.read_text())
+        except ValueError:
+            pass  # torn mid-write by the kill: that rank's progress is unknown
+        f.unlink()
+    text = log.read_text(errors="replace") if log.exists() else ""
+    m = _ROOT_CAUSE.search(text[text.find("Root Cause"):]) if point.world_size > 1 and "Root Cause" in text else None
+    if m:
+        rank, exit_code = int(m.group(1)), int(m.group(2))
+        stalled = stalled_ranks(steps, point.world_size)
+        first = errors[rank][1] if rank in errors else (rank0_reason or "") if rank == 0 else ""
+        if stalled and rank not in stalled and re.search(r"time[sd]? ?out", first, re.I):
+            # the first to fail timed out waiting for a rank that had stopped
+            names = ", ".join(f"rank {r} ({f'last began step {steps[r]}' if r in steps else 'began no step'})"
+                              for r in stalled)
+            seen = "" if rank == 0 else f": {first}"  # rank 0's own words follow in the record's reason
+            return "failed", (f"{names} stopped making progress: the other ranks waited {point.dist_timeout_s:g} s in "
+                              f"a collective (dist_timeout_s) and failed, first rank {rank}{seen}")
+        if rank in errors:
+            return errors[rank]
+        how = f"exit code {exit_code}"
+        if exit_code < 0:
+            try:
+                how = f"signal {-exit_code}, {signal.Signals(-exit_code).name}"
+            except ValueError:
+                how = f"signal {-exit_code}"
+        return "failed", f"rank {rank} died first ({how}); torchrun stopped the other ranks (code {code})"
+    if errors:
+        return errors[min(errors)]
+    return "failed", f"worker exited with code {code} and wrote no record"

@@ -1,0 +1,147 @@
+"""`--launcher slurm`: an sbatch script that runs an experiment's points inside one allocation, each with srun
+(one task per node) and, for a world size above 1, torchrun on every node meeting at a c10d rendezvous on the
+allocation's first node, every repeat of every point in the sweep's interleaved order. Each run goes under the per-point time limit; a point that leaves no record gets one
+from ``python -m reproduce.harness.slurm finish`` (the same crash / OOM / time-limit records as a local sweep); the script
+skips points that have a record, so resubmitting it resumes; its last step writes summary.csv and the figures.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shlex
+import sys
+from pathlib import Path
+
+from reproduce.harness.config import Experiment, RunPoint, load_experiment
+from reproduce.harness.launch import finish_point, skip_unregistered
+from reproduce.harness.records import log_path, record_path
+
+TIMEOUT_EXIT = 124  # coreutils `timeout`: the command ran past its limit
+BASE_PORT = 29500
+
+
+def _q(x: object) -> str:
+    return shlex.quote(str(x))
+
+
+def point_command(point: RunPoint, rec: Path, port: int) -> list[str]:
+    """What srun starts on each of the point's nodes (``$PY`` and ``$HEAD`` are the script's variables)."""
+    worker = ["-m", "reproduce.harness.worker", "--point-json", _q(json.dumps(point.to_dict())), "--out", _q(rec)]
+    threads = [f"OMP_NUM_THREADS={point.threads}"] if point.threads else []
+    if point.world_size == 1:
+        return ["env", *threads, '"$PY"', *worker]
+    rdzv = [f"--nnodes={point.nnodes}", f"--nproc-per-node={point.ranks_per_node}", "--rdzv-backend=c10d",
+            f'--rdzv-endpoint="$HEAD:{port}"', f"--rdzv-id=dlrmbench-{point.point_id}"]
+    if point.nnodes == 1:
+        rdzv = ["--standalone", f"--nproc-per-node={point.world_size}"]
+    return ["env", *threads, '"$PY"', "-m", "reproduce.harness.torchrun", *rdzv, *worker]
+
+
+def sbatch_script(exp: Experiment, experiment_file: Path, tasks: list[tuple[RunPoint, int]], timeout_s: float,
+                  python: str = sys.executable, partition: str | None = None, account: str | None = None,
+                  root: Path | None = None) -> str:
+    """The sbatch script for ``tasks`` (the (point, repeat) runs still to do, in the sweep's interleaved order)."""
+    points = [p for p, _ in tasks]
+    if not points:
+        raise ValueError(f"every point of {experiment_file} has a record: nothing to submit (use --force to rerun)")
+    root = Path(root or Path.cwd()).resolve()
+    experiment_file = Path(experiment_file).resolve()
+    nodes = max(p.nnodes for p in points)
+    gpus = max(p.ranks_per_node for p in points) if any(p.device == "cuda" for p in points) else 0
+    limit = int(math.ceil(timeout_s))
+    total = len(tasks) * (limit + 60) + 600
+    out = Path(exp.out_dir).resolve()  # load_experiment put it under the root, relative to this directory
+    head = [
+        "#!/bin/bash",
+        f"# dlrmbench sweep {experiment_file} (profile {exp.profile}, machine {exp.machine}): {len(tasks)} of "
+        f"{len(exp.tasks())} runs to do ({len(exp.points)} points x {exp.repeats} repeats, interleaved).",
+        "# Written by `dlrmbench sweep --launcher slurm`; resubmitting it runs only the points still without a record.",
+        f"#SBATCH --job-name=dlrmbench-{exp.name}",
+        f"#SBATCH --nodes={nodes}",
+        "#SBATCH --ntasks-per-node=1",
+        *([f"#SBATCH --gpus-per-node={gpus}"] if gpus else []),
+        f"#SBATCH --time={total // 3600:02d}:{total % 3600 // 60:02d}:{total % 60:02d}",
+        f"#SBATCH --output={out}/logs/slurm-%j.out",
+        *([f"#SBATCH --partition={partition}"] if partition else []),
+        *([f"#SBATCH --account={account}"] if account else []),
+        "set -uo pipefail",
+        f"cd {_q(root)}",
+        f'PY="${{DLRMBENCH_PYTHON:-{python}}}"',
+        'HEAD=$(scontrol show hostnames "${SLURM_JOB_NODELIST:?submit this script with sbatch}" | head -n 1)',
+        "export PY HEAD  # read by the command each srun task runs",
+        f"mkdir -p {_q(out / 'logs')}",
+        "",
+        "# run_point RECORD LOG NODES POINT_JSON REPEAT COMMAND: skip a recorded run, else run it under the time limit",
+        "run_point() {",
+        '  local rec=$1 log=$2 nodes=$3 point=$4 repeat=$5 cmd=$6',
+        '  if [ -f "$rec" ]; then echo "recorded earlier: $rec"; return 0; fi',
+        f'  timeout --kill-after=30 {limit} srun --nodes="$nodes" --ntasks="$nodes" --ntasks-per-node=1 '
+        '--kill-on-bad-exit=1 bash -c "$cmd" > "$log" 2>&1',
+        "  local code=$?",
+        f'  "$PY" -m reproduce.harness.slurm finish --point-json "$point" --out "$rec" --log "$log" --code "$code" '
+        f'--repeat "$repeat" --timeout {limit}',
+        "}",
+        "",
+    ]
+    body = []
+    for i, (p, r) in enumerate(tasks):
+        rec = record_path(out, p, r)
+        log = log_path(rec)
+        cmd = " ".join(point_command(p, rec, BASE_PORT + i % 1000))
+        body.append(f"run_point {_q(rec)} {_q(log)} {p.nnodes} {_q(json.dumps(p.to_dict()))} {r} {_q(cmd)}")
+    tail = ["", f'"$PY" -m reproduce.harness.slurm summary {_q(experiment_file)} --profile {_q(exp.profile)}'
+                f" --root {_q(root)} --machine {_q(exp.machine)} --repeats {exp.repeats}"
+                + (f" --data {_q(exp.data)}" if exp.data else ""), ""]
+    return "\n".join(head + body + tail)
+
+
+def write_sbatch(exp: Experiment, experiment_file: Path, tasks: list[tuple[RunPoint, int]], timeout_s: float,
+                 path: Path, **kw) -> Path:
+    """Write the script (runs of unregistered impls get their `skipped` record now, as a local sweep would)."""
+    runnable = [(p, r) for p, r in tasks if not skip_unregistered(p, exp.out_dir, r)]
+    (exp.out_dir / "logs").mkdir(parents=True, exist_ok=True)  # slurm opens --output before the script runs
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(sbatch_script(exp, experiment_file, runnable, timeout_s, **kw))
+    path.chmod(0o755)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="the steps of a dlrmbench sbatch script (internal)")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    fin = sub.add_parser("finish", help="record a point that left no record (crash, OOM kill, time limit)")
+    fin.add_argument("--point-json", required=True)
+    fin.add_argument("--out", required=True, type=Path)
+    fin.add_argument("--log", required=True, type=Path)
+    fin.add_argument("--code", required=True, type=int)
+    fin.add_argument("--timeout", required=True, type=float)
+    fin.add_argument("--repeat", type=int, default=0)
+    summ = sub.add_parser("summary", help="summary.csv and figures of an experiment")
+    summ.add_argument("experiment", type=Path)
+    summ.add_argument("--profile", default=None)
+    summ.add_argument("--root", type=Path, default=Path("."))
+    summ.add_argument("--machine", required=True)
+    summ.add_argument("--repeats", type=int, default=None)
+    summ.add_argument("--data", default=None)
+    args = ap.parse_args(argv)
+    if args.cmd == "finish":
+        point = RunPoint.from_dict(json.loads(args.point_json))
+        code = None if args.code == TIMEOUT_EXIT else args.code
+        record = finish_point(point, args.out, args.log, code, args.timeout, repeat=args.repeat)
+        print(f"{point.point_id}: {record['status']}" + (f" ({record['reason']})" if record.get("reason") else ""))
+        return 0
+    from reproduce.analysis.plots import draw
+    from reproduce.harness.sweep import summarize_experiment
+
+    exp = load_experiment(args.experiment, root=args.root, profile=args.profile, machine=args.machine,
+                          repeats=args.repeats, data=args.data)
+    summary = summarize_experiment(exp)
+    print(f"summary: {summary}")
+    for path in draw(list(exp.plots), summary, exp.figures_dir):
+        print(f"figure: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,264 @@
+"""Executes ONE run point in this process and writes exactly one record.
+
+``python -m reproduce.harness.worker --point-json JSON --out RECORD`` is what `dlrmbench run` and sweeps
+launch, one fresh process per point. The worker owns the clock (reproduce/harness/training.py: a benchmark's warm-up and
+timed steps, or a training run's epochs), with the forward / backward / update phases timed separately
+(CUDA-synchronized on GPU).
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from impls.api import ShardedCollection
+from reproduce.harness.config import RunPoint
+from reproduce.harness.fault import Fault
+from reproduce.harness.lifeline import die_with_parent
+from reproduce.harness.rank import Rank, rank_error_path, rank_of_env
+from reproduce.harness.records import base_record, environment, write_record
+from reproduce.harness.training import Clock, bench_loop, final_score, train_loop
+
+
+def _stats(xs: list[float]) -> dict[str, float]:
+    qs = statistics.quantiles(xs, n=4, method="inclusive") if len(xs) > 1 else [xs[0]] * 3  # within the data
+    return {"median": statistics.median(xs), "p25": qs[0], "p75": qs[2], "iqr": qs[2] - qs[0], "min": min(xs)}
+
+
+@dataclass
+class Place:
+    """Where the point runs: its rank in a torchrun launch (None for one process), the device and its clock."""
+
+    rank: Rank | None
+    world: int
+    me: int
+    device: Any
+    clock: Clock
+    fault: Fault
+
+    @classmethod
+    def join(cls, point: RunPoint, out: str | None) -> "Place":
+        import torch
+
+        rank = Rank.join(point, out)  # None for a single process
+        world, me = (rank.ctx.world_size, rank.ctx.rank) if rank else (1, 0)
+        if point.threads or rank:
+            torch.set_num_threads(point.threads or 1)
+        device = rank.ctx.device if rank else torch.device(point.device)
+        sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+        return cls(rank, world, me, device, Clock(sync), Fault.from_env(point.impl))
+
+
+@dataclass
+class Data:
+    """The point's source and this rank's slices of the batches it steps on (a training run reads as it goes)."""
+
+    source: Any
+    global_batch: int
+    batches: list
+    evaluation: list
+    held: Any
+    seconds: float
+
+    @classmethod
+    def load(cls, point: RunPoint, at: Place) -> "Data":
+        from impls.data.loader import BatchIterator
+        from impls.data.sources import held_out, open_source
+
+        source = open_source(point.data, seed=point.seed, **point.data_options)
+        t0 = time.perf_counter()
+        B = point.batch_size * at.world  # the global batch; this rank steps on its slice
+        batches, evaluation, held = [], [], None
+        if point.epochs:
+            held, _ = held_out(point.data, source, **point.data_options)
+        else:
+            batches = [b.to(at.device) for b in BatchIterator(source, B, point.num_batches, rank=at.me,
+                                                              world_size=at.world)]
+        if point.eval_batches and not point.epochs:
+            if point.mode != "dlrm":
+                raise ValueError("eval_batches needs mode='dlrm' (embedding-only runs have no predictions)")
+            eval_source, start = held_out(point.data, source, **point.data_options)
+            evaluation = [b.to(at.device) for b in BatchIterator(eval_source, B, point.eval_batches, start, at.me,
+                                                                 at.world)]
+        return cls(source, B, batches, evaluation, held, time.perf_counter() - t0)
+
+
+@dataclass
+class MemoryBase:
+    """Process memory just before the build: what the record's peaks are measured from."""
+
+    rss: int
+    peak_reset: bool
+    cuda: int | None
+
+    @classmethod
+    def take(cls, device) -> "MemoryBase":
+        import torch
+
+        from reproduce.harness.memory import reset_peak, rss_bytes
+
+        gc.collect()
+        rss, peak_reset = rss_bytes(), reset_peak()
+        cuda = None
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+            cuda = torch.cuda.memory_allocated(device)
+        return cls(rss, peak_reset, cuda)
+
+    def measured(self, emb, device) -> dict[str, Any]:
+        import torch
+
+        from reproduce.harness.memory import peak_rss_bytes
+
+        memory: dict[str, Any] = {
+            "analytic": emb.memory_report().to_dict(),
+            "peak_rss_delta_bytes": peak_rss_bytes() - self.rss if self.peak_reset else None,
+            "peak_rss_method": "VmHWM reset before build, minus RSS baseline" if self.peak_reset else "unsupported",
+            "baseline_rss_bytes": self.rss,
+        }
+        if self.cuda is not None:
+            memory["cuda_peak_bytes"] = torch.cuda.max_memory_allocated(device) - self.cuda
+        return memory
+
+
+def build(point: RunPoint, at: Place, data: Data):
+    """The embedding collection (sharded over the ranks of a launch) and the training step around it."""
+    from impls.api import EmbeddingOptim, get_impl
+    from impls.model.train import TrainStep
+
+    cls, tables = get_impl(point.impl), data.source.tables
+    optim = EmbeddingOptim(point.optimizer, lr=point.lr)
+    common = dict(device=at.device, check_bounds=point.check_bounds, seed=point.seed, **point.impl_options)
+    if at.rank:
+        from impls.sharding.build import build_sharded
+
+        stats = data.source.batch(0, data.global_batch).sparse if at.me == 0 else None  # greedy placement's sample
+        emb = build_sharded(cls, tables, optim, at.rank.ctx, at.rank.comm, stats=stats, **common)
+    else:
+        emb = cls(tables, optim, **common)
+    step = TrainStep(emb, mode=point.mode, num_dense=data.source.num_dense, seed=point.seed,
+                     comm=at.rank.comm if at.rank else None, global_batch=data.global_batch,
+                     mlp_optimizer=point.mlp_optimizer, mlp_lr=point.mlp_lr, bottom=point.bottom, top=point.top,
+                     interaction=point.interaction)
+    if step.model is not None:
+        step.model.to(at.device)
+    return emb, step
+
+
+def run_point(point: RunPoint, out: str | None = None) -> dict[str, Any]:
+    """Measure (``epochs`` > 0: train) one point; return its record (rank 0; {} on the other ranks): `ok`, or
+    `diverged` with what was measured before the loss went bad (other exceptions propagate to the caller)."""
+    from impls.api import get_impl
+    from reproduce.harness.memory import check_fits
+
+    at = Place.join(point, out)
+    data = Data.load(point, at)
+    if at.rank is None:  # one process holds every table; over ranks, per-rank capacity is the sharding planners' job
+        need = get_impl(point.impl).table_param_bytes(data.source.tables, point.impl_options)
+        check_fits(sum(need), at.device, f"{point.impl} on {point.data}")
+    base = MemoryBase.take(at.device)
+    t0 = time.perf_counter()
+    emb, step = build(point, at, data)
+    build_s = time.perf_counter() - t0
+    # warm-up, then the timed steps (a benchmark), or the epochs with their evaluations (a training run)
+    if point.epochs:
+        res = train_loop(point, step, data.source, data.held, at.rank, at.clock, at.fault, at.me, at.world, at.device)
+    else:
+        res = bench_loop(point, step, data.batches, data.evaluation, at.rank, at.clock, at.fault, at.me)
+    return make_record(point, at, data, emb, step, res, base, build_s)
+
+
+def make_record(point: RunPoint, at: Place, data: Data, emb, step, res, base: MemoryBase,
+                build_s: float) -> dict[str, Any]:
+    """The run's record from what the loops measured: over ranks the measurements are combined on rank 0 first."""
+    phases, losses = res.phases, res.losses
+    memory = base.measured(emb, at.device)
+    param_bytes = sum(p.numel() * p.element_size() for p in emb.parameters()) + sum(
+        b.numel() * b.element_size() for b in emb.buffers())
+    work = emb.work_report().to_dict()
+    if point.epochs:
+        evaluated = res.curve[-1] if res.curve and not res.diverged else None
+    else:
+        evaluated = final_score(step, data.evaluation, at.rank, res)
+    dist_part = None
+    if at.rank:
+        phases, losses, memory, param_bytes, work, dist_part = at.rank.combine(
+            phases, losses, memory, param_bytes, work, len(losses))
+        if at.me != 0:
+            return {}
+    tables = data.source.tables
+    record = base_record(point.to_dict(), "diverged" if res.diverged else "ok", res.diverged)
+    timed = bool(phases["total"])
+    record.update(
+        {
+            "timing_ms": {k: _stats(v) for k, v in phases.items()} if timed else None,
+            "iterations_ms": phases,
+            "samples_per_s": data.global_batch / (statistics.median(phases["total"]) / 1e3) if timed else None,
+            "loss": losses,
+            "memory": memory,
+            "param_bytes": param_bytes,
+            "work": work,
+            "setup_s": {"data": data.seconds, "build": build_s},
+            "tables": {"count": len(tables), "rows": sum(t.num_embeddings for t in tables),
+                       "dense_bytes": sum(t.dense_bytes for t in tables)},
+            "env": environment(),
+        }
+    )
+    if res.info:
+        record["train"] = res.info
+    if dist_part:
+        record["dist"] = with_sharding(dist_part, emb)
+    if evaluated:
+        record["eval"] = evaluated
+    if res.curve:
+        record["eval_curve"] = res.curve
+    return record
+
+
+def with_sharding(dist_part: dict[str, Any], emb) -> dict[str, Any]:
+    """The distributed part of a record with where the tables live and, for EMBark, the plan and its predicted
+    step; a system whose collectives bypass Comm reports no bytes or blocked time."""
+    if isinstance(emb, ShardedCollection):
+        for key, value in (("placement", emb.placement()), ("plan", emb.plan_info())):
+            if value is not None:
+                dist_part[key] = value
+    if not emb.comm_counted:
+        dist_part.update(comm_counted=False, comm_bytes_per_step=None, comm_blocked_ms=None)
+    return dist_part
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="run one dlrmbench point (internal; use `dlrmbench run`)")
+    ap.add_argument("--point-json", required=True)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    die_with_parent()  # a rank under torchrun, or a worker whose launcher is killed outright, goes with it
+    point_dict = json.loads(args.point_json)
+    me = rank_of_env()
+    try:
+        record = run_point(RunPoint.from_dict(point_dict), args.out)
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a `failed` record
+        traceback.print_exc()
+        msg = str(exc).lower()
+        oom = isinstance(exc, MemoryError) or "out of memory" in msg or "can't allocate memory" in msg
+        status = "oom" if oom else "failed"
+        reason = f"{type(exc).__name__}: {exc}" if me is None else f"rank {me}: {type(exc).__name__}: {exc}"
+        if me:  # not rank 0: the launcher reads this when rank 0 wrote no record
+            rank_error_path(args.out, me).write_text(f"{status}\n{reason}\n")
+        else:
+            write_record(args.out, base_record(point_dict, status, reason))
+        return 1
+    if record:  # rank 0 (or the only process) writes the record
+        write_record(args.out, record)
+        return 0 if record["status"] == "ok" else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
