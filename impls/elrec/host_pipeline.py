@@ -1,5 +1,5 @@
-"""EL-Rec's host-memory pipeline (EL-Rec, SC'22; its artifact's CPU-GPU pipeline): the uncompressed tables (rows under the TT threshold)
-stay in host memory and a worker prepares the next batch's rows while the current batch trains.
+"""EL-Rec's host-memory pipeline (EL-Rec, SC'22; its artifact's CPU-GPU pipeline): the uncompressed tables (rows under
+the TT threshold) stay in host memory and a worker prepares the next batch's rows while the current batch trains.
 
 ``prefetch(features)`` (the batch after the current one) starts a worker thread that takes each host
 table's distinct ids and copies their rows into a staging buffer. ``take`` hands the current batch its

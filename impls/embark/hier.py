@@ -1,5 +1,5 @@
-"""Hierarchical RB (HugeCTR's HierModelParallelEmbedding; EMBark's hierarchical reduction-based cluster): the RB tables of a
-node are row-sharded over its L GPUs, and their partial sums travel in two steps.
+"""Hierarchical RB (HugeCTR's HierModelParallelEmbedding; EMBark's hierarchical reduction-based cluster): the RB tables
+of a node are row-sharded over its L GPUs, and their partial sums travel in two steps.
 
 Forward: (1) intra-node: GPU (n, l) sends local peer l' its partial sums for the samples of every source with
 local rank l', and l' sums the L partials; (2) rails: GPU (n, l') sends GPU (n', l') the node-reduced rows of

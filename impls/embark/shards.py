@@ -1,7 +1,7 @@
-"""EMBark's flexible 3D sharding (EMBark, RecSys'24; HugeCTR's row / column shard key mapping): a model-parallel table t is cut into
-c_t column shards of width d_t / c_t and each column group into r_t row shards, one per GPU, so a shard is
-(table, row shard j of r, column shard k of c, GPU). Rows are split cyclically as in HugeCTR: key k of a column
-group lives on that group's GPU ``k % r`` at local row ``k // r``; shard j holds V // r + [j < V mod r] rows.
+"""EMBark's flexible 3D sharding (EMBark, RecSys'24; HugeCTR's row / column shard key mapping): a model-parallel table
+t is cut into c_t column shards of width d_t / c_t and each column group into r_t row shards, one per GPU, so a
+shard is (table, row shard j of r, column shard k of c, GPU). Rows are split cyclically as in HugeCTR: key k of a
+column group lives on that group's GPU ``k % r`` at local row ``k // r``; shard j holds V // r + [j < V mod r] rows.
 
 A plan also names the data-parallel tables (replicated on every GPU) and the cluster of each model-parallel
 table: RB (reduction-based: partial sums) or UB (unique-based: unique vectors)."""

@@ -1,13 +1,12 @@
-"""``torchrec``: TorchRec's DistributedModelParallel over an EmbeddingBagCollection in the same harness, as a peer
-of the clusters in impls/embark (pytorch/torchrec's sharding types and planner). Sharding is one TorchRec sharding type for every
-table (``sharding``: table_wise, column_wise, data_parallel on CPU; row_wise and table_row_wise on GPU, never
-run here), placed by
-TorchRec's own planner under that constraint; the optimizer is fused into backward (TorchRec's
-apply_optimizer_in_backward: SGD or Adagrad) for sharded tables; data-parallel tables get plain gradients from
-TorchRec (it leaves them to the user's dense optimizer), which ``optimizer_step`` sums over the ranks in one
-all-reduce and applies. Tables start from dense-torch's weights (table_seed), so a run
-equals the single-device model. TorchRec's collectives are its own: bytes are not counted by Comm (the record's
-comm bytes are absent for this implementation)."""
+"""``torchrec``: TorchRec's DistributedModelParallel over an EmbeddingBagCollection in the same harness, as a peer of
+the clusters in impls/embark (pytorch/torchrec's sharding types and planner). Sharding is one TorchRec sharding type
+for every table (``sharding``: table_wise, column_wise, data_parallel on CPU; row_wise and table_row_wise on GPU,
+never run here), placed by TorchRec's own planner under that constraint; the optimizer is fused into backward
+(TorchRec's apply_optimizer_in_backward: SGD or Adagrad) for sharded tables; data-parallel tables get plain
+gradients from TorchRec (it leaves them to the user's dense optimizer), which ``optimizer_step`` sums over the ranks
+in one all-reduce and applies. Tables start from dense-torch's weights (table_seed), so a run equals the
+single-device model. TorchRec's collectives are its own: bytes are not counted by Comm (the record's comm bytes are
+absent for this implementation)."""
 from __future__ import annotations
 
 from typing import Any, Sequence

@@ -1,6 +1,6 @@
-"""One paper claim (reproduce/analysis/claims.toml) against one machine's records: the value aggregated as the paper phrases
-the claim, its bootstrap 95 % interval over the repeats, the spread over groups, the modeled values beside it, and a
-two-sided verdict. Only measured, comparable values (and analytic parameter counts) get a verdict."""
+"""One paper claim (reproduce/analysis/claims.toml) against one machine's records: the value aggregated as the paper
+phrases the claim, its bootstrap 95 % interval over the repeats, the spread over groups, the modeled values beside
+it, and a two-sided verdict. Only measured, comparable values (and analytic parameter counts) get a verdict."""
 from __future__ import annotations
 
 import math

@@ -1,7 +1,7 @@
-"""Lookup redundancy per source (preset, prepared dataset or trace file) and batch size: nnz, distinct
-ids U and distinct TT prefix groups E1 (3 cores by default, FBTT's suggested p), the quantities that set the three
-TT schedules' work (TTShape's work counts in impls/core/tt.py), and the share of lookups on the hottest 1% of rows. One row
-per (source, batch, table) plus a total row per (source, batch)."""
+"""Lookup redundancy per source (preset, prepared dataset or trace file) and batch size: nnz, distinct ids U and
+distinct TT prefix groups E1 (3 cores by default, FBTT's suggested p), the quantities that set the three TT
+schedules' work (TTShape's work counts in impls/core/tt.py), and the share of lookups on the hottest 1% of rows. One
+row per (source, batch, table) plus a total row per (source, batch)."""
 from __future__ import annotations
 
 import math

@@ -1,11 +1,11 @@
 """`dlrmbench report`: results/REPORT.md and results/claims.csv from the records, and README.md's generated blocks.
 
-For every claim of reproduce/analysis/claims.toml and every machine asked for: the value aggregated as the paper phrases it,
-its bootstrap 95 % interval over the repeats, n / min / median / max over groups, the modeled values (labelled, never
-a verdict) and a verdict (reproduced / exceeds / below; not comparable; not measurable here). Then the noise probes of
-each result set, the measured tables, and every group's value. README.md's blocks between ``<!-- report:NAME -->``
-and ``<!-- /report:NAME -->`` are rewritten from the reference machine's records only, so the README always shows
-the committed reference run. Every number is computed from records; nothing is typed in."""
+For every claim of reproduce/analysis/claims.toml and every machine asked for: the value aggregated as the paper
+phrases it, its bootstrap 95 % interval over the repeats, n / min / median / max over groups, the modeled values
+(labelled, never a verdict) and a verdict (reproduced / exceeds / below; not comparable; not measurable here). Then
+the noise probes of each result set, the measured tables, and every group's value. README.md's blocks between
+``<!-- report:NAME -->`` and ``<!-- /report:NAME -->`` are rewritten from the reference machine's records only, so
+the README always shows the committed reference run. Every number is computed from records; nothing is typed in."""
 from __future__ import annotations
 
 import re

@@ -1,4 +1,4 @@
-"""The contract every registered EmbeddingCollection must meet (architecture §3)."""
+"""The contract every registered EmbeddingCollection must meet (the interface of impls/api.py)."""
 import functools
 
 import pytest

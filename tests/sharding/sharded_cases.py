@@ -98,6 +98,8 @@ def check_case(ctx: DistContext, case: dict) -> dict:
         assert len(mlp) == len(ref_mlp) > 0
         for (n, p), q in zip(mlp, ref_mlp):
             close(p.detach(), q.detach(), f"{impl} MLP {n} after one step")
+    for t in tables:  # every table whole on every rank (a collective), wherever it lives
+        close(coll.gather_table(t.name), ref_tables[t.name], f"{impl} gathered table {t.name} after one step")
     held = [None] * ctx.world_size
     dist.all_gather_object(held, mine)
     assert sorted(sum(held, [])) == sorted({t.name for t in tables}) or len(set(map(tuple, held))) == 1, held

@@ -1,5 +1,6 @@
-"""Figures, one module per figure family; each reads summary.csv (and, for intervals of ratios it computes itself,
-the runs in repeats.csv beside it) only (seaborn + matplotlib)."""
+"""Figures (seaborn + matplotlib), one module per figure family. An experiment's figures (``draw``, by the names
+its TOML lists) read its summary.csv, and repeats.csv beside it for the intervals of ratios they compute; the
+modeled figures (scale.py, redundancy.py, recsys24's modeled speedup) read the CSV their model wrote."""
 from __future__ import annotations
 
 from pathlib import Path
