@@ -8,7 +8,6 @@ a = 2*q1*r1*q2*r2 = 16384 and b = 2*q1*q2*r2*q3 = 2048 FLOPs. Stage 1 gets G sor
 ids (EcoRec's E1 of a large batch); stage 2 gets 4 items per prefix. "stages" / "stages-bwd" are the fused
 ops the TT systems run (both stages per stack of prefixes, the backward with the prefixes recomputed, its
 FLOPs counted as such). Outputs go to preallocated buffers, as in the schedules, so the allocator is not timed."""
-import pytest
 import torch
 
 from benchmarks.conftest import report, timed
