@@ -1,6 +1,8 @@
 """Typed wrappers over ``torch.ops.dlrmbench.*``, their fake (meta) kernels, and error formatting.
 
-Importing this module loads the native library. A missing library is an ImportError telling the user
+Importing this module loads the native library. Every op that takes indices into a tensor checks their range
+unless told ``check_indices=False``: a schedule passes that for indices it derived from a batch validated at the
+step's boundary (``EmbeddingCollection.checked``), so the CUDA kernels add no host syncs to the step. A missing library is an ImportError telling the user
 to build it; it is never replaced by the pure-torch reference (that lives in reference.py, for tests).
 """
 from __future__ import annotations
@@ -46,7 +48,7 @@ def format_bounds_problem(problem: Sequence[int], tables: Sequence) -> str:
     """A message naming the table, bag and id (or offset) of a bounds_check problem."""
     code, t, b, pos, val = (int(x) for x in problem)
     what = BOUNDS_PROBLEMS[code]
-    table = f"table {tables[t].name!r} (index {t})" if t >= 0 else "the batch"
+    table = f"table {tables[t].name!r} (index {t})" if 0 <= t < len(tables) else "the batch"
     if code in (4, 5):
         return (
             f"{what}: {table}, bag {b}, id {val} at values[{pos}]; "
@@ -110,14 +112,15 @@ def _out(out: Tensor | None, rows: int, cols: int, like: Tensor) -> Tensor:
 
 
 def tt_prefix(
-    cores: Sequence[Tensor], shape, prefix_ids: Tensor, work=None, phase: str = "fwd", out: Tensor | None = None
+    cores: Sequence[Tensor], shape, prefix_ids: Tensor, work=None, phase: str = "fwd", out: Tensor | None = None,
+    check_indices: bool = True,
 ) -> Tensor:
     """Stage 1: prefix products [G, shape.prefix_width] of the first d-1 cores for each prefix id
     (written into ``out[:G]`` when a workspace buffer is given)."""
     require_kernel("tt_prefix", prefix_ids.device)
     q, r = _tt_args(shape)
     out = _out(out, prefix_ids.numel(), shape.prefix_width, cores[0])
-    torch.ops.dlrmbench.tt_prefix(list(cores), q, r, prefix_ids, out)
+    torch.ops.dlrmbench.tt_prefix(list(cores), q, r, prefix_ids, out, check_indices)
     if work is not None:
         n = prefix_ids.numel()
         work.add(phase, "stage1", n * (shape.d - 2), n * shape.prefix_flops())
@@ -132,12 +135,13 @@ def tt_last(
     item_last: Tensor,
     work=None,
     out: Tensor | None = None,
+    check_indices: bool = True,
 ) -> Tensor:
     """Stage 2: rows [n, D]; item i = prefix[item_group[i]] times the last core's slice item_last[i]."""
     require_kernel("tt_last", prefix.device)
     q, r = _tt_args(shape)
     out = _out(out, item_group.numel(), shape.dim, prefix)
-    torch.ops.dlrmbench.tt_last(prefix, list(cores), q, r, item_group, item_last, out)
+    torch.ops.dlrmbench.tt_last(prefix, list(cores), q, r, item_group, item_last, out, check_indices)
     if work is not None:
         n = item_group.numel()
         work.add("fwd", "stage2", n, n * shape.last_flops())
@@ -154,6 +158,7 @@ def tt_last_backward(
     grad_last_core: Tensor,
     work=None,
     out: Tensor | None = None,
+    check_indices: bool = True,
 ) -> Tensor:
     """Backward of stage 2: adds into grad_last_core, returns the prefix gradient [G, width]
     (summed over each group's items; item_group must be non-decreasing)."""
@@ -161,7 +166,7 @@ def tt_last_backward(
     q, r = _tt_args(shape)
     out = _out(out, prefix.shape[0], shape.prefix_width, prefix)
     torch.ops.dlrmbench.tt_last_backward(
-        prefix, list(cores), q, r, item_group, item_last, grad_items, grad_last_core, out
+        prefix, list(cores), q, r, item_group, item_last, grad_items, grad_last_core, out, check_indices
     )
     if work is not None:
         n = item_group.numel()
@@ -170,12 +175,14 @@ def tt_last_backward(
 
 
 def tt_prefix_backward(
-    cores: Sequence[Tensor], shape, prefix_ids: Tensor, grad_prefix: Tensor, grad_cores: Sequence[Tensor], work=None
+    cores: Sequence[Tensor], shape, prefix_ids: Tensor, grad_prefix: Tensor, grad_cores: Sequence[Tensor], work=None,
+    check_indices: bool = True,
 ) -> None:
     """Backward of stage 1: adds into the gradients of cores 0..d-2."""
     require_kernel("tt_prefix_backward", prefix_ids.device)
     q, r = _tt_args(shape)
-    torch.ops.dlrmbench.tt_prefix_backward(list(cores), q, r, prefix_ids, grad_prefix, list(grad_cores))
+    torch.ops.dlrmbench.tt_prefix_backward(list(cores), q, r, prefix_ids, grad_prefix, list(grad_cores),
+                                           check_indices)
     if work is not None:
         gemms, flops = shape.prefix_backward_cost()
         n = prefix_ids.numel()
@@ -190,13 +197,14 @@ def tt_stages(
     item_last: Tensor,
     work=None,
     out: Tensor | None = None,
+    check_indices: bool = True,
 ) -> Tensor:
     """Both stages in one pass: rows [n, D], item i = prefix(prefix_ids[item_group[i]]) times the last core's
     slice item_last[i]. Same products as tt_prefix then tt_last, without the [G, width] prefix buffer."""
     require_kernel("tt_stages", prefix_ids.device)
     q, r = _tt_args(shape)
     out = _out(out, item_group.numel(), shape.dim, cores[0])
-    torch.ops.dlrmbench.tt_stages(list(cores), q, r, prefix_ids, item_group, item_last, out)
+    torch.ops.dlrmbench.tt_stages(list(cores), q, r, prefix_ids, item_group, item_last, out, check_indices)
     if work is not None:
         g, n = prefix_ids.numel(), item_group.numel()
         work.add("fwd", "stage1", g * (shape.d - 2), g * shape.prefix_flops())
@@ -213,13 +221,14 @@ def tt_stages_backward(
     grad_items: Tensor,
     grad_cores: Sequence[Tensor],
     work=None,
+    check_indices: bool = True,
 ) -> None:
     """Backward of tt_stages: recomputes the prefixes and adds into all d core gradients (item_group must be
     non-decreasing). Same products as tt_prefix, tt_last_backward and tt_prefix_backward."""
     require_kernel("tt_stages_backward", prefix_ids.device)
     q, r = _tt_args(shape)
     torch.ops.dlrmbench.tt_stages_backward(
-        list(cores), q, r, prefix_ids, item_group, item_last, grad_items, list(grad_cores)
+        list(cores), q, r, prefix_ids, item_group, item_last, grad_items, list(grad_cores), check_indices
     )
     if work is not None:
         g, n = prefix_ids.numel(), item_group.numel()
@@ -229,16 +238,17 @@ def tt_stages_backward(
         work.add("bwd", "stage1", g * gemms, g * flops)
 
 
-def gather_pool(src: Tensor, index: Tensor, segment_offsets: Tensor, out: Tensor) -> None:
+def gather_pool(src: Tensor, index: Tensor, segment_offsets: Tensor, out: Tensor, check_indices: bool = True) -> None:
     """out[s] += sum(src[index[j]] for j in segment s); segments given by offsets (len S+1)."""
     require_kernel("gather_pool", src.device)
-    torch.ops.dlrmbench.gather_pool(src, index, segment_offsets, out)
+    torch.ops.dlrmbench.gather_pool(src, index, segment_offsets, out, check_indices)
 
 
-def scatter_add_rows(src: Tensor, src_index: Tensor, dst_index: Tensor, out: Tensor) -> None:
+def scatter_add_rows(src: Tensor, src_index: Tensor, dst_index: Tensor, out: Tensor,
+                     check_indices: bool = True) -> None:
     """out[dst_index[j]] += src[src_index[j]] for every j."""
     require_kernel("scatter_add_rows", src.device)
-    torch.ops.dlrmbench.scatter_add_rows(src, src_index, dst_index, out)
+    torch.ops.dlrmbench.scatter_add_rows(src, src_index, dst_index, out, check_indices)
 
 
 class RoutedKeys(NamedTuple):
@@ -274,42 +284,43 @@ def counter_uniform(seed: int, out: Tensor, low: float, high: float, row_start: 
 
 
 @torch.library.register_fake(f"{_LIB}::tt_prefix")
-def _tt_prefix_fake(cores, q, r, prefix_ids, out):
+def _tt_prefix_fake(cores, q, r, prefix_ids, out, check_indices=True):
     return None
 
 
 @torch.library.register_fake(f"{_LIB}::tt_last")
-def _tt_last_fake(prefix, cores, q, r, item_group, item_last, out):
+def _tt_last_fake(prefix, cores, q, r, item_group, item_last, out, check_indices=True):
     return None
 
 
 @torch.library.register_fake(f"{_LIB}::tt_last_backward")
-def _tt_last_backward_fake(prefix, cores, q, r, item_group, item_last, grad_items, grad_last_core, grad_prefix):
+def _tt_last_backward_fake(prefix, cores, q, r, item_group, item_last, grad_items, grad_last_core, grad_prefix,
+                           check_indices=True):
     return None
 
 
 @torch.library.register_fake(f"{_LIB}::tt_prefix_backward")
-def _tt_prefix_backward_fake(cores, q, r, prefix_ids, grad_prefix, grad_cores):
+def _tt_prefix_backward_fake(cores, q, r, prefix_ids, grad_prefix, grad_cores, check_indices=True):
     return None
 
 
 @torch.library.register_fake(f"{_LIB}::tt_stages")
-def _tt_stages_fake(cores, q, r, prefix_ids, item_group, item_last, out):
+def _tt_stages_fake(cores, q, r, prefix_ids, item_group, item_last, out, check_indices=True):
     return None
 
 
 @torch.library.register_fake(f"{_LIB}::tt_stages_backward")
-def _tt_stages_backward_fake(cores, q, r, prefix_ids, item_group, item_last, grad_items, grad_cores):
+def _tt_stages_backward_fake(cores, q, r, prefix_ids, item_group, item_last, grad_items, grad_cores, check_indices=True):
     return None
 
 
 @torch.library.register_fake(f"{_LIB}::gather_pool")
-def _gather_pool_fake(src, index, segment_offsets, out):
+def _gather_pool_fake(src, index, segment_offsets, out, check_indices=True):
     return None
 
 
 @torch.library.register_fake(f"{_LIB}::scatter_add_rows")
-def _scatter_add_rows_fake(src, src_index, dst_index, out):
+def _scatter_add_rows_fake(src, src_index, dst_index, out, check_indices=True):
     return None
 
 

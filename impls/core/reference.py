@@ -1,4 +1,5 @@
-"""Pure-torch oracles for every native op. Used by tests only, never as a fallback for timing."""
+"""Pure-torch oracles for every native op, on the device of their inputs. Used by tests only, never as a fallback
+for timing."""
 from __future__ import annotations
 
 import torch
@@ -13,21 +14,21 @@ def bounds_check_ref(values: Tensor, offsets: Tensor, table_rows: Tensor, batch_
 
     def out(code, bag, pos, val):
         t, b = (bag // batch_size, bag % batch_size) if bag >= 0 else (-1, -1)
-        return torch.tensor([code, t, b, pos, val], dtype=torch.int64)
+        return torch.tensor([code, t, b, pos, val], dtype=torch.int64, device=values.device)
 
     if int(offsets[0]) != 0:
-        return out(1, 0, 0, int(offsets[0]))
+        return out(1, 0 if nbags else -1, 0, int(offsets[0]))
     dec = (offsets[1:] < offsets[:-1]).nonzero()
     if dec.numel():
         i = int(dec[0])
         return out(2, i, i + 1, int(offsets[i + 1]))
     if int(offsets[-1]) != nnz:
         return out(3, nbags - 1, nbags, int(offsets[-1]))
-    ok = torch.tensor([0, -1, -1, -1, 0], dtype=torch.int64)
+    ok = torch.tensor([0, -1, -1, -1, 0], dtype=torch.int64, device=values.device)
     if nnz == 0:
         return ok
     lengths = offsets[1:] - offsets[:-1]
-    bag_of = torch.repeat_interleave(torch.arange(nbags), lengths)
+    bag_of = torch.repeat_interleave(torch.arange(nbags, device=values.device), lengths)
     limit = table_rows[bag_of // batch_size]
     bad = ((values < 0) | (values >= limit)).nonzero()
     if bad.numel():
@@ -55,7 +56,7 @@ def jagged_unique_ref(values: Tensor, offsets: Tensor, num_tables: int, batch_si
     cat = lambda xs: torch.cat(xs) if xs else values.new_empty(0)  # noqa: E731
     return (
         cat(uniques),
-        torch.tensor(table_offsets, dtype=torch.int64),
+        torch.tensor(table_offsets, dtype=torch.int64, device=values.device),
         inverse,
         cat(counts),
         cat(positions),
@@ -103,7 +104,7 @@ def tt_prefix_backward_ref(cores, shape, prefix_ids, grad_prefix):
 
 def gather_pool_ref(src: Tensor, index: Tensor, segment_offsets: Tensor, out: Tensor) -> Tensor:
     lengths = segment_offsets[1:] - segment_offsets[:-1]
-    seg = torch.repeat_interleave(torch.arange(lengths.numel()), lengths)
+    seg = torch.repeat_interleave(torch.arange(lengths.numel(), device=index.device), lengths)
     return out.index_add(0, seg, src[index])
 
 
@@ -144,13 +145,14 @@ def route_keys_ref(values: Tensor, offsets: Tensor, batch_size: int, table_r: Te
     """route_keys: entries expanded per column group, then one stable sort by shard."""
     T, B = table_r.numel(), batch_size
     lengths = offsets.diff()
-    table = torch.repeat_interleave(torch.arange(T), lengths.view(T, B).sum(1))
-    sample = torch.repeat_interleave(torch.arange(T * B) % B, lengths)
+    dev = values.device
+    table = torch.repeat_interleave(torch.arange(T, device=dev), lengths.view(T, B).sum(1))
+    sample = torch.repeat_interleave(torch.arange(T * B, device=dev) % B, lengths)
     keep = table_r[table] > 0
     v, table, sample = values[keep], table[keep], sample[keep]
     c = table_c[table]
-    copy = torch.repeat_interleave(torch.arange(v.numel()), c)
-    k = torch.arange(copy.numel()) - torch.repeat_interleave(torch.cumsum(c, 0) - c, c)
+    copy = torch.repeat_interleave(torch.arange(v.numel(), device=dev), c)
+    k = torch.arange(copy.numel(), device=dev) - torch.repeat_interleave(torch.cumsum(c, 0) - c, c)
     v, table, sample = v[copy], table[copy], sample[copy]
     r = table_r[table]
     shard = shard_of[table_base[table] + k * r + v % r]

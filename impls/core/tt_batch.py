@@ -44,13 +44,16 @@ def prefix_groups(sorted_ids: Tensor, last_radix: int) -> Groups:
     return Groups(ids, group_of)
 
 
-def bag_range(offsets: Tensor, start: int, end: int) -> tuple[int, int, Tensor]:
-    """Bags [b0, b1) holding occurrences [start, end), and their offsets clipped and rebased to start."""
-    bounds = torch.tensor([start, end], device=offsets.device)
-    b0 = int(torch.searchsorted(offsets[1:], bounds[:1], right=True))
-    b1 = int(torch.searchsorted(offsets[:-1], bounds[1:], right=False))
-    seg = offsets[b0 : b1 + 1].clamp(start, end) - start
-    return b0, b1, seg
+def bag_ranges(offsets: Tensor, spans: list[tuple[int, int]]) -> list[tuple[int, int, Tensor]]:
+    """For each span [start, end) of occurrences: the bags [b0, b1) holding it and their offsets clipped and
+    rebased to start. One host read for all the spans (a device sync on a GPU)."""
+    if not spans:
+        return []
+    starts, ends = (torch.tensor(x, dtype=torch.int64, device=offsets.device) for x in zip(*spans))
+    b0s, b1s = torch.stack([torch.searchsorted(offsets[1:], starts, right=True),
+                            torch.searchsorted(offsets[:-1], ends, right=False)]).tolist()
+    return [(b0, b1, offsets[b0 : b1 + 1].clamp(start, end) - start)
+            for (start, end), b0, b1 in zip(spans, b0s, b1s)]
 
 
 class Workspace:

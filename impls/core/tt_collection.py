@@ -39,12 +39,14 @@ class TTTable(nn.Module):
         return self.workspace.get(name, rows, cols, self.cores[0].device)
 
     # The two halves every schedule is built from; schedules differ in what they pass as prefixes and
-    # items (occurrences, unique ids, prefix groups) and in how they pool and aggregate around them.
+    # items (occurrences, unique ids, prefix groups) and in how they pool and aggregate around them. Their
+    # indices derive from a batch validated at the step's boundary (checked): the ops skip their range checks.
     def stages_forward(self, prefix_ids: Tensor, item_group: Tensor, item_last: Tensor, work: TTWork):
         """Stage 1 for ``prefix_ids``, stage 2 for the items (fused: no prefix buffer): rows [n, D] in a
         workspace buffer."""
         s, cores = self.shape, self.core_tensors()
-        emb = ops.tt_stages(cores, s, prefix_ids, item_group, item_last, work, out=self.buffer("emb", item_group.numel(), s.dim))
+        emb = ops.tt_stages(cores, s, prefix_ids, item_group, item_last, work,
+                            out=self.buffer("emb", item_group.numel(), s.dim), check_indices=False)
         work.live(emb)
         return emb
 
@@ -52,7 +54,7 @@ class TTTable(nn.Module):
                         work: TTWork, *extra_live: Tensor) -> None:
         """Recompute the prefixes and walk both stages back into ``grads`` (item_group non-decreasing)."""
         ops.tt_stages_backward(self.core_tensors(), self.shape, prefix_ids, item_group, item_last, d_items, self.grads,
-                               work)
+                               work, check_indices=False)
         work.live(d_items, *extra_live)
 
     def core_tensors(self) -> list[Tensor]:

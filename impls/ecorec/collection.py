@@ -70,29 +70,31 @@ class EcoRec(TTCollection):
         occ_bags = bag_ids(offsets, values.numel()).index_select(0, dd.sorted_positions)
         occ_unique = torch.repeat_interleave(torch.arange(dd.unique.numel(), device=values.device), dd.counts,
                                              output_size=values.numel()) if len(bounds) > 1 else None
+        # each micro-batch's occurrences, [c0, c1) in sorted order: one host read for all of them
+        cuts = dd.count_offsets[torch.tensor([b for lh in bounds for b in lh], dtype=torch.int64,
+                                             device=values.device)].tolist()
         chunks = []
         work.unique += dd.unique.numel()
         work.micro_batches += len(bounds)
-        for lo, hi in bounds:
+        for k, (lo, hi) in enumerate(bounds):
+            c0, c1 = cuts[2 * k], cuts[2 * k + 1]
             ids = dd.unique[lo:hi]
             groups = prefix_groups(ids, s.last_radix)  # C: unique ids -> prefix groups
             work.e1 += groups.prefix_ids.numel()
             emb = table.stages_forward(groups.prefix_ids, groups.group_of, ids % s.last_radix, work)  # M
             if len(bounds) == 1:  # expand: every occurrence adds its unique row into its bag
-                ops.gather_pool(emb, dd.inverse, offsets, out)
+                ops.gather_pool(emb, dd.inverse, offsets, out, check_indices=False)
             else:
-                c0, c1 = int(dd.count_offsets[lo]), int(dd.count_offsets[hi])
-                ops.scatter_add_rows(emb, occ_unique[c0:c1] - lo, occ_bags[c0:c1], out)
-            chunks.append((lo, hi, groups))
+                ops.scatter_add_rows(emb, occ_unique[c0:c1] - lo, occ_bags[c0:c1], out, check_indices=False)
+            chunks.append((lo, hi, c0, c1, groups))
         return out, (dd, occ_bags, chunks)
 
     def lookup_backward(self, table: TTTable, saved: Any, grad: Tensor, work: TTWork) -> None:
         dd, occ_bags, chunks = saved
         s = table.shape
-        for lo, hi, groups in chunks:
+        for lo, hi, c0, c1, groups in chunks:
             ids = dd.unique[lo:hi]
-            c0, c1 = int(dd.count_offsets[lo]), int(dd.count_offsets[hi])
             d_unique = table.buffer("d_unique", hi - lo, s.dim).zero_()  # C: occurrences -> unique ids
-            ops.gather_pool(grad, occ_bags[c0:c1], dd.count_offsets[lo : hi + 1] - c0, d_unique)
+            ops.gather_pool(grad, occ_bags[c0:c1], dd.count_offsets[lo : hi + 1] - c0, d_unique, check_indices=False)
             # M stage 2 with C: unique ids -> prefix groups (the prefix gradient is summed per group), M stage 1
             table.stages_backward(groups.prefix_ids, groups.group_of, ids % s.last_radix, d_unique, work, occ_bags)

@@ -93,7 +93,7 @@ class ELRec(TTCollection):
         item_group = groups.group_of.index_select(0, dd.inverse)  # every occurrence is an item
         emb = table.stages_forward(groups.prefix_ids, item_group, values % s.last_radix, work)
         out = torch.zeros(batch_size, s.dim, device=values.device)
-        ops.gather_pool(emb, torch.arange(values.numel(), device=values.device), offsets, out)
+        ops.gather_pool(emb, torch.arange(values.numel(), device=values.device), offsets, out, check_indices=False)
         return out, (dd, offsets)
 
     def lookup_backward(self, table: TTTable, saved: Any, grad: Tensor, work: TTWork) -> None:
@@ -102,7 +102,8 @@ class ELRec(TTCollection):
         U = dd.unique.numel()
         bags = bag_ids(offsets, dd.inverse.numel())
         d_unique = table.buffer("d_unique", U, s.dim).zero_()  # gradient aggregation per unique id
-        ops.gather_pool(grad, bags.index_select(0, dd.sorted_positions), dd.count_offsets, d_unique)
+        ops.gather_pool(grad, bags.index_select(0, dd.sorted_positions), dd.count_offsets, d_unique,
+                        check_indices=False)
         prefix_ids = torch.div(dd.unique, s.last_radix, rounding_mode="floor")  # per unique: no reuse
         table.stages_backward(
             prefix_ids, torch.arange(U, device=grad.device), dd.unique % s.last_radix, d_unique, work, bags

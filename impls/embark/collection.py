@@ -204,7 +204,8 @@ class EmbarkCollection(ShardedCollection):
                 rows.append(ub_parts[g][at[g] : at[g] + n * grp.width].view(n, grp.width))
                 at[g] += n * grp.width
             pool = torch.zeros(b * (grp.cols.width // grp.width), grp.width, device=out.device)
-            ops.scatter_add_rows(torch.cat(rows), grp.occ_unique, grp.occ_row, pool)  # no [occurrences, w] copy
+            ops.scatter_add_rows(torch.cat(rows), grp.occ_unique, grp.occ_row, pool,  # no [occurrences, w] copy
+                                 check_indices=False)
             grp.cols.add_into(out, pool.view(b, -1))
         if self.hier:
             partial = self._partial if self._partial is not None else torch.zeros(sum(self._sources), 0)
@@ -233,7 +234,7 @@ class EmbarkCollection(ShardedCollection):
         for grp in st.ub_groups:
             per_row = grp.cols.take(grad).view(-1, grp.width)
             gu = torch.zeros(sum(grp.per_owner), grp.width, device=grad.device)
-            ops.scatter_add_rows(per_row, grp.occ_row, grp.occ_unique, gu)
+            ops.scatter_add_rows(per_row, grp.occ_row, grp.occ_unique, gu, check_indices=False)
             for g, blk in enumerate(torch.split(gu, grp.per_owner)):
                 ub[g].append(blk)
         me = self.ctx.rank

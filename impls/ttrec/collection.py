@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from impls.api import MemoryReport, register
 from impls.core import ops, tt
 from impls.core.counters import TTWork
-from impls.core.tt_batch import bag_ids, bag_range
+from impls.core.tt_batch import bag_ids, bag_ranges
 from impls.core.tt_collection import TTCollection, TTLookup, TTTable
 from impls.ttrec.cache import HotRowCache
 
@@ -174,11 +174,12 @@ class TTRec(TTCollection):
     def lookup_forward(self, table: TTTable, values: Tensor, offsets: Tensor, batch_size: int, work: TTWork):
         s = table.shape
         out = torch.zeros(batch_size, s.dim, device=values.device)
-        for lo, hi, rows, items in self._chunks(values):
+        chunks = list(self._chunks(values))
+        bags = bag_ranges(offsets, [(lo, hi) for lo, hi, _, _ in chunks])
+        for (lo, hi, rows, items), (b0, b1, seg) in zip(chunks, bags):
             prefix_ids = torch.div(rows, s.last_radix, rounding_mode="floor")
             emb = table.stages_forward(prefix_ids, items, rows % s.last_radix, work)
-            b0, b1, seg = bag_range(offsets, lo, hi)
-            ops.gather_pool(emb, items, seg, out[b0:b1])
+            ops.gather_pool(emb, items, seg, out[b0:b1], check_indices=False)
         return out, (values, offsets)
 
     def lookup_backward(self, table: TTTable, saved: Any, grad: Tensor, work: TTWork) -> None:

@@ -84,6 +84,10 @@ def test_one_step_moves_tables_like_dense_optimizer(name, kind, batch):
         # TT rows are sums of rank-r products that cancel: an entry near zero carries the rounding of the
         # table's largest terms, so the absolute tolerance follows the table's scale (~100 float32 ulps of it)
         atol = max(1e-6, 1e-5 * float(w.abs().max()))
+        if kind == "adagrad":
+            # an Adagrad step is lr * g / (|g| + eps): a relative error d in a core gradient (float32 sums of
+            # cancelling terms, summed in another order than autograd's: d up to ~1e-3) moves it by <= lr * d / 4
+            atol = max(atol, optim.lr * 1e-3)
         torch.testing.assert_close(emb.materialize(t.name), w, rtol=1e-4, atol=atol)
 
 

@@ -106,11 +106,21 @@ inline void check_scatter_add_rows_args(const at::Tensor& src, const at::Tensor&
 
 inline void check_jagged_unique_args(const at::Tensor& values, const at::Tensor& offsets, int64_t num_tables,
                                      int64_t batch_size) {
-  TORCH_CHECK_VALUE(values.scalar_type() == at::kLong && offsets.scalar_type() == at::kLong,
-                    "jagged_unique: values and offsets must be int64");
+  check_index("jagged_unique", "values", values, values);
+  check_index("jagged_unique", "offsets", offsets, values);
   TORCH_CHECK_VALUE(num_tables >= 0 && batch_size > 0, "jagged_unique: bad num_tables/batch_size");
   TORCH_CHECK_VALUE(offsets.numel() == num_tables * batch_size + 1, "jagged_unique: offsets has ", offsets.numel(),
                     " entries, expected T*B+1 = ", num_tables * batch_size + 1);
+}
+
+// jagged_unique reads whole tables: their boundaries offsets[t * B] (t = 0..T, `bounds` read on the host) must run
+// from 0 to nnz and never decrease, or ids would be left out (uninitialized outputs) or read out of range.
+inline void check_table_bounds(const int64_t* bounds, int64_t num_tables, int64_t nnz) {
+  TORCH_CHECK_VALUE(bounds[0] == 0 && bounds[num_tables] == nnz, "jagged_unique: offsets must run from 0 to "
+                    "len(values) = ", nnz, ", got ", bounds[0], " .. ", bounds[num_tables]);
+  for (int64_t t = 1; t <= num_tables; ++t)
+    TORCH_CHECK_VALUE(bounds[t] >= bounds[t - 1], "jagged_unique: offsets at table boundary ", t, " (", bounds[t],
+                      ") are below those at boundary ", t - 1, " (", bounds[t - 1], ")");
 }
 
 // route_keys: a table-major batch, per-table (r, c, base) and the shard numbering; returns the table count.

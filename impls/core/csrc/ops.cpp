@@ -18,37 +18,40 @@ TORCH_LIBRARY(dlrmbench, m) {
   // TT stages (see tt_args.h for the core layout). cores: d tensors [p_k, r_k*q_k*r_{k+1}]; q: d ints;
   // r: d+1 ints with r_0 = r_d = 1. A prefix id is row div p_{d-1}; an item's last digit is row mod p_{d-1}.
   // Outputs are caller-provided (contiguous), so schedules can reuse workspace buffers.
+  // check_indices (every op that takes indices into a tensor): False when the caller vouches that every index is
+  // in range (indices derived from a batch validated at the step's boundary); the CUDA kernels then skip their
+  // range and order checks, which cost host-device syncs. The CPU kernels check always (no sync).
   // Stage 1: writes the prefix products of the first d-1 cores into out [G, Q_{d-2}*r_{d-1}].
-  m.def("tt_prefix(Tensor[] cores, int[] q, int[] r, Tensor prefix_ids, Tensor(a!) out) -> ()");
+  m.def("tt_prefix(Tensor[] cores, int[] q, int[] r, Tensor prefix_ids, Tensor(a!) out, bool check_indices=True) -> ()");
   // Stage 2: writes rows [n, D] into out; item i is prefix[item_group[i]] times the last core's slice
   // item_last[i].
   m.def(
       "tt_last(Tensor prefix, Tensor[] cores, int[] q, int[] r, Tensor item_group, Tensor item_last, "
-      "Tensor(a!) out) -> ()");
+      "Tensor(a!) out, bool check_indices=True) -> ()");
   // Backward of stage 2: adds into grad_last_core and overwrites grad_prefix [G, width] with the prefix
   // gradient (summed over each group's items); item_group must be non-decreasing.
   m.def(
       "tt_last_backward(Tensor prefix, Tensor[] cores, int[] q, int[] r, Tensor item_group, Tensor item_last, "
-      "Tensor grad_items, Tensor(a!) grad_last_core, Tensor(b!) grad_prefix) -> ()");
+      "Tensor grad_items, Tensor(a!) grad_last_core, Tensor(b!) grad_prefix, bool check_indices=True) -> ()");
   // Backward of stage 1: adds into the gradients of cores 0..d-2 (d-1 tensors shaped like the cores).
   m.def(
       "tt_prefix_backward(Tensor[] cores, int[] q, int[] r, Tensor prefix_ids, Tensor grad_prefix, "
-      "Tensor(a!)[] grad_cores) -> ()");
+      "Tensor(a!)[] grad_cores, bool check_indices=True) -> ()");
   // Both stages in one pass (tt_prefix then tt_last, without a [G, width] prefix buffer): writes rows [n, D]
   // into out; item i is the prefix product of prefix_ids[item_group[i]] times the last core's slice
   // item_last[i].
   m.def(
       "tt_stages(Tensor[] cores, int[] q, int[] r, Tensor prefix_ids, Tensor item_group, Tensor item_last, "
-      "Tensor(a!) out) -> ()");
+      "Tensor(a!) out, bool check_indices=True) -> ()");
   // Backward of tt_stages (the prefixes recomputed, both stages walked back): adds into all d core gradients;
   // item_group must be non-decreasing.
   m.def(
       "tt_stages_backward(Tensor[] cores, int[] q, int[] r, Tensor prefix_ids, Tensor item_group, "
-      "Tensor item_last, Tensor grad_items, Tensor(a!)[] grad_cores) -> ()");
+      "Tensor item_last, Tensor grad_items, Tensor(a!)[] grad_cores, bool check_indices=True) -> ()");
   // out[s] += sum(src[index[j]] for j in segment_offsets[s]:segment_offsets[s+1]).
-  m.def("gather_pool(Tensor src, Tensor index, Tensor segment_offsets, Tensor(a!) out) -> ()");
+  m.def("gather_pool(Tensor src, Tensor index, Tensor segment_offsets, Tensor(a!) out, bool check_indices=True) -> ()");
   // out[dst_index[j]] += src[src_index[j]] for every j.
-  m.def("scatter_add_rows(Tensor src, Tensor src_index, Tensor dst_index, Tensor(a!) out) -> ()");
+  m.def("scatter_add_rows(Tensor src, Tensor src_index, Tensor dst_index, Tensor(a!) out, bool check_indices=True) -> ()");
   // Routes every key of a table-major batch (values, offsets [T*B+1]) to the shards holding it: key v of table
   // t (r = table_r[t] row shards, c = table_c[t] column groups; r = 0: not routed) goes, once per column group
   // k, to shard shard_of[table_base[t] + k * r + v % r] as local row v / r. Returns (keys [m], samples [m],

@@ -8,11 +8,12 @@
 namespace dlrmbench {
 
 void tt_stages_composed(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids,
-                        const at::Tensor& item_group, const at::Tensor& item_last, at::Tensor out);
+                        const at::Tensor& item_group, const at::Tensor& item_last, at::Tensor out,
+                        bool check_indices);
 
 void tt_stages_backward_composed(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
                                  const at::Tensor& prefix_ids, const at::Tensor& item_group,
                                  const at::Tensor& item_last, const at::Tensor& grad_items,
-                                 at::TensorList grad_cores);
+                                 at::TensorList grad_cores, bool check_indices);
 
 }  // namespace dlrmbench

@@ -40,7 +40,7 @@ at::Tensor bounds_check_cpu(const at::Tensor& values, const at::Tensor& offsets,
   };
   // Offsets first, sequentially (cheap, and the value check needs valid offsets).
   if (o[0] != 0) {
-    report(1, 0, 0, o[0]);
+    report(1, nbags > 0 ? 0 : -1, 0, o[0]);  // no table to name when there is none
   } else {
     for (int64_t i = 0; i < nbags; ++i) {
       if (o[i + 1] < o[i]) {

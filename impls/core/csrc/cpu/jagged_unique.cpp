@@ -114,11 +114,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> jagged_un
   const int64_t* v = v_c.data_ptr<int64_t>();
   const int64_t* o = o_c.data_ptr<int64_t>();
   const int64_t nnz = values.numel();
-  for (int64_t t = 0; t <= num_tables; ++t) {  // table boundaries must be in range (bags are not read)
-    const int64_t b = o[t * batch_size];
-    TORCH_CHECK_VALUE(b >= 0 && b <= nnz && (t == 0 || b >= o[(t - 1) * batch_size]),
-                      "jagged_unique: offsets at table boundary ", t, " out of order or range");
-  }
+  std::vector<int64_t> bounds(num_tables + 1);  // the table boundaries (bags inside a table are not read)
+  for (int64_t t = 0; t <= num_tables; ++t) bounds[t] = o[t * batch_size];
+  check_table_bounds(bounds.data(), num_tables, nnz);
   const auto opts = values.options().dtype(at::kLong);
 
   auto sorted_positions = at::empty({nnz}, opts);

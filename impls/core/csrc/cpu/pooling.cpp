@@ -15,7 +15,7 @@ namespace dlrmbench {
 namespace {
 
 void gather_pool_cpu(const at::Tensor& src, const at::Tensor& index, const at::Tensor& segment_offsets,
-                     at::Tensor out) {
+                     at::Tensor out, bool /*check_indices*/) {
   const char* op = "gather_pool";
   const int64_t S = check_gather_pool_args(src, index, segment_offsets, out);
   const auto idx_c = index.contiguous();
@@ -38,7 +38,7 @@ void gather_pool_cpu(const at::Tensor& src, const at::Tensor& index, const at::T
 }
 
 void scatter_add_rows_cpu(const at::Tensor& src, const at::Tensor& src_index, const at::Tensor& dst_index,
-                          at::Tensor out) {
+                          at::Tensor out, bool /*check_indices*/) {
   const char* op = "scatter_add_rows";
   check_scatter_add_rows_args(src, src_index, dst_index, out);
   const int64_t n = src_index.numel();

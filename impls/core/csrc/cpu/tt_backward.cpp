@@ -28,7 +28,7 @@ constexpr int64_t kGrain = 16;
 
 void tt_last_backward_cpu(const at::Tensor& prefix, at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
                           const at::Tensor& item_group, const at::Tensor& item_last, const at::Tensor& grad_items,
-                          at::Tensor grad_last_core, at::Tensor grad_prefix) {
+                          at::Tensor grad_last_core, at::Tensor grad_prefix, bool /*check_indices*/) {
   const char* op = "tt_last_backward";
   const TTShape s = check_tt_last_backward_args(prefix, cores, q, r, item_group, item_last, grad_items,
                                                 grad_last_core, grad_prefix);
@@ -70,7 +70,7 @@ struct StepScratch {
 };
 
 void tt_prefix_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids,
-                            const at::Tensor& grad_prefix, at::TensorList grad_cores) {
+                            const at::Tensor& grad_prefix, at::TensorList grad_cores, bool /*check_indices*/) {
   const char* op = "tt_prefix_backward";
   const TTShape s = check_tt_prefix_backward_args(cores, q, r, prefix_ids, grad_prefix, grad_cores);
   const auto ids = prefix_ids.contiguous();

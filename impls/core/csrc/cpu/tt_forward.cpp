@@ -20,7 +20,7 @@ constexpr int64_t kGrain = 32;
 
 
 void tt_prefix_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids,
-                   at::Tensor out) {
+                   at::Tensor out, bool /*check_indices*/) {
   const TTShape s = check_tt_prefix_args(cores, q, r, prefix_ids, out);
   const auto ids = prefix_ids.contiguous();
   const int64_t G = ids.numel();
@@ -46,7 +46,7 @@ void tt_prefix_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
 }
 
 void tt_last_cpu(const at::Tensor& prefix, at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
-                 const at::Tensor& item_group, const at::Tensor& item_last, at::Tensor out) {
+                 const at::Tensor& item_group, const at::Tensor& item_last, at::Tensor out, bool /*check_indices*/) {
   const TTShape s = check_tt_items_args("tt_last", prefix, cores, q, r, item_group, item_last, out, "out");
   const auto grp_c = item_group.contiguous();
   const auto last_c = item_last.contiguous();

@@ -47,7 +47,7 @@ inline void prefetch_stack(const std::vector<int64_t>& order, int64_t i, int64_t
 }
 
 void tt_stages_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids,
-                   const at::Tensor& item_group, const at::Tensor& item_last, at::Tensor out) {
+                   const at::Tensor& item_group, const at::Tensor& item_last, at::Tensor out, bool /*check_indices*/) {
   const char* op = "tt_stages";
   const TTShape s = check_tt_stages_args(op, cores, q, r, prefix_ids, item_group, item_last, out, "out");
   const auto ids_c = prefix_ids.contiguous(), grp_c = item_group.contiguous(), last_c = item_last.contiguous();
@@ -95,13 +95,13 @@ struct BackwardScratch {
 
 void tt_stages_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
                             const at::Tensor& prefix_ids, const at::Tensor& item_group, const at::Tensor& item_last,
-                            const at::Tensor& grad_items, at::TensorList grad_cores) {
+                            const at::Tensor& grad_items, at::TensorList grad_cores, bool check_indices) {
   const char* op = "tt_stages_backward";
   const TTShape s = check_tt_stages_args(op, cores, q, r, prefix_ids, item_group, item_last, grad_items,
                                          "grad_items");
   check_all_core_grads(op, s, cores, grad_cores);
   if (s.d > 3) {  // the walk re-sorts the prefixes per core: the separate stage ops
-    tt_stages_backward_composed(cores, q, r, prefix_ids, item_group, item_last, grad_items, grad_cores);
+    tt_stages_backward_composed(cores, q, r, prefix_ids, item_group, item_last, grad_items, grad_cores, check_indices);
     return;
   }
   const auto ids_c = prefix_ids.contiguous(), grp_c = item_group.contiguous(), last_c = item_last.contiguous();

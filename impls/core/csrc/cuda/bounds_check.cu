@@ -1,6 +1,7 @@
 // CUDA kernel of dlrmbench::bounds_check (schema and result codes in ../ops.cpp). One thread per bag
-// finds whether its bag has decreasing offsets or a bad id; atomicMin keeps the lowest such bag, and the
-// host fills in the details of that bag alone, so the result equals the CPU kernel's.
+// finds whether its bag has decreasing offsets or a bad id; atomicMin keeps the lowest such bag; one copy brings
+// those two bags and the first and last offsets to the host (the only sync of a valid batch), which fills in the
+// details of a bad bag alone, so the result equals the CPU kernel's.
 #include <ATen/core/Tensor.h>
 #include <c10/cuda/CUDAStream.h>
 #include <ATen/ops/empty.h>
@@ -44,6 +45,9 @@ at::Tensor bounds_check_cuda(const at::Tensor& values, const at::Tensor& offsets
   TORCH_CHECK_VALUE(values.scalar_type() == at::kLong && offsets.scalar_type() == at::kLong &&
                         table_rows.scalar_type() == at::kLong,
                     "bounds_check: values, offsets and table_rows must be int64");
+  TORCH_CHECK_VALUE(offsets.device() == values.device() && table_rows.device() == values.device(),
+                    "bounds_check: values, offsets and table_rows must be on one device; they are on ",
+                    values.device(), ", ", offsets.device(), ", ", table_rows.device());
   TORCH_CHECK_VALUE(batch_size > 0, "bounds_check: batch_size must be > 0, got ", batch_size);
   const int64_t T = table_rows.numel();
   const int64_t nbags = T * batch_size;
@@ -54,7 +58,10 @@ at::Tensor bounds_check_cuda(const at::Tensor& values, const at::Tensor& offsets
   const auto o = offsets.contiguous();
   const auto r = table_rows.contiguous();
   const int64_t nnz = values.numel();
-  auto flags = at::full({2}, kNone, offsets.options());
+  // [lowest bag with decreasing offsets, lowest bag with a bad id, offsets[0], offsets[T*B]]: one copy to the host
+  auto flags = at::full({4}, kNone, offsets.options());
+  flags.slice(0, 2, 3).copy_(o.slice(0, 0, 1));
+  flags.slice(0, 3, 4).copy_(o.slice(0, nbags, nbags + 1));
   auto* f = reinterpret_cast<unsigned long long*>(flags.data_ptr<int64_t>());
   if (nbags > 0) {
     const int threads = 256;
@@ -63,28 +70,26 @@ at::Tensor bounds_check_cuda(const at::Tensor& values, const at::Tensor& offsets
         v.data_ptr<int64_t>(), o.data_ptr<int64_t>(), r.data_ptr<int64_t>(), batch_size, nbags, nnz, f, f + 1);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
-  const auto fl = flags.cpu();
-  const int64_t bad_offset_bag = fl[0].item<int64_t>();
-  const int64_t bad_id_bag = fl[1].item<int64_t>();
-  const int64_t first = o[0].item<int64_t>();
-  const int64_t last = o[nbags].item<int64_t>();
+  const auto fl = flags.cpu();  // the one sync of a valid batch
+  const int64_t* h = fl.data_ptr<int64_t>();
+  const int64_t bad_offset_bag = h[0], bad_id_bag = h[1], first = h[2], last = h[3];
   int64_t res[5] = {0, -1, -1, -1, 0};
-  auto set = [&](int64_t code, int64_t bag, int64_t pos, int64_t val) {
+  auto set = [&](int64_t code, int64_t bag, int64_t pos, int64_t val) {  // bag -1: no table (T = 0)
     res[0] = code;
-    res[1] = bag / batch_size;
-    res[2] = bag % batch_size;
+    res[1] = bag < 0 ? -1 : bag / batch_size;
+    res[2] = bag < 0 ? -1 : bag % batch_size;
     res[3] = pos;
     res[4] = val;
   };
   if (first != 0) {
-    set(1, 0, 0, first);
+    set(1, nbags > 0 ? 0 : -1, 0, first);
   } else if (bad_offset_bag != kNone) {
     set(2, bad_offset_bag, bad_offset_bag + 1, o[bad_offset_bag + 1].item<int64_t>());
   } else if (last != nnz) {
     set(3, nbags - 1, nbags, last);
-  } else if (bad_id_bag != kNone) {
-    const int64_t lo = o[bad_id_bag].item<int64_t>();
-    const int64_t hi = o[bad_id_bag + 1].item<int64_t>();
+  } else if (bad_id_bag != kNone) {  // the details of that one bag, on the host
+    const auto bag_off = o.slice(0, bad_id_bag, bad_id_bag + 2).cpu();
+    const int64_t lo = bag_off.data_ptr<int64_t>()[0], hi = bag_off.data_ptr<int64_t>()[1];
     const auto ids = v.slice(0, lo, hi).cpu();
     const int64_t n = r[bad_id_bag / batch_size].item<int64_t>();
     const int64_t* p = ids.data_ptr<int64_t>();

@@ -11,6 +11,9 @@
 #include <ATen/ops/nonzero.h>
 #include <ATen/ops/all.h>
 #include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/stack.h>
 #include <ATen/ops/searchsorted.h>
 #include <ATen/ops/sort.h>
 #include <c10/cuda/CUDAException.h>
@@ -24,16 +27,39 @@
 
 namespace dlrmbench {
 
-// ValueError naming the op, the tensor and the first entry outside [0, limit) (syncs once; twice on error).
+// Index checks of the CUDA kernels, each one host-device sync (more only on the error path). An op skips them when
+// its caller passes check_indices=False (indices derived from a batch validated at the step's boundary).
+
+// ValueError naming the op, the tensor and the first entry outside [0, limit).
 inline void check_range_cuda(const char* op, const char* name, const at::Tensor& t, int64_t limit) {
   if (t.numel() == 0) return;
-  auto mm = at::aminmax(t);
-  const int64_t lo = std::get<0>(mm).item<int64_t>();
-  const int64_t hi = std::get<1>(mm).item<int64_t>();
+  const auto mm = at::aminmax(t);
+  const auto host = at::stack({std::get<0>(mm), std::get<1>(mm)}).cpu();  // the one sync
+  const int64_t lo = host.data_ptr<int64_t>()[0], hi = host.data_ptr<int64_t>()[1];
   if (lo >= 0 && hi < limit) return;
   const auto bad = at::nonzero(at::logical_or(at::lt(t, 0), at::ge(t, limit)));
   const int64_t i = bad[0][0].item<int64_t>();
   TORCH_CHECK_VALUE(false, op, ": ", name, "[", i, "] = ", t[i].item<int64_t>(), " is outside [0, ", limit, ")");
+}
+
+// Segment offsets [S+1] that run from 0 to n and never decrease.
+inline void check_segments_cuda(const char* op, const char* name, const at::Tensor& off, int64_t n) {
+  const int64_t S = off.numel() - 1;
+  const auto sorted = S > 0 ? at::all(at::ge(off.slice(0, 1), off.slice(0, 0, S))).to(at::kLong).view({1})
+                            : at::ones({1}, off.options());
+  const auto host = at::cat({off.slice(0, 0, 1), off.slice(0, S, S + 1), sorted}).cpu();  // the one sync
+  const int64_t* h = host.data_ptr<int64_t>();
+  TORCH_CHECK_VALUE(h[0] == 0 && h[1] == n, op, ": ", name, " must run from 0 to len(index) = ", n, ", got ", h[0],
+                    " .. ", h[1]);
+  TORCH_CHECK_VALUE(h[2] != 0, op, ": ", name, " decrease");
+}
+
+// Item groups that never decrease (the items of a group contiguous).
+inline void check_sorted_cuda(const char* op, const char* name, const at::Tensor& t) {
+  const int64_t n = t.numel();
+  if (n < 2) return;
+  const bool sorted = at::all(at::ge(t.slice(0, 1), t.slice(0, 0, n - 1))).item<bool>();  // the one sync
+  TORCH_CHECK_VALUE(sorted, op, ": ", name, " must be non-decreasing (items of a group contiguous)");
 }
 
 inline unsigned blocks_for(int64_t work, int threads) {

@@ -33,6 +33,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> jagged_un
   const int64_t nnz = v.numel();
   const auto opts = v.options();
   const auto bounds = offsets.slice(0, 0, num_tables * batch_size + 1, batch_size).contiguous();  // [T+1]
+  check_table_bounds(bounds.cpu().data_ptr<int64_t>(), num_tables, nnz);  // one sync, before any index is used
   const auto table_len = at::sub(bounds.slice(0, 1), bounds.slice(0, 0, num_tables));
   const auto table_of = at::repeat_interleave(at::arange(num_tables, opts), table_len, 0, nnz);
   const auto by_id = std::get<1>(at::sort(v, /*stable=*/true, 0, false));

@@ -38,20 +38,16 @@ __global__ void scatter_add_kernel(const float* __restrict__ src, const int64_t*
 }
 
 void gather_pool_cuda(const at::Tensor& src, const at::Tensor& index, const at::Tensor& segment_offsets,
-                      at::Tensor out) {
+                      at::Tensor out, bool check_indices) {
   const char* op = "gather_pool";
   const int64_t S = check_gather_pool_args(src, index, segment_offsets, out);
   const c10::cuda::CUDAGuard guard(src.device());
   const auto idx = index.contiguous();
   const auto off = segment_offsets.contiguous();
-  const int64_t first = off[0].item<int64_t>(), last = off[S].item<int64_t>();
-  TORCH_CHECK_VALUE(first == 0 && last == idx.numel(), op, ": segment_offsets must run from 0 to len(index) = ",
-                    idx.numel(), ", got ", first, " .. ", last);
-  if (S > 0) {
-    const bool sorted = at::all(at::ge(off.slice(0, 1), off.slice(0, 0, S))).item<bool>();
-    TORCH_CHECK_VALUE(sorted, op, ": segment_offsets decrease");
+  if (check_indices) {  // one sync for the offsets' ends and order, one for the index range
+    check_segments_cuda(op, "segment_offsets", off, idx.numel());
+    check_range_cuda(op, "index", idx, src.size(0));
   }
-  check_range_cuda(op, "index", idx, src.size(0));
   const int64_t D = src.size(1);
   if (S * D == 0) return;
   gather_pool_kernel<<<blocks_for(S * D, kThreads), kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
@@ -60,15 +56,17 @@ void gather_pool_cuda(const at::Tensor& src, const at::Tensor& index, const at::
 }
 
 void scatter_add_rows_cuda(const at::Tensor& src, const at::Tensor& src_index, const at::Tensor& dst_index,
-                           at::Tensor out) {
+                           at::Tensor out, bool check_indices) {
   const char* op = "scatter_add_rows";
   check_scatter_add_rows_args(src, src_index, dst_index, out);
   const int64_t n = src_index.numel();
   const c10::cuda::CUDAGuard guard(src.device());
   const auto si = src_index.contiguous();
   const auto di = dst_index.contiguous();
-  check_range_cuda(op, "src_index", si, src.size(0));
-  check_range_cuda(op, "dst_index", di, out.size(0));
+  if (check_indices) {
+    check_range_cuda(op, "src_index", si, src.size(0));
+    check_range_cuda(op, "dst_index", di, out.size(0));
+  }
   const int64_t D = src.size(1);
   if (n * D == 0) return;
   const int64_t rows = out.size(0);

@@ -193,11 +193,11 @@ void set_smem(K kernel, size_t bytes) {
 }
 
 void tt_prefix_cuda(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids,
-                    at::Tensor out) {
+                    at::Tensor out, bool check_indices) {
   const TTShape s = check_tt_prefix_args(cores, q, r, prefix_ids, out);
   const c10::cuda::CUDAGuard guard(cores[0].device());
   const auto ids = prefix_ids.contiguous();
-  check_range_cuda("tt_prefix", "prefix_ids", ids, s.num_prefixes());
+  if (check_indices) check_range_cuda("tt_prefix", "prefix_ids", ids, s.num_prefixes());
   const int64_t G = ids.numel();
   if (G == 0) return;
   const int64_t smw = s.max_chain_width();
@@ -209,14 +209,16 @@ void tt_prefix_cuda(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r
 }
 
 void tt_last_cuda(const at::Tensor& prefix, at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
-                  const at::Tensor& item_group, const at::Tensor& item_last, at::Tensor out) {
+                  const at::Tensor& item_group, const at::Tensor& item_last, at::Tensor out, bool check_indices) {
   const char* op = "tt_last";
   const TTShape s = check_tt_items_args(op, prefix, cores, q, r, item_group, item_last, out, "out");
   const c10::cuda::CUDAGuard guard(cores[0].device());
   const auto grp = item_group.contiguous();
   const auto last = item_last.contiguous();
-  check_range_cuda(op, "item_group", grp, prefix.size(0));
-  check_range_cuda(op, "item_last", last, s.p[s.d - 1]);
+  if (check_indices) {
+    check_range_cuda(op, "item_group", grp, prefix.size(0));
+    check_range_cuda(op, "item_last", last, s.p[s.d - 1]);
+  }
   const int64_t n = grp.numel(), D = s.dim();
   if (n == 0) return;
   last_kernel<<<blocks_for(n * D, kThreads), kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
@@ -227,7 +229,7 @@ void tt_last_cuda(const at::Tensor& prefix, at::TensorList cores, c10::IntArrayR
 
 void tt_last_backward_cuda(const at::Tensor& prefix, at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
                            const at::Tensor& item_group, const at::Tensor& item_last, const at::Tensor& grad_items,
-                           at::Tensor grad_last_core, at::Tensor grad_prefix) {
+                           at::Tensor grad_last_core, at::Tensor grad_prefix, bool check_indices) {
   const char* op = "tt_last_backward";
   const TTShape s = check_tt_last_backward_args(prefix, cores, q, r, item_group, item_last, grad_items,
                                                 grad_last_core, grad_prefix);
@@ -237,11 +239,10 @@ void tt_last_backward_cuda(const at::Tensor& prefix, at::TensorList cores, c10::
   const auto grp = item_group.contiguous();
   const auto last = item_last.contiguous();
   const int64_t G = prefix.size(0);
-  check_range_cuda(op, "item_group", grp, G);
-  check_range_cuda(op, "item_last", last, s.p[L]);
-  if (n > 1) {
-    const bool sorted = at::all(at::ge(grp.slice(0, 1), grp.slice(0, 0, n - 1))).item<bool>();
-    TORCH_CHECK_VALUE(sorted, op, ": item_group must be non-decreasing (items of a group contiguous)");
+  if (check_indices) {
+    check_range_cuda(op, "item_group", grp, G);
+    check_range_cuda(op, "item_last", last, s.p[L]);
+    check_sorted_cuda(op, "item_group", grp);
   }
   const int64_t width = s.prefix_width();
   const auto stream = c10::cuda::getCurrentCUDAStream();
@@ -262,13 +263,13 @@ void tt_last_backward_cuda(const at::Tensor& prefix, at::TensorList cores, c10::
 }
 
 void tt_prefix_backward_cuda(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids,
-                             const at::Tensor& grad_prefix, at::TensorList grad_cores) {
+                             const at::Tensor& grad_prefix, at::TensorList grad_cores, bool check_indices) {
   const char* op = "tt_prefix_backward";
   const TTShape s = check_tt_prefix_backward_args(cores, q, r, prefix_ids, grad_prefix, grad_cores);
   const c10::cuda::CUDAGuard guard(cores[0].device());
   const auto ids = prefix_ids.contiguous();
   const int64_t G = ids.numel();
-  check_range_cuda(op, "prefix_ids", ids, s.num_prefixes());
+  if (check_indices) check_range_cuda(op, "prefix_ids", ids, s.num_prefixes());
   if (G == 0) return;
   const auto stream = c10::cuda::getCurrentCUDAStream();
   const Dims d = dims_of(s);
