@@ -5,7 +5,10 @@ update fused (EL-Rec's SGD kernel applies -lr*grad into the cores; Adagrad appli
 
 ``host_pipeline=True``: the uncompressed tables (those under the TT threshold, ``tt_min_rows``) are served by
 EL-Rec's host-memory pipeline (impls/elrec/host_pipeline.py): ``prefetch(next batch)`` gathers their rows on
-a worker thread while the current batch trains; updates stay exact."""
+a worker thread while the current batch trains; updates stay exact. On a GPU those tables and their optimizer
+state live in pinned host memory, outside the module's parameters (moving the module moves only the cores), and
+the update is applied there; ``materialize`` returns them from the host and ``memory_report`` counts device
+memory only."""
 from __future__ import annotations
 
 from typing import Any
@@ -31,9 +34,20 @@ class ELRec(TTCollection):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        hosts = {int(k): w.data for k, w in self.dense.items()}
-        self.pipeline = HostPipeline(hosts) if self.host_pipeline and hosts else None
+        device = torch.device(kwargs.get("device", "cpu"))
+        self.host: dict[str, Tensor] = {}  # GPU runs with the pipeline: the uncompressed tables, pinned host memory
+        if self.host_pipeline and device.type == "cuda":
+            for key in list(self.dense.keys()):
+                self.host[key] = self.dense.pop(key).data.cpu().pin_memory()
+                state = self._dense_state[key]
+                self._dense_state[key] = None if state is None else state.cpu().pin_memory()
+        hosts = {int(k): self._table(k) for k in (self.host or self.dense)}
+        self.pipeline = HostPipeline(hosts, device) if self.host_pipeline and hosts else None
         self._staged: dict = {}
+
+    def _table(self, key: str) -> Tensor:
+        """An uncompressed table where it lives: pinned host memory (GPU, pipeline) or the module's parameter."""
+        return self.host[key] if key in self.host else self.dense[key].data
 
     def configure(self, host_pipeline: bool = False, **options: Any) -> None:
         """host_pipeline: serve the uncompressed tables through EL-Rec's prefetching host pipeline."""
@@ -65,11 +79,19 @@ class ELRec(TTCollection):
                 if st.rows.grad is None:
                     continue
                 key = str(i)
-                self.optim.apply_rows(self.dense[key].data, self._dense_state[key], st.ids, st.rows.grad)
+                self.optim.apply_rows(self._table(key), self._dense_state[key], st.ids, st.rows.grad.to(st.ids.device))
                 st.rows.grad = None
                 wrote[i] = st.ids
             self.pipeline.wrote(wrote)
         super().optimizer_step()
+
+    def materialize(self, table: str) -> Tensor:
+        key = str(self.table_index(table))
+        return self.host[key] if key in self.host else super().materialize(table)
+
+    def table_parameters(self, table: str) -> list[Tensor]:
+        key = str(self.table_index(table))
+        return [self.host[key]] if key in self.host else super().table_parameters(table)
 
     def work_report(self) -> WorkReport:
         rep = super().work_report()

@@ -58,6 +58,29 @@ def test_messages_name_table_bag_and_id():
         sf.validate(tables)
 
 
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("values, offsets, expected", [
+    ([], [0], [0, -1, -1, -1, 0]),  # no tables, no ids: valid
+    ([1, 2], [0], [3, -1, -1, 0, 0]),  # ids but no bag holds them
+    ([], [2], [1, -1, -1, 0, 2]),  # offsets[0] != 0, and no table to name
+])
+def test_no_tables(device, values, offsets, expected):
+    args = (torch.tensor(values, dtype=torch.int64), torch.tensor(offsets), torch.zeros(0, dtype=torch.int64), 3)
+    assert bounds_check_ref(*args).tolist() == expected
+    on_device = [a.to(device) if isinstance(a, torch.Tensor) else a for a in args]
+    assert bounds_check_raw(*on_device).cpu().tolist() == expected
+    if expected[0]:  # the message names the batch, not a table that does not exist
+        assert "the batch" in format_bounds_problem(expected, [])
+
+
+@pytest.mark.gpu
+def test_cuda_inputs_on_two_devices_are_refused():
+    with pytest.raises(ValueError, match="must be on one device"):
+        bounds_check_raw(torch.tensor([1], device="cuda"), torch.tensor([0, 1]), torch.tensor([5], device="cuda"), 1)
+    with pytest.raises(ValueError, match="must be on one device"):
+        bounds_check_raw(torch.tensor([1], device="cuda"), torch.tensor([0, 1], device="cuda"), torch.tensor([5]), 1)
+
+
 def test_shape_and_dtype_errors():
     tables = [TableSpec("a", 10, 4)]
     with pytest.raises(ValueError, match=r"T\*B\+1 = 3"):

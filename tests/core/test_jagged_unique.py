@@ -71,8 +71,40 @@ def test_bad_offsets_length():
         jagged_unique(torch.tensor([1]), torch.tensor([0, 1]), 2, 1)
 
 
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("offsets, match", [
+    ([0, 2], "run from 0 to len\\(values\\) = 3000, got 0 .. 2"),  # ids left out: uninitialized outputs before
+    ([1, 3000], "run from 0 to len\\(values\\) = 3000, got 1 .. 3000"),
+    ([0, 3001], "got 0 .. 3001"),
+])
+def test_table_boundaries_that_leave_ids_out_are_refused(device, offsets, match):
+    v = torch.arange(3000, device=device)
+    with pytest.raises(ValueError, match=match):
+        jagged_unique(v, torch.tensor(offsets, device=device), 1, 1)
+
+
+@pytest.mark.parametrize("device", devices())
+def test_decreasing_table_boundaries_are_refused(device):
+    v = torch.arange(6, device=device)
+    with pytest.raises(ValueError, match="table boundary 2 \\(1\\) are below those at boundary 1 \\(4\\)"):
+        jagged_unique(v, torch.tensor([0, 4, 1, 6], device=device), 3, 1)  # T = 3, B = 1
+
+
 @pytest.mark.gpu
-def test_cuda_without_kernel_is_a_clear_error():
-    v = torch.tensor([1, 2], device="cuda")
-    with pytest.raises(NotImplementedError, match="jagged_unique has no cuda kernel"):
-        jagged_unique(v, torch.tensor([0, 2], device="cuda"), 1, 1)
+def test_cuda_offsets_on_another_device_are_refused():
+    with pytest.raises(ValueError, match="offsets is on cpu, expected cuda"):
+        jagged_unique(torch.tensor([1, 2], device="cuda"), torch.tensor([0, 2]), 1, 1)
+
+
+@pytest.mark.gpu
+def test_cuda_big_batch_matches_cpu():
+    """Millions of ids over tables of every size: the device sorts and scans against the CPU kernel."""
+    gen = torch.Generator().manual_seed(0)
+    T, B = 4, 65_536
+    lengths = torch.randint(0, 20, (T * B,), generator=gen)
+    offsets = torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)])
+    values = torch.randint(0, 10**7, (int(offsets[-1]),), generator=gen)
+    got = jagged_unique(values.cuda(), offsets.cuda(), T, B)
+    ref = jagged_unique(values, offsets, T, B)
+    for name, g, r in zip(got._fields, got, ref):
+        assert torch.equal(g.cpu(), r), name

@@ -1,9 +1,11 @@
 // CUDA kernels of the TT stage ops (schemas in ../ops.cpp, layout in ../tt_args.h). The same work as
-// the CPU kernels: one block per prefix id for the chained products, one thread per output element of the
-// last-core GEMMs. Gradients shared between lookups (core rows, a group's prefix) are summed without
+// the CPU kernels: one block per prefix id for the chained products (a d = 4 chain keeps its one intermediate in
+// shared memory), one block per item for the last-core GEMM (the item's prefix row and core slice staged in
+// shared memory; operands too large for it fall back to reads from global memory), one thread per gradient
+// element in the backward. Gradients shared between lookups (core rows, a group's prefix) are summed without
 // atomics: lookups are ordered by destination (cuda_util.cuh: key_runs) and one thread per destination
-// element sums its run in that order, so training is bit-identical from run to run.
-// Correctness first: each output element is a dot product read straight from global memory.
+// element sums its run in that order, so training is bit-identical from run to run. Index arithmetic below the
+// row level is 32-bit (one 64-bit division per element).
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/all.h>
 #include <ATen/ops/empty.h>
@@ -14,6 +16,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "../op_args.h"
@@ -23,6 +26,16 @@ namespace dlrmbench {
 namespace {
 
 constexpr int kThreads = 128;
+constexpr int kScratchBlocks = 1024;  // blocks of the prefix kernel when its intermediate lives in global memory
+
+// e = row * width + a * inner + b: the row (64-bit), a and b (32-bit; width < 2^31).
+__device__ inline int64_t split(int64_t e, int64_t width, int inner, int& a, int& b) {
+  const int64_t row = e / width;
+  const int rem = static_cast<int>(e - row * width);
+  a = rem / inner;
+  b = rem - a * inner;
+  return row;
+}
 
 __device__ inline void prefix_digits(const Dims& s, int64_t g, int64_t* dg) {
   for (int k = s.d - 2; k >= 0; --k) {
@@ -42,9 +55,12 @@ __device__ inline void block_nn(int64_t M, int64_t N, int64_t K, const float* A,
   __syncthreads();
 }
 
+// d <= 4: a chain has at most one intermediate (G_0 G_1 when d = 4), of mid floats, in shared memory or, when
+// scratch is given, in this block's mid floats of it.
 __global__ void prefix_kernel(Dims s, Cores c, const int64_t* __restrict__ ids, int64_t G, float* out,
-                              int64_t width, int64_t smw) {
+                              int64_t width, float* scratch, int64_t mid) {
   extern __shared__ float sm[];
+  float* buf = scratch != nullptr ? scratch + blockIdx.x * mid : sm;
   for (int64_t g = blockIdx.x; g < G; g += gridDim.x) {
     int64_t dg[4];
     prefix_digits(s, ids[g], dg);
@@ -56,24 +72,56 @@ __global__ void prefix_kernel(Dims s, Cores c, const int64_t* __restrict__ ids, 
       continue;
     }
     for (int t = 1; t <= s.d - 2; ++t) {
-      float* dst = t == s.d - 2 ? o : sm + (t % 2) * smw;
+      float* dst = t == s.d - 2 ? o : buf;
       block_nn(s.Q(t - 1), s.q[t] * s.r[t + 1], s.r[t], prev, c.c[t] + dg[t] * s.width[t], dst);
       prev = dst;
     }
   }
 }
 
+// Item i's row: out[i] (M x qn) = P[grp[i]] (M x r) times G_last[last[i]] (r x qn), one block per item with both
+// operands staged in shared memory (sp: M*r floats, sg: r*qn).
 __global__ void last_kernel(Dims s, const float* __restrict__ P, int64_t width, const float* __restrict__ core,
                             const int64_t* __restrict__ grp, const int64_t* __restrict__ last, int64_t n, float* out) {
+  extern __shared__ float sm[];
   const int L = s.d - 1;
-  const int64_t D = s.Q(L), qn = s.q[L], r = s.r[L];
+  const int qn = static_cast<int>(s.q[L]), r = static_cast<int>(s.r[L]), D = static_cast<int>(s.Q(L));
+  const int W = static_cast<int>(width), S = r * qn;
+  float* sp = sm;
+  float* sg = sm + W;
+  for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
+    const float* p = P + grp[i] * width;
+    const float* g = core + last[i] * s.width[L];
+    for (int e = threadIdx.x; e < W; e += blockDim.x) sp[e] = p[e];
+    for (int e = threadIdx.x; e < S; e += blockDim.x) sg[e] = g[e];
+    __syncthreads();
+    float* o = out + i * D;
+    for (int e = threadIdx.x; e < D; e += blockDim.x) {
+      const int m = e / qn, col = e - m * qn;
+      float acc = 0.f;
+      for (int k = 0; k < r; ++k) acc += sp[m * r + k] * sg[k * qn + col];
+      o[e] = acc;
+    }
+    __syncthreads();  // the next item overwrites the staged operands
+  }
+}
+
+// The same products with the operands read from global memory (one thread per output element), for shapes whose
+// operands exceed the shared memory of a block.
+__global__ void last_global_kernel(Dims s, const float* __restrict__ P, int64_t width, const float* __restrict__ core,
+                                   const int64_t* __restrict__ grp, const int64_t* __restrict__ last, int64_t n,
+                                   float* out) {
+  const int L = s.d - 1;
+  const int qn = static_cast<int>(s.q[L]), r = static_cast<int>(s.r[L]);
+  const int64_t D = s.Q(L);
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n * D;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t i = e / D, m = (e % D) / qn, col = e % qn;
+    int m, col;
+    const int64_t i = split(e, D, qn, m, col);
     const float* p = P + grp[i] * width + m * r;
     const float* g = core + last[i] * s.width[L] + col;
     float acc = 0.f;
-    for (int64_t k = 0; k < r; ++k) acc += p[k] * g[k * qn];
+    for (int k = 0; k < r; ++k) acc += p[k] * g[k * qn];
     out[e] = acc;
   }
 }
@@ -86,7 +134,8 @@ __global__ void last_bwd_prefix_kernel(Dims s, const float* __restrict__ core, c
   const int64_t qn = s.q[L], r = s.r[L], D = s.Q(L);
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < G * width;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t g = e / width, m = (e % width) / r, k = e % r;
+    int m, k;
+    const int64_t g = split(e, width, static_cast<int>(r), m, k);
     float acc = 0.f;
     for (int64_t i = gstart[g]; i < gstart[g + 1]; ++i) {
       const float* de = dE + i * D + m * qn;
@@ -107,7 +156,8 @@ __global__ void last_bwd_core_kernel(Dims s, const float* __restrict__ P, int64_
   const int64_t per = r * qn;  // = s.width[L]
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < s.p[L] * per;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t j = e / per, k = (e % per) / qn, col = e % qn;
+    int k, col;
+    const int64_t j = split(e, per, static_cast<int>(qn), k, col);
     if (start[j] == start[j + 1]) continue;
     float acc = 0.f;
     for (int64_t x = start[j]; x < start[j + 1]; ++x) {
@@ -157,7 +207,8 @@ __global__ void prefix_core_grad_kernel(Dims s, Cores c, int t, const int64_t* _
   const int64_t M = s.Q(t - 1), N = s.q[t] * s.r[t + 1], K = s.r[t];
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < s.p[t] * K * N;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t j = e / (K * N), k = (e % (K * N)) / N, nn = e % N;
+    int k, nn;
+    const int64_t j = split(e, K * N, static_cast<int>(N), k, nn);
     if (start[j] == start[j + 1]) continue;
     float acc = 0.f;
     for (int64_t x = start[j]; x < start[j + 1]; ++x) {
@@ -177,7 +228,8 @@ __global__ void core0_grad_kernel(int64_t rows, int64_t w0, const int64_t* __res
                                   const int64_t* __restrict__ start, const float* __restrict__ dP0, float* dG0) {
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < rows * w0;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t j = e / w0, k = e % w0;
+    const int64_t j = e / w0;
+    const int64_t k = e - j * w0;
     if (start[j] == start[j + 1]) continue;
     float acc = 0.f;
     for (int64_t x = start[j]; x < start[j + 1]; ++x) acc += dP0[order[x] * w0 + k];
@@ -185,11 +237,17 @@ __global__ void core0_grad_kernel(int64_t rows, int64_t w0, const int64_t* __res
   }
 }
 
+// The shared memory a block of `kernel` may use beyond the default 48 KB is granted on request, up to the
+// device's opt-in limit; false when `bytes` exceed even that (the caller takes its global-memory path).
 template <typename K>
-void set_smem(K kernel, size_t bytes) {
-  if (bytes > 48 * 1024) {
-    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  }
+bool fits_smem(K kernel, size_t bytes) {
+  if (bytes <= 48 * 1024) return true;
+  int device = 0, limit = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (bytes > static_cast<size_t>(limit)) return false;
+  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  return true;
 }
 
 void tt_prefix_cuda(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids,
@@ -200,11 +258,18 @@ void tt_prefix_cuda(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r
   if (check_indices) check_range_cuda("tt_prefix", "prefix_ids", ids, s.num_prefixes());
   const int64_t G = ids.numel();
   if (G == 0) return;
-  const int64_t smw = s.max_chain_width();
-  const size_t smem = sizeof(float) * 2 * smw;
-  set_smem(prefix_kernel, smem);
-  prefix_kernel<<<blocks_for(G, 1), kThreads, smem, c10::cuda::getCurrentCUDAStream()>>>(
-      dims_of(s), cores_of(s, cores), ids.data_ptr<int64_t>(), G, out.data_ptr<float>(), s.prefix_width(), smw);
+  const int64_t mid = s.d == 4 ? s.Q(1) * s.r[2] : 0;  // the one intermediate of a d = 4 chain
+  size_t smem = sizeof(float) * mid;
+  unsigned blocks = blocks_for(G, 1);
+  at::Tensor scratch;
+  if (!fits_smem(prefix_kernel, smem)) {  // too large for a block's shared memory: a global buffer per block
+    blocks = std::min<unsigned>(blocks, kScratchBlocks);
+    scratch = at::empty({static_cast<int64_t>(blocks), mid}, out.options());
+    smem = 0;
+  }
+  prefix_kernel<<<blocks, kThreads, smem, c10::cuda::getCurrentCUDAStream()>>>(
+      dims_of(s), cores_of(s, cores), ids.data_ptr<int64_t>(), G, out.data_ptr<float>(), s.prefix_width(),
+      scratch.defined() ? scratch.data_ptr<float>() : nullptr, mid);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -221,9 +286,18 @@ void tt_last_cuda(const at::Tensor& prefix, at::TensorList cores, c10::IntArrayR
   }
   const int64_t n = grp.numel(), D = s.dim();
   if (n == 0) return;
-  last_kernel<<<blocks_for(n * D, kThreads), kThreads, 0, c10::cuda::getCurrentCUDAStream()>>>(
-      dims_of(s), prefix.data_ptr<float>(), s.prefix_width(), cores[s.d - 1].data_ptr<float>(),
-      grp.data_ptr<int64_t>(), last.data_ptr<int64_t>(), n, out.data_ptr<float>());
+  const int L = s.d - 1;
+  const auto stream = c10::cuda::getCurrentCUDAStream();
+  const size_t smem = sizeof(float) * (s.prefix_width() + s.r[L] * s.q[L]);
+  if (fits_smem(last_kernel, smem)) {
+    last_kernel<<<blocks_for(n, 1), kThreads, smem, stream>>>(
+        dims_of(s), prefix.data_ptr<float>(), s.prefix_width(), cores[L].data_ptr<float>(), grp.data_ptr<int64_t>(),
+        last.data_ptr<int64_t>(), n, out.data_ptr<float>());
+  } else {
+    last_global_kernel<<<blocks_for(n * D, kThreads), kThreads, 0, stream>>>(
+        dims_of(s), prefix.data_ptr<float>(), s.prefix_width(), cores[L].data_ptr<float>(), grp.data_ptr<int64_t>(),
+        last.data_ptr<int64_t>(), n, out.data_ptr<float>());
+  }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
