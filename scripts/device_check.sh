@@ -25,7 +25,7 @@ step() {  # step NAME SECONDS COMMAND...: run, log to $OUT/NAME.log, record the 
   if [ $code -eq 124 ] || [ $code -eq 137 ]; then what="TIMED OUT after ${limit}s"; elif [ $code -ne 0 ]; then what="FAILED (exit $code)"; fi
   [ "$what" = "ok" ] || failed=1
   printf '%-14s %-28s %4ds  %s\n' "$name" "$what" $((SECONDS - t0)) "$OUT/$name.log" | tee -a "$SUMMARY"
-  tail -n 3 "$OUT/$name.log" | sed 's/^/    /' | tee -a "$SUMMARY"
+  tail -n 3 "$OUT/$name.log" | awk '{print "    " $0}' | tee -a "$SUMMARY"
 }
 
 skip() {  # skip NAME REASON
@@ -53,7 +53,7 @@ missing() { grep -q "^MISSING $1" "$OUT/deps.txt"; }
 if missing torch; then
   skip build "no torch in $PY"
 else
-  step build 150 env DLRMBENCH_CUDA=1 TORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-9.0}" MAX_JOBS="${MAX_JOBS:-16}" \
+  step build 140 env DLRMBENCH_CUDA=1 TORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-9.0}" MAX_JOBS="${MAX_JOBS:-16}" \
     "$PY" setup.py -q build_ext --inplace
 fi
 
@@ -62,10 +62,10 @@ if missing pytest || missing hypothesis; then
   skip op-tests "pytest and hypothesis are needed (see deps.txt)"
 else
   # the gpu-marked tests: every CUDA op at full size and on its error paths, each system CPU vs CUDA
-  step gpu-tests 120 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/core tests/impls \
+  step gpu-tests 110 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/core tests/impls \
     --junitxml="$OUT/gpu-tests.xml"
   # the op and system tests (CPU and CUDA parametrizations) without the optional dependencies' systems
-  step op-tests 90 "$PY" -m pytest -q -p no:cacheprovider tests/core tests/impls -k "not fbgemm and not torchrec" \
+  step op-tests 120 "$PY" -m pytest -q -p no:cacheprovider tests/core tests/impls -k "not fbgemm and not torchrec" \
     --junitxml="$OUT/op-tests.xml"
 fi
 
@@ -75,7 +75,7 @@ else
   # each TT system's step on CUDA beside the dense baseline (dense-fbgemm joins where fbgemm_gpu is installed)
   impls=(--impl dense-torch --impl ttrec --impl elrec --impl ecorec)
   grep -q "^have fbgemm_gpu" "$OUT/deps.txt" && impls+=(--impl dense-fbgemm)
-  step benchmark 110 "$PY" -m reproduce run "${impls[@]}" --data sc24-f4 --rows 10000000 --mode embedding-only \
+  step benchmark 100 "$PY" -m reproduce run "${impls[@]}" --data sc24-f4 --rows 10000000 --mode embedding-only \
     --lr 0.001 -b 16384 --iters 5 --warmup 2 --device cuda -o ttrec.ranks=32 -o elrec.ranks=32 -o ecorec.ranks=32 \
     --out "$OUT/run"
 fi

@@ -256,8 +256,7 @@ class TTCollection(EmbeddingCollection):
         self._step_work = TTWork()
         B = features.batch_size
         outs = []
-        for i, spec in enumerate(self.tables):
-            values, offsets = features.table(i)
+        for i, (spec, (values, offsets)) in enumerate(zip(self.tables, features.tables())):
             self._step_work.nnz += values.numel()
             key = str(i)
             if key in self.tt:

@@ -31,8 +31,7 @@ class DenseTorch(DenseCollection):
         features = self.checked(features)
         outs = []
         grad_bytes = 0
-        for i, (spec, w) in enumerate(zip(self.tables, self.weights)):
-            vals, offs = features.table(i)
+        for spec, w, (vals, offs) in zip(self.tables, self.weights, features.tables()):
             outs.append(
                 F.embedding_bag(vals, w, offs, mode=spec.pooling, sparse=True, include_last_offset=True)
             )

@@ -71,9 +71,13 @@ class HostPipeline:
                 self.stream.wait_event(after)
             for i, v in values.items():
                 ids, inverse = torch.unique(v.cpu() if self.stream is not None else v, return_inverse=True)
-                rows = self.tables[i].index_select(0, ids)
-                if self.stream is not None:
-                    rows = rows.pin_memory().to(self.device, non_blocking=True)
+                table = self.tables[i]
+                if self.stream is None:
+                    rows = table.index_select(0, ids)
+                else:  # gathered straight into pinned memory, then copied without blocking this thread
+                    rows = torch.empty((ids.numel(), table.shape[1]), dtype=table.dtype, pin_memory=True)
+                    torch.index_select(table, 0, ids, out=rows)
+                    rows = rows.to(self.device, non_blocking=True)
                     inverse = inverse.pin_memory().to(self.device, non_blocking=True)
                 out[i] = Staged(ids, inverse, rows)
             if self.stream is not None:
@@ -84,7 +88,8 @@ class HostPipeline:
         return out, (time.perf_counter() - t0) * 1e3
 
     def _values(self, features: SparseFeatures) -> dict[int, Tensor]:
-        return {i: features.table(i)[0] for i in self.tables}
+        per_table = features.tables()
+        return {i: per_table[i][0] for i in self.tables}
 
     def _produced(self):
         """CUDA: an event on the trainer's stream after the batch it hands over (None on CPU)."""
