@@ -28,13 +28,19 @@ def _close(a, b, rtol=1e-4):
     torch.testing.assert_close(a.cpu(), b.cpu(), rtol=rtol, atol=1e-5 * scale)
 
 
-def check_forward(s, G, n, device, seed=0):
-    """tt_prefix, tt_last and tt_stages against the references (G prefix ids, n items)."""
+def _inputs(s, G, n, device, seed):
+    """Cores, G prefix ids and n items (groups non-decreasing) of shape s, and the generator that drew them."""
     gen = torch.Generator().manual_seed(seed)
     cores = _cores(s, device, seed)
     prefix_ids = torch.randint(0, math.prod(s.p[:-1]), (G,), generator=gen).to(device)
     item_group = torch.sort(torch.randint(0, G, (n,), generator=gen))[0].to(device)
     item_last = torch.randint(0, s.p[-1], (n,), generator=gen).to(device)
+    return cores, prefix_ids, item_group, item_last, gen
+
+
+def check_forward(s, G, n, device, seed=0):
+    """tt_prefix, tt_last and tt_stages against the references (G prefix ids, n items)."""
+    cores, prefix_ids, item_group, item_last, _ = _inputs(s, G, n, device, seed)
     prefix = ops.tt_prefix(cores, s, prefix_ids)
     want_prefix = ref.tt_prefix_ref(cores, s, prefix_ids)
     _close(prefix, want_prefix)
@@ -46,11 +52,7 @@ def check_forward(s, G, n, device, seed=0):
 
 def check_backward(s, G, n, device, seed=0):
     """tt_stages_backward (tt_last_backward + tt_prefix_backward) against autograd through the references."""
-    gen = torch.Generator().manual_seed(seed)
-    cores = _cores(s, device, seed)
-    prefix_ids = torch.randint(0, math.prod(s.p[:-1]), (G,), generator=gen).to(device)
-    item_group = torch.sort(torch.randint(0, G, (n,), generator=gen))[0].to(device)
-    item_last = torch.randint(0, s.p[-1], (n,), generator=gen).to(device)
+    cores, prefix_ids, item_group, item_last, gen = _inputs(s, G, n, device, seed)
     grad_items = torch.randn(n, s.dim, generator=gen).to(device)
     grads = [torch.zeros_like(c) for c in cores]
     ops.tt_stages_backward(cores, s, prefix_ids, item_group, item_last, grad_items, grads)
