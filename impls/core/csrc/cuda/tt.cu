@@ -290,7 +290,9 @@ void tt_last_cuda(const at::Tensor& prefix, at::TensorList cores, c10::IntArrayR
   const auto stream = c10::cuda::getCurrentCUDAStream();
   const size_t smem = sizeof(float) * (s.prefix_width() + s.r[L] * s.q[L]);
   if (fits_smem(last_kernel, smem)) {
-    last_kernel<<<blocks_for(n, 1), kThreads, smem, stream>>>(
+    // a warp per 32 output columns (one to four warps): the block stages the operands, then each thread sums
+    const int threads = static_cast<int>(std::min<int64_t>(kThreads, std::max<int64_t>(32, (D + 31) / 32 * 32)));
+    last_kernel<<<blocks_for(n, 1), threads, smem, stream>>>(
         dims_of(s), prefix.data_ptr<float>(), s.prefix_width(), cores[L].data_ptr<float>(), grp.data_ptr<int64_t>(),
         last.data_ptr<int64_t>(), n, out.data_ptr<float>());
   } else {
