@@ -182,3 +182,25 @@ def test_cuda_pooling_beyond_one_grid_pass():
 @pytest.mark.gpu
 def test_cuda_bounds_check_beyond_one_block_row():
     check_bounds(3_000_000, "cuda")
+
+
+@pytest.mark.gpu
+def test_cuda_ops_trusting_their_indices_never_synchronize():
+    """check_indices=False (what the schedules pass): the TT stages and both pooling ops, forward and backward,
+    queue their work without one host-device sync (torch's sync debug mode raises on any)."""
+    s = _shape((3, 4, 5, 6), (2, 2, 2, 2), [4, 4, 4])
+    cores, prefix_ids, item_group, item_last, gen = _inputs(s, 50, 200, "cuda", 0)
+    grad_items = torch.randn(200, s.dim, generator=gen).cuda()
+    grads = [torch.zeros_like(c) for c in cores]
+    src, out = torch.randn(40, 8, device="cuda"), torch.zeros(10, 8, device="cuda")
+    index = torch.randint(0, 40, (30,), generator=gen).cuda()
+    offsets, dst = torch.arange(0, 31, 3).cuda(), torch.randint(0, 10, (30,), generator=gen).cuda()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        ops.tt_stages(cores, s, prefix_ids, item_group, item_last, check_indices=False)
+        ops.tt_stages_backward(cores, s, prefix_ids, item_group, item_last, grad_items, grads, check_indices=False)
+        ops.gather_pool(src, index, offsets, out, check_indices=False)
+        ops.scatter_add_rows(src, index, dst, out, check_indices=False)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
