@@ -190,7 +190,8 @@ class TTCollection(EmbeddingCollection):
     def options_for_tables(cls, options: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
         out = super().options_for_tables(options, names)
         if out.get("tt_tables") is not None:
-            out["tt_tables"] = [t for t in out["tt_tables"] if t in set(names)]
+            keep = set(names)
+            out["tt_tables"] = [t for t in out["tt_tables"] if t in keep]
         return out
 
     @classmethod

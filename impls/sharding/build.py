@@ -54,8 +54,8 @@ def build_sharded(
     """``stats``: a sampled global batch, needed on rank 0 for greedy placement. A system that shards itself
     (a ShardedCollection: EMBark with its own planner, TorchRec) builds through its ``build_distributed``."""
     if issubclass(cls, ShardedCollection):
-        return cls.build_distributed(tables, optim, ctx, comm, stats=stats, device=device, check_bounds=check_bounds, seed=seed,
-                   **options)
+        return cls.build_distributed(tables, optim, ctx, comm, stats=stats, device=device, check_bounds=check_bounds,
+                                     seed=seed, **options)
     dist_opts = {**cls.dist_defaults, **{k: options.pop(k) for k in DIST_KEYS if k in options}}
     sharding = dist_opts.pop("sharding")
     common = dict(local_cls=cls, local_options=options, comm=comm, device=device, check_bounds=check_bounds,
