@@ -6,13 +6,15 @@
   interface;
 - a system package imports no other system package (EMBark reaches the dense baseline through the registry);
 - nothing under impls imports the harness (reproduce);
+- in reproduce, the harness never imports the analysis (the command line composes sweep -> summarize -> plot);
 - in reproduce, the command line (reproduce.cli) is imported by nothing but ``python -m reproduce``: the harness
   and the analysis work without it;
 - neither module graph (impls, reproduce) has a cycle (no late import hides one)."""
-import ast
 from pathlib import Path
 
 import pytest
+
+from reproduce.harness import code
 
 ROOT = Path(__file__).resolve().parents[1]
 SYSTEMS = ("ttrec", "elrec", "ecorec", "embark", "dense", "torchrec_peer")
@@ -20,25 +22,15 @@ BOTTOM = ("impls.api", "impls.table_options", "impls.core", "impls.data")
 
 
 def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    return code.module_name(path, ROOT)
 
 
 def imports_of(path: Path) -> set[str]:
-    """Every module ``path`` imports (``from a.b import c`` counts as a.b and as a.b.c when that is a module)."""
-    out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            out.add(node.module)
-            out |= {f"{node.module}.{a.name}" for a in node.names}
-    return out
+    return code.imports_of(path, ROOT)
 
 
 def graph(package: str) -> dict[str, set[str]]:
-    mods = {module_name(p): p for p in (ROOT / package).rglob("*.py")}
-    return {m: {i for i in imports_of(p) if i in mods and i != m} for m, p in mods.items()}
+    return code.graph(package, ROOT)
 
 
 def under(module: str, prefix: str) -> bool:
@@ -100,6 +92,11 @@ def find_cycle(g: dict[str, set[str]]) -> list[str] | None:
             if found:
                 return found
     return None
+
+
+def test_the_harness_never_imports_the_analysis():
+    g = graph("reproduce")
+    assert not violations(g, ("reproduce.harness",), ("reproduce.analysis",))
 
 
 def test_only_the_entry_point_imports_the_cli():

@@ -2,27 +2,32 @@
 bootstrap 95 % intervals of the step time, throughput, memory and the speedup over the baseline)."""
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any, Iterable
 
 import pandas as pd
 
-from reproduce.harness.records import read_record
+from reproduce.harness.records import Record, point_id, records_in
 from reproduce.analysis.stats import median_ci, ratio_ci
 
 KEYS = ["data", "max_rows", "rows", "batch_size", "mode", "optimizer", "world_size"]
 
 
-def flatten(record: dict[str, Any]) -> dict[str, Any]:
+def flatten(record: Record | dict[str, Any]) -> dict[str, Any]:
+    record = record.to_dict() if isinstance(record, Record) else record
     p = record["point"]
+    env = record.get("env") or {}
+    occupancy = record.get("occupancy") or {}
     row: dict[str, Any] = {
-        # a record handed over without its id (not read from a result set): its point's own hash
-        "point_id": record.get("point_id") or hashlib.sha1(json.dumps(p, sort_keys=True, default=str).encode()
-                                                           ).hexdigest()[:10],
+        "point_id": record.get("point_id") or point_id(p),
         "repeat": record.get("repeat", 0),
-        "machine": (record.get("env") or {}).get("machine_slug"),
+        "machine": env.get("machine_slug"),
+        "git_sha": env.get("git_sha"),
+        "git_dirty": env.get("git_dirty"),
+        "code": (record.get("code") or {}).get("digest"),
+        "oversubscribed": occupancy.get("oversubscribed"),
+        "timed_steps": (record.get("loop") or {}).get("timed_steps"),
         "impl": p["impl"],
         "label": p.get("label") or p["impl"],
         "data": p["data"],
@@ -142,19 +147,10 @@ def summarize_runs(reps: pd.DataFrame, baseline: str | None = None) -> pd.DataFr
     return df
 
 
-def load_records(directory: str | Path, only: set[str] | None = None) -> list[dict[str, Any]]:
-    """The records in ``directory`` (only the file names in ``only``, when given); a record from before repeats
-    gets its point id from its file name and repeat 0."""
-    out = []
-    for p in sorted(Path(directory).glob("*.json")):
-        if only is not None and p.name not in only:
-            continue
-        rec = read_record(p)  # an unreadable one raises, naming the file
-        stem, dot, rep = p.stem.rpartition(".r")
-        rec.setdefault("point_id", stem if dot and rep.isdigit() else p.stem)
-        rec.setdefault("repeat", int(rep) if dot and rep.isdigit() else 0)
-        out.append(rec)
-    return out
+def load_records(directory: str | Path, only: set[str] | None = None) -> list[Record]:
+    """The records in ``directory`` (only the file names in ``only``, when given); an unreadable one raises, naming
+    the file."""
+    return list(records_in(directory, only))
 
 
 def write_summary(
@@ -174,3 +170,11 @@ def write_summary(
     out = directory / "summary.csv"
     df.to_csv(out, index=False)
     return out
+
+
+def summarize_experiment(exp) -> Path:
+    """summary.csv (and repeats.csv) over every recorded repeat of an experiment's own points on its machine."""
+    from reproduce.harness.sweep import experiment_records
+
+    order = list(dict.fromkeys(p.impl for p in exp.points))
+    return write_summary(exp.out_dir, baseline=order[0], order=order, only=experiment_records(exp))

@@ -235,7 +235,7 @@ def measured_records(results: Path, max_rows: int | None = None) -> list[dict]:
     """The sc24 sweep's main points (ablation variants left out) of the systems this model covers."""
     out = []
     for f in sorted(results.glob("*.json")):
-        r = read_record(f)
+        r = read_record(f).to_dict()
         p = r["point"]
         if r["status"] != "ok" or p["impl"] not in SYSTEMS or str(p.get("label", "")).startswith("ablation"):
             continue

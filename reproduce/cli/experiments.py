@@ -12,11 +12,14 @@ from rich.markup import escape
 from reproduce.cli.output import console
 
 
-def _point_line(point, record) -> str:
+def _point_line(point, outcome) -> str:
     head = f"{point.impl}{' (' + point.label + ')' if point.label else ''} {point.data} b={point.batch_size}" + (
         f" x{point.world_size}" if point.world_size > 1 else "")
-    if record is None:
+    if outcome.kind == "earlier":
         return f"{head}: recorded earlier, skipped (resume)"
+    if outcome.kind in ("locked", "elsewhere"):
+        return f"{head}: [yellow]{escape(outcome.note)}[/]"
+    record = outcome.record
     if record["status"] == "ok":
         t = record["timing_ms"]["total"]["median"]
         return f"{head}: ok, {t:.1f} ms/iter, {record['samples_per_s']:,.0f} samples/s"
@@ -61,9 +64,10 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
     run is recorded and the sweep goes on), then write summary.csv and its figures."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from reproduce.harness.config import load_experiment
+    from reproduce.analysis.aggregate import summarize_experiment
     from reproduce.analysis.plots import draw
-    from reproduce.harness.sweep import is_done, run_experiment, todo, unreadable
+    from reproduce.harness.config import load_experiment
+    from reproduce.harness.sweep import plan, run_experiment, todo, unreadable
 
     if launcher == "slurm" and not machine:
         raise click.UsageError("--launcher slurm needs --machine NAME (the cluster's result set, e.g. 8x-h100-sxm): "
@@ -75,12 +79,12 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
     timeout = timeout or exp.point_timeout_s
     for problem in unreadable(exp):
         console.print(f"[yellow]{escape(problem)}[/] (its point counts as not done)")
-    if dry_run:
-        for p, r in exp.tasks():
-            console.print(f"{'done' if is_done(p, exp.out_dir, r) else 'todo'}  {p.point_id}.r{r}  {p.label}")
-        left = todo(exp, force)
+    if dry_run:  # writes nothing
+        runs = plan(exp, force)
+        for p, r, to_run in runs:
+            console.print(f"{'todo' if to_run else 'done'}  {p.point_id}.r{r}  {p.label}")
         console.print(f"{len(exp.points)} points x {exp.repeats} repeats ({exp.profile} profile) on machine "
-                      f"{exp.machine} ({exp.out_dir}), {len(left)} runs to do")
+                      f"{exp.machine} ({exp.out_dir}), {sum(t for *_, t in runs)} runs to do")
         return
     if launcher == "slurm":
         from reproduce.harness.slurm import write_sbatch
@@ -111,13 +115,15 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
 
         failed: list[str] = []
 
-        def done(i, n, point, repeat, record):
-            bar.console.print(f"[{i + 1}/{n}] r{repeat} " + _point_line(point, record))
+        def done(i, n, point, repeat, outcome):
+            bar.console.print(f"[{i + 1}/{n}] r{repeat} " + _point_line(point, outcome))
             bar.advance(task)
-            if record and record["status"] in ("failed", "diverged", "locked"):
-                failed.append(f"{point.point_id}.r{repeat} ({record['status']})")
+            if not outcome.finished:
+                why = outcome.kind if outcome.record is None else outcome.record["status"]
+                failed.append(f"{point.point_id}.r{repeat} ({why})")
 
-        summary = run_experiment(exp, force=force, timeout_s=timeout, on_point=done, on_start=start)
+        run_experiment(exp, force=force, timeout_s=timeout, on_point=done, on_start=start)
+    summary = summarize_experiment(exp)
     console.print(f"summary: {summary}")
     for path in draw(list(exp.plots), summary, exp.figures_dir):
         console.print(f"figure: {path}")
@@ -134,19 +140,23 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
               help="whose result set (default: this machine when it has records, else the reference set)")
 @click.option("--data", "data", type=click.Path(exists=True, file_okay=False), default=None,
               help="the dataset folder of an experiment that trains on yours")
-def plot(experiment, profile, machine, data) -> None:
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=Path("."), show_default=True,
+              help="where results/ and figures/ are")
+@click.option("--repeats", type=click.IntRange(min=1), default=None,
+              help="the repeats the sweep ran (default: the profile's)")
+def plot(experiment, profile, machine, data, root, repeats) -> None:
     """Summarize one machine's records of an experiment again (summary.csv, repeats.csv) and redraw its figures
-    (no runs)."""
+    (no runs). A Slurm sweep's last step runs this."""
+    from reproduce.analysis.aggregate import summarize_experiment
+    from reproduce.analysis.plots import draw
     from reproduce.harness.config import load_experiment
     from reproduce.harness.machine import pick_machine
-    from reproduce.analysis.plots import draw
-    from reproduce.harness.sweep import summarize_experiment
 
     try:
-        exp = load_experiment(experiment, profile=profile, machine=machine, data=data)
+        exp = load_experiment(experiment, root=root, profile=profile, machine=machine, data=data, repeats=repeats)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    exp = exp.on(pick_machine(exp.out_dir.parent, Path("results"), machine))
+    exp = exp.on(pick_machine(exp.out_dir.parent, root / "results", machine))
     if not any(exp.out_dir.glob("*.json")):
         raise click.UsageError(f"{exp.out_dir} has no records: run `dlrmbench sweep {experiment}` first")
     summary = summarize_experiment(exp)

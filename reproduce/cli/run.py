@@ -80,7 +80,8 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
     from impls.api import registered_names
     from reproduce.analysis.aggregate import summarize
     from reproduce.harness.config import RunPoint, check_scoped_options, check_shared_options, options_for
-    from reproduce.harness.lifeline import RunLocked
+    from reproduce.harness.launch import RecordedElsewhere
+    from reproduce.harness.records import RunLocked
     from reproduce.harness.sweep import run_point_isolated
 
     unknown = [i for i in impls if i not in registered_names()]
@@ -114,7 +115,7 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
             console.print(f"[bold]{p.impl}[/] {what} {p.data}, batch {p.batch_size}{where}{again} …")
             try:
                 rec = run_point_isolated(p, out, timeout, repeat=r)  # a launcher error is that run's failure
-            except RunLocked as exc:
+            except (RunLocked, RecordedElsewhere) as exc:
                 raise click.ClickException(str(exc)) from None
             records.append(rec)
             if rec["status"] != "ok":

@@ -36,6 +36,11 @@ class RunPoint:
     device: str = "cpu"
     check_bounds: bool = True
     num_batches: int = 4  # distinct batches, generated before timing and cycled
+    # warm-up: `warmup` steps, or with warmup_max > warmup until the step time settles (training.settled); timed
+    # steps: `iters`, or with time_budget_s > 0 as many as fill it at the settled step time (at most max_iters)
+    warmup_max: int = 0
+    time_budget_s: float = 0.0
+    max_iters: int = 200
     eval_batches: int = 0  # held-out batches for AUC / log loss after the timed steps (dlrm mode)
     eval_every: int = 0  # also evaluate after every N steps (warm-up included): an AUC-vs-step curve
     label: str = ""  # display name in tables and figures (default: impl), e.g. "ttrec normal-init"
@@ -66,6 +71,7 @@ class RunPoint:
             if isinstance(getattr(self, name), tuple):
                 object.__setattr__(self, name, list(getattr(self, name)))
         for name, value in (("lr", self.lr), ("mlp_lr", self.mlp_lr), ("dist_timeout_s", self.dist_timeout_s),
+                            ("time_budget_s", self.time_budget_s),
                             *(("data_options." + k, v) for k, v in self.data_options.items()),
                             *(("impl_options." + k, v) for k, v in self.impl_options.items())):
             check_finite(name, value)
@@ -78,6 +84,10 @@ class RunPoint:
             raise ValueError(f"iters must be > 0, got {self.iters}")
         if int(self.warmup) < 0:
             raise ValueError(f"warmup must be >= 0, got {self.warmup}")
+        if float(self.time_budget_s) < 0 or int(self.warmup_max) < 0:
+            raise ValueError(f"time_budget_s and warmup_max must be >= 0, got {self.time_budget_s}, {self.warmup_max}")
+        if self.time_budget_s and int(self.max_iters) < int(self.iters):
+            raise ValueError(f"max_iters ({self.max_iters}) must be >= iters ({self.iters}) with a time budget")
         if int(self.num_batches) <= 0:
             raise ValueError(f"num_batches must be > 0, got {self.num_batches}")
         if self.mode not in MODES:
@@ -192,7 +202,8 @@ def name_slug(name: str) -> str:
 # impl options whose default changed: a point that now states the former default has the id of the records
 # written under it (e.g. sc24's every-table-TT runs, measured before tables under 10,000 rows became dense)
 _FORMER_IMPL_DEFAULTS = {"tt_min_rows": 0}
-_LATER_DEFAULTS = {"world_size": 1, "gpus_per_node": 0, "nnodes": 1, "rdzv_endpoint": "", "dist_timeout_s": 300.0,
+_LATER_DEFAULTS = {"warmup_max": 0, "time_budget_s": 0.0, "max_iters": 200,
+                   "world_size": 1, "gpus_per_node": 0, "nnodes": 1, "rdzv_endpoint": "", "dist_timeout_s": 300.0,
                    "epochs": 0, "shuffle": True, "early_stop": 0, "mlp_optimizer": "sgd", "mlp_lr": 0.1,
                    "bottom": [512, 256], "top": [512, 256], "interaction": "dot"}
 

@@ -10,28 +10,32 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from impls.api import registered_names
 from reproduce.harness.config import RunPoint
-from reproduce.harness.lifeline import die_with_parent, lock_run
+from reproduce.harness.lifeline import die_with_parent
 from reproduce.harness.rank import rank_files
-from reproduce.harness.records import base_record, log_path, read_record, record_path, write_record
+from reproduce.harness.records import Record, Status, lock_run, log_path, read_record, record_path, write_record
 
 
-def skip_unregistered(point: RunPoint, out_dir: Path, repeat: int = 0) -> dict[str, Any] | None:
+class RecordedElsewhere(Exception):
+    """A multi-node run that ended well here while global rank 0, on another node, wrote its record there."""
+
+
+def skip_unregistered(point: RunPoint, out_dir: Path, repeat: int = 0) -> Record | None:
     """The `skipped` record of a point whose implementation is not registered (written), else None."""
     if point.impl in registered_names():
         return None
-    record = base_record(point.to_dict(), "skipped", f"not implemented: {point.impl!r} is not registered yet")
-    record.update(point_id=point.point_id, repeat=repeat)
+    record = Record(point.to_dict(), Status.SKIPPED, f"not implemented: {point.impl!r} is not registered yet",
+                    point_id=point.point_id, repeat=repeat)
     write_record(record_path(out_dir, point, repeat), record)
     return record
 
 
-def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None, repeat: int = 0) -> dict[str, Any]:
+def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None, repeat: int = 0) -> Record:
     """Run repeat ``repeat`` of ``point`` in ``python -m reproduce.harness.worker``; its output goes to ``out_dir/logs``.
-    A point whose implementation is not registered yet is recorded as `skipped` without launching anything."""
+    A point whose implementation is not registered yet is recorded as `skipped` without launching anything. Raises
+    RunLocked when another live process runs it, RecordedElsewhere when rank 0 wrote the record on another node."""
     out_dir = Path(out_dir)
     rec_path = record_path(out_dir, point, repeat)
     skipped = skip_unregistered(point, out_dir, repeat)
@@ -112,33 +116,42 @@ def _stop_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
 
 
 def finish_point(point: RunPoint, rec_path: Path, log: Path, code: int | None, timeout_s: float | None,
-                 wall_s: float | None = None, repeat: int = 0, oom: bool = False) -> dict[str, Any]:
+                 wall_s: float | None = None, repeat: int = 0, oom: bool = False) -> Record:
     """The one record of a finished launch (``code`` None: the time limit): the worker's own, its reason sharpened
     by what the ranks left behind, or a `failed` / `oom` record written here when the worker wrote none (`oom` for a
     SIGKILL only when ``oom``: the kernel's OOM-kill counter rose during the run)."""
     if rec_path.exists():
         record = read_record(rec_path)
-        if record["status"] != "ok" and point.world_size > 1:
-            status, reason = _why(point, rec_path, log, code, record["reason"])
-            if reason != record["reason"] and not reason.startswith("worker exited"):
-                record["reason"] = f"{reason}; rank 0 saw: {record['reason']}"
+        if not record.ok and point.world_size > 1:
+            status, reason = _why(point, rec_path, log, code, record.reason)
+            if reason != record.reason and not reason.startswith("worker exited"):
+                record.reason = f"{reason}; rank 0 saw: {record.reason}"
     elif code == 0 and point.nnodes > 1:  # rank 0 ran on another node and wrote the record there
-        return {"status": "ok", "reason": "the record is written on the node of global rank 0", "log": str(log)}
-    elif code is None:
-        record = base_record(point.to_dict(), "failed", f"time limit of {timeout_s} s exceeded")
-    elif code in (-signal.SIGKILL, 128 + signal.SIGKILL) and oom:
-        record = base_record(point.to_dict(), "oom", "killed (signal 9) by the kernel's OOM killer (its oom_kill "
-                                                     "count rose during the run)")
-    elif code in (-signal.SIGKILL, 128 + signal.SIGKILL):
-        record = base_record(point.to_dict(), "failed", "killed (signal 9); the kernel's OOM killer did not count "
-                                                        "it (or its counter is not readable here)")
+        _drop(rank_files(rec_path, "step"))
+        raise RecordedElsewhere(f"{rec_path.name}: the record is written on the node of global rank 0 (log: {log})")
     else:
-        record = base_record(point.to_dict(), *_why(point, rec_path, log, code))
-    record.update(log=str(log), point_id=point.point_id, repeat=repeat)
+        if code is None:
+            status, reason = Status.FAILED, f"time limit of {timeout_s} s exceeded"
+        elif code in (-signal.SIGKILL, 128 + signal.SIGKILL) and oom:
+            status, reason = Status.OOM, ("killed (signal 9) by the kernel's OOM killer (its oom_kill count rose "
+                                          "during the run)")
+        elif code in (-signal.SIGKILL, 128 + signal.SIGKILL):
+            status, reason = Status.FAILED, ("killed (signal 9); the kernel's OOM killer did not count it (or its "
+                                             "counter is not readable here)")
+        else:
+            status, reason = _why(point, rec_path, log, code)
+        record = Record(point.to_dict(), status, reason, point_id=point.point_id)
+    _drop(rank_files(rec_path, "step"))  # the ranks' progress notes are read (by _why) or not needed: never kept
+    record.log, record.point_id, record.repeat = str(log), point.point_id, repeat
     if wall_s is not None:
-        record["wall_s"] = wall_s
+        record.wall_s = wall_s
     write_record(rec_path, record)
     return record
+
+
+def _drop(files: dict[int, Path]) -> None:
+    for f in files.values():
+        f.unlink(missing_ok=True)
 
 
 def torchrun_args(point: RunPoint) -> list[str]:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from reproduce.harness.records import write_record
+from reproduce.harness.records import write_json
 
 NOISE_DIR = "noise"
 
@@ -61,7 +61,7 @@ def record_probe(out_dir: Path, stage: str, **kw) -> Path:
     p = probe(**kw)
     p["stage"] = stage
     stamp = p["when"].replace(":", "").replace("+0000", "Z")
-    return write_record(Path(out_dir) / NOISE_DIR / f"{stamp}-{stage}.json", p)
+    return write_json(Path(out_dir) / NOISE_DIR / f"{stamp}-{stage}.json", p)
 
 
 def load_probes(out_dir: Path) -> list[dict[str, Any]]:

@@ -1,4 +1,10 @@
-"""The run record: one JSON per run point, written atomically, with environment metadata."""
+"""The record store: the one module that owns run records - their type (``Record``, a ``Status``), paths
+(``<point id>.r<repeat>.json`` and its log), atomic writes, reading, the per-run lock, and adopting records written
+under an older point id. Every writer (the worker, the launcher, sweeps, the Slurm steps) goes through it.
+
+A record keeps the commit it ran at, whether the code (not results or docs) had uncommitted edits, and the
+fingerprint of the code its point measures (reproduce/harness/code.py), so a report can tell when the code it
+describes has moved on since."""
 from __future__ import annotations
 
 import json
@@ -7,11 +13,91 @@ import os
 import platform
 import subprocess
 import tempfile
+from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-SCHEMA_VERSION = 1
-STATUSES = ("ok", "failed", "oom", "diverged", "skipped")
+SCHEMA_VERSION = 2  # 2: point_id in every record, code fingerprint, oversubscription
+
+
+class Status(str, Enum):
+    """How a run ended: ok, failed (an error, a crash, a time limit), oom, diverged (a bad loss; what was measured
+    before it is kept) or skipped (an implementation that is not registered here)."""
+
+    OK = "ok"
+    FAILED = "failed"
+    OOM = "oom"
+    DIVERGED = "diverged"
+    SKIPPED = "skipped"
+
+
+STATUSES = tuple(s.value for s in Status)
+_HEADER = ("schema", "point", "point_id", "repeat", "status", "reason", "log", "wall_s")
+
+
+def point_id(point: dict[str, Any]) -> str:
+    """The one id of a run point (a record's ``point``): RunPoint.point_id."""
+    from reproduce.harness.config import RunPoint
+
+    return RunPoint.from_dict(point).point_id
+
+
+@dataclass
+class Record:
+    """One run of one point: the header every record has, and what the run measured (``body``: timings, memory,
+    work, env, code, ...; empty for a run that measured nothing). Read like a mapping (``rec["status"]`` is the
+    status's value, ``rec.get("timing_ms")`` a body field)."""
+
+    point: dict[str, Any]
+    status: Status
+    reason: str | None = None
+    point_id: str = ""
+    repeat: int = 0
+    log: str | None = None
+    wall_s: float | None = None
+    body: dict[str, Any] = field(default_factory=dict)
+    schema: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        try:
+            self.status = Status(self.status)
+        except ValueError:
+            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}") from None
+        if not self.point_id:
+            self.point_id = point_id(self.point)
+        clash = sorted(set(self.body) & set(_HEADER))
+        if clash:
+            raise ValueError(f"record body fields {clash} belong to the header")
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+    def to_dict(self) -> dict[str, Any]:
+        head = {k: getattr(self, k) for k in _HEADER}
+        head["status"] = self.status.value
+        return {**self.body, **head}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], point_id_: str | None = None, repeat: int | None = None) -> "Record":
+        """A record read back (``point_id_`` / ``repeat``: from its file name when the record predates them)."""
+        if "point" not in d or "status" not in d:
+            raise ValueError("not a run record (no point or status)")
+        body = {k: v for k, v in d.items() if k not in _HEADER}
+        return cls(point=d["point"], status=d["status"], reason=d.get("reason"),
+                   point_id=d.get("point_id") or point_id_ or "",
+                   repeat=int(d["repeat"]) if d.get("repeat") is not None else int(repeat or 0), log=d.get("log"),
+                   wall_s=d.get("wall_s"), body=body, schema=int(d.get("schema", 1)))
+
+    def __getitem__(self, key: str) -> Any:
+        return self.to_dict()[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.to_dict().get(key, default)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.to_dict()
 
 
 def _git(*args: str) -> str | None:
@@ -21,6 +107,17 @@ def _git(*args: str) -> str | None:
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
+
+
+# what a record's ``git_dirty`` does not count: results, figures and prose are not code
+NOT_CODE = (":(exclude)results", ":(exclude)figures", ":(exclude)*.md", ":(exclude)datasets/*.md")
+
+
+def code_dirty() -> bool | None:
+    """Whether tracked code differs from the commit (edits to results/, figures/ or Markdown do not count); None
+    outside a git checkout."""
+    out = _git("status", "--porcelain", "--untracked-files=no", "--", ".", *NOT_CODE)
+    return None if out is None else bool(out)
 
 
 def environment() -> dict[str, Any]:
@@ -33,7 +130,7 @@ def environment() -> dict[str, Any]:
     fp = fingerprint()
     return {
         "git_sha": _git("rev-parse", "HEAD"),
-        "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        "git_dirty": code_dirty(),
         "python": fp["python"],
         "torch": fp["torch"],
         "fbgemm_gpu": fp["fbgemm_gpu"],
@@ -47,12 +144,6 @@ def environment() -> dict[str, Any]:
         "machine": fp,
         "machine_slug": slug_of(fp),
     }
-
-
-def base_record(point: dict[str, Any], status: str, reason: str | None = None, log: str | None = None) -> dict:
-    if status not in STATUSES:
-        raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
-    return {"schema": SCHEMA_VERSION, "point": point, "status": status, "reason": reason, "log": log}
 
 
 def strict(value: Any) -> Any:
@@ -76,14 +167,14 @@ def log_path(record: Path) -> Path:
     return record.parent / "logs" / f"{record.stem}.log"
 
 
-def write_record(path: str | Path, record: dict[str, Any]) -> Path:
-    """Write JSON atomically (temporary file in the same directory, fsync, rename)."""
+def write_json(path: str | Path, obj: dict[str, Any]) -> Path:
+    """Write strict JSON atomically (temporary file in the same directory, fsync, rename)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(strict(record), f, indent=2, sort_keys=True, default=str, allow_nan=False)
+            json.dump(strict(obj), f, indent=2, sort_keys=True, default=str, allow_nan=False)
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())
@@ -94,12 +185,113 @@ def write_record(path: str | Path, record: dict[str, Any]) -> Path:
     return path
 
 
-def read_record(path: str | Path) -> dict[str, Any]:
-    """The record at ``path``; a file that is not a JSON object (truncated, garbage) raises ValueError naming it."""
+def write_record(path: str | Path, record: Record) -> Path:
+    """Write a run record atomically."""
+    if not isinstance(record, Record):
+        raise TypeError(f"write_record takes a Record, got {type(record).__name__}")
+    return write_json(path, record.to_dict())
+
+
+def ids_from_name(path: Path) -> tuple[str, int]:
+    """(point id, repeat) of a record's file name (``<id>.r<k>.json``; ``<id>.json``: repeat 0)."""
+    stem, dot, rep = path.stem.rpartition(".r")
+    return (stem, int(rep)) if dot and rep.isdigit() else (path.stem, 0)
+
+
+def read_record(path: str | Path) -> Record:
+    """The record at ``path``; a file that is not a record (truncated, garbage) raises ValueError naming it. A record
+    from before point ids in records gets its id and repeat from its file name."""
+    path = Path(path)
     try:
-        record = json.loads(Path(path).read_text())
+        d = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: not a readable record ({exc}); delete it, or rerun its point") from None
-    if not isinstance(record, dict):
-        raise ValueError(f"{path}: not a record (a JSON {type(record).__name__}, not an object)")
-    return record
+    if not isinstance(d, dict):
+        raise ValueError(f"{path}: not a record (a JSON {type(d).__name__}, not an object)")
+    try:
+        return Record.from_dict(d, *ids_from_name(path))
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{path}: not a record ({exc})") from None
+
+
+def records_in(out_dir: str | Path, only: set[str] | None = None) -> Iterator[Record]:
+    """The records of a result set (only the file names in ``only``, when given); an unreadable one raises."""
+    for p in sorted(Path(out_dir).glob("*.json")):
+        if only is None or p.name in only:
+            yield read_record(p)
+
+
+# ---- the per-run lock: a run is launched by at most one live process at a time
+
+
+class RunLocked(RuntimeError):
+    """Another live process is running this point's repeat."""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def lock_run(record: Path) -> Path:
+    """Take ``<record>.lock`` for this process (a lock file holding its pid); a lock held by a live process raises
+    RunLocked naming it, a stale one (its process gone) is taken over."""
+    lock = record.with_name(record.name + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                pid = int(lock.read_text().strip() or 0)
+            except (OSError, ValueError):
+                pid = 0
+            if pid and pid != os.getpid() and _alive(pid):
+                raise RunLocked(f"{record.name} is being run by process {pid} (lock {lock}); not started twice")
+            lock.unlink(missing_ok=True)  # stale: its process is gone
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{os.getpid()}\n")
+        return lock
+    raise RunLocked(f"{record.name}: could not take {lock}")
+
+
+# ---- records written under an older point id
+
+
+def older_records(out_dir: str | Path, wanted: set[str]) -> dict[Path, Path]:
+    """Records in ``out_dir`` written under an older point id (before a RunPoint field existed, so their id hashed
+    fewer fields) or before repeats (``<id>.json``, repeat 0), by the path their point and repeat have now, when
+    that is one of ``wanted`` ids and has no record yet. Reads only."""
+    found: dict[Path, Path] = {}
+    for f in sorted(Path(out_dir).glob("*.json")):
+        stem, _ = ids_from_name(f)
+        if f.stem != stem and stem in wanted:
+            continue  # already under its id
+        try:
+            rec = read_record(f)
+            pid = point_id(rec.point)
+        except (ValueError, KeyError, TypeError):
+            continue  # not a record of a point this code can read: left alone
+        target = f.with_name(f"{pid}.r{rec.repeat}.json")
+        if pid in wanted and not target.exists() and target not in found:
+            found[target] = f
+    return found
+
+
+def adopt_older_records(out_dir: str | Path, wanted: set[str]) -> int:
+    """Move each of ``older_records`` to the name its point and repeat have now (id and repeat set in the record);
+    returns how many."""
+    moved = 0
+    for target, f in older_records(out_dir, wanted).items():
+        rec = read_record(f)
+        rec.point_id = target.name.rsplit(".r", 1)[0]
+        write_record(target, rec)
+        f.unlink()
+        moved += 1
+    return moved

@@ -13,8 +13,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from reproduce.harness.config import Experiment, RunPoint, load_experiment
-from reproduce.harness.launch import finish_point, skip_unregistered
+from reproduce.harness.config import Experiment, RunPoint
+from reproduce.harness.launch import RecordedElsewhere, finish_point, skip_unregistered
 from reproduce.harness.records import log_path, record_path
 
 TIMEOUT_EXIT = 124  # coreutils `timeout`: the command ran past its limit
@@ -90,9 +90,10 @@ def sbatch_script(exp: Experiment, experiment_file: Path, tasks: list[tuple[RunP
         log = log_path(rec)
         cmd = " ".join(point_command(p, rec, BASE_PORT + i % 1000))
         body.append(f"run_point {_q(rec)} {_q(log)} {p.nnodes} {_q(json.dumps(p.to_dict()))} {r} {_q(cmd)}")
-    tail = ["", f'"$PY" -m reproduce.harness.slurm summary {_q(experiment_file)} --profile {_q(exp.profile)}'
-                f" --root {_q(root)} --machine {_q(exp.machine)} --repeats {exp.repeats}"
-                + (f" --data {_q(exp.data)}" if exp.data else ""), ""]
+    tail = ["", "# summary.csv and the figures: the command line's `plot`",
+            f'"$PY" -m reproduce plot {_q(experiment_file)} --profile {_q(exp.profile)}'
+            f" --root {_q(root)} --machine {_q(exp.machine)} --repeats {exp.repeats}"
+            + (f" --data {_q(exp.data)}" if exp.data else ""), ""]
     return "\n".join(head + body + tail)
 
 
@@ -117,29 +118,17 @@ def main(argv: list[str] | None = None) -> int:
     fin.add_argument("--code", required=True, type=int)
     fin.add_argument("--timeout", required=True, type=float)
     fin.add_argument("--repeat", type=int, default=0)
-    summ = sub.add_parser("summary", help="summary.csv and figures of an experiment")
-    summ.add_argument("experiment", type=Path)
-    summ.add_argument("--profile", default=None)
-    summ.add_argument("--root", type=Path, default=Path("."))
-    summ.add_argument("--machine", required=True)
-    summ.add_argument("--repeats", type=int, default=None)
-    summ.add_argument("--data", default=None)
     args = ap.parse_args(argv)
     if args.cmd == "finish":
         point = RunPoint.from_dict(json.loads(args.point_json))
         code = None if args.code == TIMEOUT_EXIT else args.code
-        record = finish_point(point, args.out, args.log, code, args.timeout, repeat=args.repeat)
-        print(f"{point.point_id}: {record['status']}" + (f" ({record['reason']})" if record.get("reason") else ""))
+        try:
+            record = finish_point(point, args.out, args.log, code, args.timeout, repeat=args.repeat)
+        except RecordedElsewhere as exc:
+            print(f"{point.point_id}: {exc}")
+            return 0
+        print(f"{point.point_id}: {record.status.value}" + (f" ({record.reason})" if record.reason else ""))
         return 0
-    from reproduce.analysis.plots import draw
-    from reproduce.harness.sweep import summarize_experiment
-
-    exp = load_experiment(args.experiment, root=args.root, profile=args.profile, machine=args.machine,
-                          repeats=args.repeats, data=args.data)
-    summary = summarize_experiment(exp)
-    print(f"summary: {summary}")
-    for path in draw(list(exp.plots), summary, exp.figures_dir):
-        print(f"figure: {path}")
     return 0
 
 

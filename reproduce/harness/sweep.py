@@ -11,12 +11,11 @@ from pathlib import Path
 from typing import Callable
 
 from impls.api import registered_names
-from reproduce.analysis.aggregate import write_summary
 from reproduce.harness.config import Experiment, RunPoint
-from reproduce.harness.launch import launch_point
-from reproduce.harness.lifeline import RunLocked
+from reproduce.harness.launch import RecordedElsewhere, launch_point
 from reproduce.harness.noise import record_probe
-from reproduce.harness.records import base_record, read_record, record_path, write_record
+from reproduce.harness.records import (Record, RunLocked, Status, adopt_older_records, older_records, read_record,
+                                       record_path, write_record)
 
 
 def is_done(point: RunPoint, out_dir: Path, repeat: int = 0) -> bool:
@@ -29,7 +28,7 @@ def is_done(point: RunPoint, out_dir: Path, repeat: int = 0) -> bool:
         rec = read_record(path)
     except ValueError:
         return False  # unreadable (a truncated write): run again, which replaces it; `unreadable` names it
-    return not (rec.get("status") == "skipped" and point.impl in registered_names())
+    return not (rec.status is Status.SKIPPED and point.impl in registered_names())
 
 
 def unreadable(exp: Experiment) -> list[str]:
@@ -45,35 +44,23 @@ def unreadable(exp: Experiment) -> list[str]:
     return bad
 
 
-def adopt_older_records(exp: Experiment) -> int:
-    """Rename records written under an older point id (before a RunPoint field existed, so their id hashed fewer
-    fields) or before repeats (``<id>.json``, which becomes repeat 0) to the name their point and repeat have now,
-    when that is one of the experiment's points and has no record yet; returns how many."""
-    wanted = {p.point_id for p in exp.points}
-    moved = 0
-    for f in sorted(Path(exp.out_dir).glob("*.json")):
-        stem, dot, rep = f.stem.rpartition(".r")
-        if dot and rep.isdigit() and stem in wanted:
-            continue
-        try:
-            rec = read_record(f)
-            pid = RunPoint.from_dict(rec["point"]).point_id
-        except (ValueError, KeyError, TypeError):
-            continue  # not a record of a point this code can read: left alone
-        repeat = int(rec.get("repeat", rep if dot and rep.isdigit() else 0))
-        target = f.with_name(f"{pid}.r{repeat}.json")
-        if pid in wanted and not target.exists():
-            rec.update(point_id=pid, repeat=repeat)
-            write_record(target, rec)
-            f.unlink()
-            moved += 1
-    return moved
+def _wanted(exp: Experiment) -> set[str]:
+    return {p.point_id for p in exp.points}
 
 
 def todo(exp: Experiment, force: bool = False) -> list[tuple[RunPoint, int]]:
-    """The (point, repeat) pairs still to run on this machine, interleaved (repeat-major)."""
-    adopt_older_records(exp)
+    """The (point, repeat) pairs still to run on this machine, interleaved (repeat-major); records written under an
+    older point id are adopted (renamed) first."""
+    adopt_older_records(exp.out_dir, _wanted(exp))
     return [(p, r) for p, r in exp.tasks() if force or not is_done(p, exp.out_dir, r)]
+
+
+def plan(exp: Experiment, force: bool = False) -> list[tuple[RunPoint, int, bool]]:
+    """Every (point, repeat) with whether a sweep would run it, without writing anything (records under an older
+    point id count as done, as a sweep would adopt them): what ``--dry-run`` lists."""
+    older = older_records(exp.out_dir, _wanted(exp))
+    return [(p, r, force or not (is_done(p, exp.out_dir, r) or record_path(exp.out_dir, p, r) in older))
+            for p, r in exp.tasks()]
 
 
 @dataclass
@@ -92,63 +79,93 @@ class Progress:
         return statistics.median(self.walls) * self.left if self.walls else None
 
 
-def run_point_isolated(point: RunPoint, out_dir: Path, timeout_s: float | None, repeat: int = 0) -> dict:
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one run of a sweep: its record (``ran`` now, or ``earlier``), or no record here because
+    another live sweep runs it (``locked``) or rank 0 wrote it on another node (``elsewhere``); ``note`` says
+    which."""
+
+    kind: str
+    record: Record | None = None
+    note: str = ""
+
+    @property
+    def finished(self) -> bool:
+        """False when the run did not run through here: failed, diverged, or left to another process."""
+        if self.kind == "locked":
+            return False
+        return self.record is None or self.record.status not in (Status.FAILED, Status.DIVERGED)
+
+
+def run_point_isolated(point: RunPoint, out_dir: Path, timeout_s: float | None, repeat: int = 0) -> Record:
     """Launch one repeat; a launcher error (e.g. an unreachable rendezvous) is recorded as its failure. A run that
-    another live process is running raises RunLocked (nothing is written)."""
+    another live process is running raises RunLocked, one recorded on another node RecordedElsewhere (nothing is
+    written here)."""
     try:
         return launch_point(point, out_dir, timeout_s, repeat)
-    except RunLocked:
+    except (RunLocked, RecordedElsewhere):
         raise
     except (OSError, ValueError, RuntimeError) as exc:
-        record = base_record(point.to_dict(), "failed", f"launcher: {type(exc).__name__}: {exc}")
-        record.update(point_id=point.point_id, repeat=repeat)
+        record = Record(point.to_dict(), Status.FAILED, f"launcher: {type(exc).__name__}: {exc}",
+                        point_id=point.point_id, repeat=repeat)
         write_record(record_path(out_dir, point, repeat), record)
         return record
+
+
+def probe_threads(exp: Experiment) -> int | None:
+    """The thread count the experiment's runs use per process (the most common; None: all cores)."""
+    counts = statistics.multimode([p.threads for p in exp.points]) if exp.points else [None]
+    return counts[0]
 
 
 def run_experiment(
     exp: Experiment,
     force: bool = False,
     timeout_s: float | None = None,
-    on_point: Callable[[int, int, RunPoint, int, dict | None], None] | None = None,
+    on_point: Callable[[int, int, RunPoint, int, Outcome], None] | None = None,
     on_start: Callable[[RunPoint, int, Progress], None] | None = None,
     probe: bool = True,
-) -> Path:
+) -> list[Outcome]:
     """Run every (point, repeat) not yet recorded on this machine (all with ``force``), repeat-major so the
-    implementations and points interleave; return the summary.csv path. A noise probe is recorded before and after
-    (``probe``). ``on_start`` sees each run about to start with the sweep's progress; ``on_point`` sees each run's
-    record (None: recorded earlier)."""
+    implementations and points interleave, and return each run's outcome. With ``probe``, a noise probe (at the
+    runs' thread count) is recorded before the first run, before every later round of repeats and after the last.
+    ``on_start`` sees each run about to start with the sweep's progress; ``on_point`` each run's outcome."""
     tasks = exp.tasks()
     pending = set((p.point_id, r) for p, r in todo(exp, force))
     progress = Progress(todo=len(pending))
-    if pending and probe:
-        record_probe(exp.out_dir, "before")
+    threads = probe_threads(exp)
+    outcomes: list[Outcome] = []
+    probed_round = None
     for i, (point, repeat) in enumerate(tasks):
         if (point.point_id, repeat) not in pending:
             progress.finished += 1
+            outcomes.append(Outcome("earlier"))
             if on_point:
-                on_point(i, len(tasks), point, repeat, None)
+                on_point(i, len(tasks), point, repeat, outcomes[-1])
             continue
+        if probe and probed_round != repeat:
+            record_probe(exp.out_dir, "before" if probed_round is None else f"round {repeat}", threads=threads)
+            probed_round = repeat
         if on_start:
             on_start(point, repeat, progress)
         t0 = time.monotonic()
         try:
-            record = run_point_isolated(point, exp.out_dir, timeout_s, repeat)
+            outcomes.append(Outcome("ran", run_point_isolated(point, exp.out_dir, timeout_s, repeat)))
         except RunLocked as exc:  # another sweep runs it now: leave it to that one
-            record = {"status": "locked", "reason": str(exc)}
+            outcomes.append(Outcome("locked", note=str(exc)))
+        except RecordedElsewhere as exc:
+            outcomes.append(Outcome("elsewhere", note=str(exc)))
         progress.walls.append(time.monotonic() - t0)
         progress.finished += 1
         if on_point:
-            on_point(i, len(tasks), point, repeat, record)
-    if pending and probe:
-        record_probe(exp.out_dir, "after")
-    return summarize_experiment(exp)
+            on_point(i, len(tasks), point, repeat, outcomes[-1])
+    if probe and probed_round is not None:
+        record_probe(exp.out_dir, "after", threads=threads)
+    return outcomes
 
 
-def summarize_experiment(exp: Experiment) -> Path:
-    """summary.csv over every recorded repeat of the experiment's own points (records of other profiles' points in
-    the folder are left out)."""
-    adopt_older_records(exp)
-    order = list(dict.fromkeys(p.impl for p in exp.points))
-    keep = {f.name for p in exp.points for f in Path(exp.out_dir).glob(f"{p.point_id}.r*.json")}
-    return write_summary(exp.out_dir, baseline=order[0], order=order, only=keep)
+def experiment_records(exp: Experiment) -> set[str]:
+    """The file names of every recorded repeat of the experiment's own points (records of other profiles' points in
+    the folder are left out), after adopting records written under an older point id."""
+    adopt_older_records(exp.out_dir, _wanted(exp))
+    return {f.name for p in exp.points for f in Path(exp.out_dir).glob(f"{p.point_id}.r*.json")}

@@ -15,7 +15,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-PHASES = ("forward", "backward", "update", "total")
+PHASES = ("forward", "backward", "update", "total", "cpu")  # cpu: this process's CPU time over the step
+SETTLE_WINDOW = 3  # warm-up has settled when the last this-many steps lie within `settle` of their median
+SETTLE = 0.10
 
 
 @dataclass
@@ -25,6 +27,7 @@ class LoopResult:
     curve: list[dict[str, float]] = field(default_factory=list)
     diverged: str | None = None  # why the loop stopped early on a bad loss
     info: dict[str, Any] = field(default_factory=dict)  # a training run's epochs, steps, stop reason, best eval
+    loop: dict[str, Any] = field(default_factory=dict)  # a benchmark's warm-up and timed-step counts and their rule
 
 
 class NonFinite(ArithmeticError):
@@ -65,14 +68,17 @@ def score(step, batches, rank=None, keep: int | None = None) -> dict[str, float]
 
 
 class Clock:
-    """Times one step's phases (synchronizing the device between them)."""
+    """Times one step's phases (synchronizing the device between them), and the CPU time this process (every one of
+    its threads) spent over the step: wall time includes time the machine gave to other processes or tenants, CPU
+    time does not."""
 
     def __init__(self, sync: Callable[[], None]) -> None:
         self.sync = sync
 
     def step(self, step, batch, next_batch):
-        """(loss tensor, forward, backward, update, total ms)."""
+        """(loss tensor, (forward, backward, update, total, cpu) ms)."""
         self.sync()
+        cpu0 = time.process_time()
         a = time.perf_counter()
         step.prefetch(next_batch)  # a no-op unless the system pipelines its loads
         loss = step.forward(batch)
@@ -84,7 +90,8 @@ class Clock:
         step.update()
         self.sync()
         d = time.perf_counter()
-        return loss, ((b - a) * 1e3, (c - b) * 1e3, (d - c) * 1e3, (d - a) * 1e3)
+        cpu = (time.process_time() - cpu0) * 1e3
+        return loss, ((b - a) * 1e3, (c - b) * 1e3, (d - c) * 1e3, (d - a) * 1e3, cpu)
 
 
 def _bad(value: float, it: int, point, epoch: int | None = None) -> str:
@@ -92,41 +99,92 @@ def _bad(value: float, it: int, point, epoch: int | None = None) -> str:
     return f"the loss became {value} at step {it + 1} ({where}); lower the learning rate or check the inputs"
 
 
+def settled(times: list[float], window: int = SETTLE_WINDOW, tol: float = SETTLE) -> bool:
+    """Whether the last ``window`` step times lie within ``tol`` (relative) of their median."""
+    if len(times) < window:
+        return False
+    last = sorted(times[-window:])
+    med = last[window // 2]
+    return med > 0 and (last[-1] - last[0]) / med <= tol
+
+
+def timed_steps(point, warm_ms: list[float]) -> int:
+    """How many steps to time: ``iters``, or with a time budget enough steps at the settled warm-up step time to
+    fill ``time_budget_s`` (at least ``iters``, at most ``max_iters``)."""
+    if not point.time_budget_s or not warm_ms:
+        return point.iters
+    recent = sorted(warm_ms[-SETTLE_WINDOW:])
+    step_s = max(recent[len(recent) // 2], 1e-3) / 1e3
+    return max(point.iters, min(point.max_iters, math.ceil(point.time_budget_s / step_s)))
+
+
+def loop_rule(point) -> str:
+    warm = (f"at least {point.warmup} warm-up steps, then until {SETTLE_WINDOW} in a row lie within "
+            f"{SETTLE:.0%} of their median (at most {point.warmup_max})" if point.warmup_max > point.warmup
+            else f"{point.warmup} warm-up steps")
+    timed = (f"timed steps to fill {point.time_budget_s:g} s at the settled step time (at least {point.iters}, at "
+             f"most {point.max_iters})" if point.time_budget_s else f"{point.iters} timed steps")
+    return f"{warm}; {timed}"
+
+
 def bench_loop(point, step, batches, evaluation, rank, clock: Clock, fault, me: int) -> LoopResult:
-    """Warm-up, then ``point.iters`` timed steps cycling ``batches``; with ``eval_every``, AUC / log loss on
-    ``evaluation`` after every that many steps (outside the timed window)."""
+    """Warm-up (``warmup`` steps; with ``warmup_max`` more, until the step time settles on every rank), then the
+    timed steps (``iters``, or with ``time_budget_s`` as many as fill it), cycling ``batches``; with ``eval_every``,
+    AUC / log loss on ``evaluation`` after every that many steps (outside the timed window). Over ranks the decisions
+    are agreed outside the timed window: one flag per extra warm-up step, the count of timed steps once."""
     res = LoopResult()
     first_bad: int | None = None
-    for it in range(point.warmup + point.iters):
+    warm_ms: list[float] = []
+    warmup, total, it = point.warmup, None, 0
+    calm = point.warmup_max <= point.warmup
+    while total is None or it < total:
+        if total is None and it >= warmup:  # the warm-up is over when it has settled everywhere (or hit its cap)
+            calm = calm or settled(warm_ms)
+            done = calm or it >= point.warmup_max or first_bad is not None
+            if rank is not None and point.warmup_max > point.warmup:
+                done = not rank.any(not done)  # every rank ends its warm-up at the same step
+            if done:
+                warmup = it
+                n = timed_steps(point, warm_ms)
+                if rank is not None and point.time_budget_s:
+                    n = max(rank.gather(n))
+                total = warmup + n
+                if it >= total:
+                    break
         if fault:
             fault.at_step(me, it)
         if rank:
-            rank.at_step(it, point.warmup)
+            rank.at_step(it, warmup if total is not None else -1)
         loss, times = clock.step(step, batches[it % len(batches)], batches[(it + 1) % len(batches)])
         value = float(loss.detach())  # after the timed window
         if not math.isfinite(value):
             first_bad = it if first_bad is None else first_bad
             if rank is None:
                 break  # one process stops now; ranks run their fixed steps and agree below
-        if it >= point.warmup and first_bad is None:
+        if total is None:
+            warm_ms.append(times[3])
+        elif first_bad is None:
             for k, v in zip(res.phases, times):
                 res.phases[k].append(v)
             res.losses.append(value)
-        if point.eval_every and (it + 1) % point.eval_every == 0 and first_bad is None:
+        it += 1
+        if point.eval_every and it % point.eval_every == 0 and first_bad is None:
             try:
-                res.curve.append({"step": it + 1, **score(step, evaluation)})
+                res.curve.append({"step": it, **score(step, evaluation)})
             except NonFinite as exc:  # single process only (eval_every is)
-                res.diverged = f"{exc} after step {it + 1}"
+                res.diverged = f"{exc} after step {it}"
                 break
     if rank is not None:
         bad = rank.gather(first_bad)
         first_bad = min((b for b in bad if b is not None), default=None)
         if first_bad is not None:  # every rank keeps the steps before the first bad one anywhere
-            kept = max(0, first_bad - point.warmup)
+            kept = max(0, first_bad - warmup)
             res.phases = {k: v[:kept] for k, v in res.phases.items()}
             res.losses = res.losses[:kept]
     if first_bad is not None:
         res.diverged = _bad(float("nan"), first_bad, point) if rank else _bad(value, first_bad, point)
+    res.loop = {"warmup_steps": warmup, "warmup_settled": bool(calm), "timed_steps": len(res.phases["total"]),
+                "warmup_ms": warm_ms, "rule": loop_rule(point)}
     return res
 
 

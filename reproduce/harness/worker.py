@@ -14,6 +14,7 @@ import statistics
 import sys
 import time
 import traceback
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +23,7 @@ from reproduce.harness.config import RunPoint
 from reproduce.harness.fault import Fault
 from reproduce.harness.lifeline import die_with_parent
 from reproduce.harness.rank import Rank, rank_error_path, rank_of_env
-from reproduce.harness.records import base_record, environment, write_record
+from reproduce.harness.records import Record, Status, environment, ids_from_name, write_record
 from reproduce.harness.training import Clock, bench_loop, final_score, train_loop
 
 
@@ -41,6 +42,17 @@ class Place:
     device: Any
     clock: Clock
     fault: Fault
+
+    def occupancy(self) -> dict[str, Any]:
+        """How this run shares the machine: ranks on this node x threads per rank against its cores
+        (``oversubscribed`` when they exceed them: the ranks then time each other's compute)."""
+        import torch
+
+        from reproduce.harness.machine import cores
+
+        ranks = self.rank.ctx.local_world_size if self.rank else 1
+        threads, n = torch.get_num_threads(), cores()
+        return {"ranks_on_node": ranks, "threads_per_rank": threads, "cores": n, "oversubscribed": ranks * threads > n}
 
     @classmethod
     def join(cls, point: RunPoint, out: str | None) -> "Place":
@@ -151,8 +163,8 @@ def build(point: RunPoint, at: Place, data: Data):
     return emb, step
 
 
-def run_point(point: RunPoint, out: str | None = None) -> dict[str, Any]:
-    """Measure (``epochs`` > 0: train) one point; return its record (rank 0; {} on the other ranks): `ok`, or
+def run_point(point: RunPoint, out: str | None = None) -> Record | None:
+    """Measure (``epochs`` > 0: train) one point; return its record (rank 0; None on the other ranks): `ok`, or
     `diverged` with what was measured before the loss went bad (other exceptions propagate to the caller)."""
     from impls.api import get_impl
     from reproduce.harness.memory import check_fits
@@ -177,6 +189,8 @@ def run_point(point: RunPoint, out: str | None = None) -> dict[str, Any]:
 def make_record(point: RunPoint, at: Place, data: Data, emb, step, res, base: MemoryBase,
                 build_s: float) -> dict[str, Any]:
     """The run's record from what the loops measured: over ranks the measurements are combined on rank 0 first."""
+    from reproduce.harness.code import point_fingerprint
+
     phases, losses = res.phases, res.losses
     memory = base.measured(emb, at.device)
     param_bytes = sum(p.numel() * p.element_size() for p in emb.parameters()) + sum(
@@ -191,34 +205,36 @@ def make_record(point: RunPoint, at: Place, data: Data, emb, step, res, base: Me
         phases, losses, memory, param_bytes, work, dist_part = at.rank.combine(
             phases, losses, memory, param_bytes, work, len(losses))
         if at.me != 0:
-            return {}
+            return None
     tables = data.source.tables
-    record = base_record(point.to_dict(), "diverged" if res.diverged else "ok", res.diverged)
     timed = bool(phases["total"])
-    record.update(
-        {
-            "timing_ms": {k: _stats(v) for k, v in phases.items()} if timed else None,
-            "iterations_ms": phases,
-            "samples_per_s": data.global_batch / (statistics.median(phases["total"]) / 1e3) if timed else None,
-            "loss": losses,
-            "memory": memory,
-            "param_bytes": param_bytes,
-            "work": work,
-            "setup_s": {"data": data.seconds, "build": build_s},
-            "tables": {"count": len(tables), "rows": sum(t.num_embeddings for t in tables),
-                       "dense_bytes": sum(t.dense_bytes for t in tables)},
-            "env": environment(),
-        }
-    )
+    body = {
+        "timing_ms": {k: _stats(v) for k, v in phases.items()} if timed else None,
+        "iterations_ms": phases,
+        "samples_per_s": data.global_batch / (statistics.median(phases["total"]) / 1e3) if timed else None,
+        "loss": losses,
+        "memory": memory,
+        "param_bytes": param_bytes,
+        "work": work,
+        "setup_s": {"data": data.seconds, "build": build_s},
+        "tables": {"count": len(tables), "rows": sum(t.num_embeddings for t in tables),
+                   "dense_bytes": sum(t.dense_bytes for t in tables)},
+        "env": environment(),
+        "code": point_fingerprint(point.to_dict()),
+        "occupancy": at.occupancy(),
+    }
+    if res.loop:
+        body["loop"] = res.loop
     if res.info:
-        record["train"] = res.info
+        body["train"] = res.info
     if dist_part:
-        record["dist"] = with_sharding(dist_part, emb)
+        body["dist"] = with_sharding(dist_part, emb)
     if evaluated:
-        record["eval"] = evaluated
+        body["eval"] = evaluated
     if res.curve:
-        record["eval_curve"] = res.curve
-    return record
+        body["eval_curve"] = res.curve
+    return Record(point.to_dict(), Status.DIVERGED if res.diverged else Status.OK, res.diverged,
+                  point_id=point.point_id, body=body)
 
 
 def with_sharding(dist_part: dict[str, Any], emb) -> dict[str, Any]:
@@ -252,11 +268,11 @@ def main(argv: list[str] | None = None) -> int:
         if me:  # not rank 0: the launcher reads this when rank 0 wrote no record
             rank_error_path(args.out, me).write_text(f"{status}\n{reason}\n")
         else:
-            write_record(args.out, base_record(point_dict, status, reason))
+            write_record(args.out, Record(point_dict, status, reason, point_id=ids_from_name(Path(args.out))[0]))
         return 1
-    if record:  # rank 0 (or the only process) writes the record
+    if record is not None:  # rank 0 (or the only process) writes the record
         write_record(args.out, record)
-        return 0 if record["status"] == "ok" else 1
+        return 0 if record.ok else 1
     return 0
 
 

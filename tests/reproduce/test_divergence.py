@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from reproduce.cli import cli
 from reproduce.harness.config import RunPoint
 from reproduce.harness.launch import launch_point
-from reproduce.harness.records import read_record, write_record
+from reproduce.harness.records import Record, read_record, write_record
 
 TINY = dict(data="uniform", batch_size=32, iters=3, warmup=1, num_batches=2,
             data_options={"num_tables": 2, "rows": 200, "dim": 4})
@@ -45,14 +45,14 @@ def test_a_diverging_run_is_recorded_as_diverged(tmp_path):
 
 
 def test_records_are_strict_json(tmp_path):
-    path = write_record(tmp_path / "r.json", {"status": "ok", "eval": {"auc": float("nan")},
-                                               "loss": [1.0, float("inf")]})
+    path = write_record(tmp_path / "r.json", Record({"impl": "dense-torch"}, "ok", point_id="p", body={
+        "eval": {"auc": float("nan")}, "loss": [1.0, float("inf")]}))
     def no_constants(name):
         raise AssertionError(f"non-standard JSON constant {name}")
 
     rec = json.loads(path.read_text(), parse_constant=no_constants)
     assert rec["eval"]["auc"] is None and rec["loss"] == [1.0, None]
-    assert read_record(path) == rec and not math.isnan(rec["loss"][0])
+    assert read_record(path).to_dict() == rec and not math.isnan(rec["loss"][0])
 
 
 def test_a_diverged_run_keeps_its_timings_step_and_curve(tmp_path):

@@ -7,6 +7,7 @@ from reproduce.harness.config import RunPoint, load_experiment
 from reproduce.harness.launch import launch_point
 from reproduce.harness.records import record_path
 from reproduce.harness.records import read_record
+from reproduce.analysis.aggregate import summarize_experiment
 from reproduce.harness.sweep import run_experiment
 
 TINY = dict(data="uniform", batch_size=64, iters=2, warmup=1, num_batches=2,
@@ -58,11 +59,11 @@ def test_unregistered_impl_is_skipped_not_faked(tmp_path):
 
 def test_summary_speedup_against_baseline():
     def rec(impl, total):
-        return {"status": "ok", "point": {"impl": impl, "data": "d", "batch_size": 8, "mode": "m", "optimizer": "sgd"},
+        return {"status": "ok", "point_id": impl, "point": {"impl": impl, "data": "d", "batch_size": 8, "mode": "m", "optimizer": "sgd"},
                 "timing_ms": {"total": {"median": total, "iqr": 0.0}}, "samples_per_s": 1.0,
                 "memory": {"analytic": {"total": 1}}, "param_bytes": 1, "tables": {"dense_bytes": 1},
                 "work": {"nnz": 1}, "env": {}}
-    df = summarize([rec("a", 10.0), rec("b", 5.0), {"status": "skipped", "reason": "x",
+    df = summarize([rec("a", 10.0), rec("b", 5.0), {"status": "skipped", "reason": "x", "point_id": "c",
                     "point": {"impl": "c", "data": "d", "batch_size": 8}}], baseline="a")
     assert df.set_index("impl")["speedup"].to_dict()["b"] == pytest.approx(2.0)
     assert df.set_index("impl")["status"]["c"] == "skipped"
@@ -91,11 +92,12 @@ dim = 8
     exp = load_experiment(exp_file, root=tmp_path)
     assert len(exp.points) == 2
     seen = []
-    summary = run_experiment(exp, on_point=lambda i, n, p, k, r: seen.append(r and r["status"]))
+    run_experiment(exp, on_point=lambda i, n, p, k, o: seen.append(o.record["status"]))
+    summary = summarize_experiment(exp)
     assert seen == ["ok", "ok"]
     seen.clear()
-    run_experiment(exp, on_point=lambda i, n, p, k, r: seen.append(r))
-    assert seen == [None, None]  # both recorded: nothing relaunched
+    run_experiment(exp, on_point=lambda i, n, p, k, o: seen.append(o.kind))
+    assert seen == ["earlier", "earlier"]  # both recorded: nothing relaunched
     typo = tmp_path / "typo.toml"
     typo.write_text(exp_file.read_text().replace('"dense-fbgemm"', '"dense-fbgem"'))
     with pytest.raises(ValueError, match="unknown implementation 'dense-fbgem' \\(did you mean 'dense-fbgemm'"):

@@ -15,7 +15,8 @@ from reproduce.harness.config import load_experiment
 from reproduce.harness.fault import Fault
 from reproduce.harness.records import record_path
 from reproduce.harness.records import read_record
-from reproduce.harness.sweep import run_experiment, todo
+from reproduce.analysis.aggregate import summarize_experiment
+from reproduce.harness.sweep import plan, run_experiment, todo
 
 EXPERIMENT = """
 name = "tiny"
@@ -91,8 +92,9 @@ def test_crashed_point_is_recorded_and_the_sweep_finishes(tmp_path, monkeypatch)
     monkeypatch.setenv("DLRMBENCH_FAULT", "0:1:exit:ttrec")  # ttrec's worker dies at step 1, with no record
     exp = load_experiment(experiment(tmp_path, impls=("dense-torch", "ttrec", "elrec")), root=tmp_path)
     seen = []
-    summary = run_experiment(exp, on_point=lambda i, n, p, k, r: seen.append((p.impl, r["status"])))
-    assert seen == [("dense-torch", "ok"), ("ttrec", "failed"), ("elrec", "ok")]
+    run_experiment(exp, on_point=lambda i, n, p, k, o: seen.append((p.impl, o.record["status"], o.finished)))
+    summary = summarize_experiment(exp)
+    assert seen == [("dense-torch", "ok", True), ("ttrec", "failed", False), ("elrec", "ok", True)]
     rec = read_record(record_path(exp.out_dir, exp.points[1]))
     assert "exited with code 3" in rec["reason"] and Path(rec["log"]).exists() and rec["wall_s"] > 0
     rows = summary.read_text().splitlines()
@@ -210,12 +212,16 @@ def test_slurm_script_runs_the_points_and_resumes(tmp_path, monkeypatch):
 
 
 def test_records_of_an_older_schema_are_adopted_not_rerun(tmp_path):
-    from reproduce.harness.records import write_record
+    from reproduce.harness.records import write_json
 
     exp = load_experiment(experiment(tmp_path, impls=("dense-torch",)), root=tmp_path)
     point = exp.points[0].to_dict()
     old = {k: v for k, v in point.items() if k not in ("label", "eval_every", "world_size", "gpus_per_node")}
-    write_record(exp.out_dir / "dense-torch__uniform__b64__0000000000.json", {"point": old, "status": "ok"})
+    old_file = exp.out_dir / "dense-torch__uniform__b64__0000000000.json"
+    write_json(old_file, {"point": old, "status": "ok"})
+    before = sorted(f.name for f in exp.out_dir.iterdir())
+    assert [to_run for *_, to_run in plan(exp)] == [False]  # a dry run counts it as done ...
+    assert sorted(f.name for f in exp.out_dir.iterdir()) == before  # ... and writes nothing
     assert todo(exp) == []
     assert record_path(exp.out_dir, exp.points[0]).exists()  # became repeat 0 of the point's current id
 
@@ -223,7 +229,8 @@ def test_records_of_an_older_schema_are_adopted_not_rerun(tmp_path):
 def test_repeats_interleave_and_summarize_with_intervals(tmp_path):
     exp = load_experiment(experiment(tmp_path, impls=("dense-torch", "ttrec")), root=tmp_path, repeats=2)
     order = []
-    summary = run_experiment(exp, on_start=lambda p, k, progress: order.append((p.impl, k)))
+    run_experiment(exp, on_start=lambda p, k, progress: order.append((p.impl, k)))
+    summary = summarize_experiment(exp)
     assert order == [("dense-torch", 0), ("ttrec", 0), ("dense-torch", 1), ("ttrec", 1)]  # A B A B
     for p, k in exp.tasks():
         rec = read_record(record_path(exp.out_dir, p, k))
@@ -237,19 +244,20 @@ def test_repeats_interleave_and_summarize_with_intervals(tmp_path):
     tt = df[df["impl"] == "ttrec"].iloc[0]
     assert tt["speedup_lo"] <= tt["speedup"] <= tt["speedup_hi"]
     probes = sorted((exp.out_dir / "noise").glob("*.json"))
-    assert [json.loads(f.read_text())["stage"] for f in probes] == ["before", "after"]
+    assert [json.loads(f.read_text())["stage"] for f in probes] == ["before", "round 1", "after"]  # between rounds
+    assert all(json.loads(f.read_text())["threads"] == 1 for f in probes)  # the runs' thread count
     assert all(json.loads(f.read_text())["gflops_median"] > 0 for f in probes)
     more = load_experiment(experiment(tmp_path, impls=("dense-torch", "ttrec")), root=tmp_path, repeats=3)
     assert [(p.impl, k) for p, k in todo(more)] == [("dense-torch", 2), ("ttrec", 2)]  # more repeats: only those
 
 
 def test_another_machines_records_never_count_here(tmp_path):
-    from reproduce.harness.records import write_record
+    from reproduce.harness.records import Record, write_record
 
     exp = load_experiment(experiment(tmp_path, impls=("dense-torch",)), root=tmp_path)
     other = exp.on("8x-h100-sxm")
     point = exp.points[0]
-    write_record(record_path(other.out_dir, point), {"point": point.to_dict(), "status": "ok"})
+    write_record(record_path(other.out_dir, point), Record(point.to_dict(), "ok", point_id=point.point_id))
     assert other.out_dir != exp.out_dir and [p.impl for p, _ in todo(exp)] == ["dense-torch"]
     assert todo(other) == []
     out = subprocess.run(sweep_cmd(experiment(tmp_path, impls=("dense-torch",)), tmp_path, "--dry-run"),
@@ -311,7 +319,7 @@ def test_kill_9_of_the_sweep_leaves_no_orphan_and_resume_runs_only_the_rest(tmp_
 
 def test_a_run_held_by_a_live_process_is_not_started_twice(tmp_path):
     from reproduce.harness.launch import launch_point
-    from reproduce.harness.lifeline import RunLocked
+    from reproduce.harness.records import RunLocked
 
     exp = load_experiment(experiment(tmp_path, impls=("dense-torch",)), root=tmp_path)
     rec = record_path(exp.out_dir, exp.points[0])
@@ -322,8 +330,8 @@ def test_a_run_held_by_a_live_process_is_not_started_twice(tmp_path):
         with pytest.raises(RunLocked, match=f"being run by process {holder.pid}"):
             launch_point(exp.points[0], exp.out_dir)
         seen = []
-        run_experiment(exp, on_point=lambda i, n, p, k, r: seen.append(r["status"]), probe=False)
-        assert seen == ["locked"] and not rec.exists()
+        run_experiment(exp, on_point=lambda i, n, p, k, o: seen.append((o.kind, o.finished)), probe=False)
+        assert seen == [("locked", False)] and not rec.exists()
     finally:
         holder.kill()
         holder.wait()

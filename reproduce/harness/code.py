@@ -1,0 +1,193 @@
+"""What code a run measures, and its fingerprint: the modules a run point's system imports (read from the source with
+ast, every import at module level or inside a function, package ``__init__`` files included), the harness modules
+that time the step, and the native kernels the op core loads. Each file is hashed on what it does, not how it reads:
+Python as its syntax tree without docstrings (comments are not in the tree), C++ / CUDA without comments and with
+whitespace collapsed. A docstring or comment edit leaves the fingerprint as it was; a changed line of code in
+anything the system imports changes it. Pure file reading: no module is imported (torch neither)."""
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("impls", "reproduce")
+# the harness modules that take part in a measurement (build the step, time it, combine the ranks' times, read
+# memory, launch the ranks); the rest of the harness (records, config, machine, sweeps, ...) only files results.
+# tests/reproduce/test_code_fingerprint.py makes every harness module the worker reaches appear in one list.
+MEASURING = ("reproduce.harness.worker", "reproduce.harness.training", "reproduce.harness.rank",
+             "reproduce.harness.memory", "reproduce.harness.torchrun")
+BOOKKEEPING = ("reproduce.harness.records", "reproduce.harness.config", "reproduce.harness.machine",
+               "reproduce.harness.lifeline", "reproduce.harness.fault", "reproduce.harness.code",
+               "reproduce.harness")
+# where a point's measured code starts besides its system's module
+DATA_ROOTS = ("impls.data.sources", "impls.data.loader", "impls.model.train")
+SHARDED_ROOTS = ("impls.sharding.build",)
+NATIVE_MODULE = "impls.core.ops"  # loads the extension built from csrc
+CSRC = "impls/core/csrc"
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path, root: Path = ROOT) -> set[str]:
+    """Every module ``path`` imports (``from a.b import c`` counts as a.b and as a.b.c when that is a module;
+    relative imports resolved against the file's package)."""
+    out: set[str] = set()
+    here = module_name(path, root).split(".")
+    package = here if path.name == "__init__.py" else here[:-1]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            if mod:
+                out.add(mod)
+                out |= {f"{mod}.{a.name}" for a in node.names}
+    return out
+
+
+@lru_cache(maxsize=8)
+def modules(root: Path = ROOT) -> dict[str, Path]:
+    """Every module of the project's packages, by dotted name."""
+    return {module_name(p, root): p for pkg in PACKAGES for p in sorted((root / pkg).rglob("*.py"))}
+
+
+def graph(package: str, root: Path = ROOT) -> dict[str, set[str]]:
+    """The import graph of one package: each of its modules -> the modules of that package it imports."""
+    mods = {m: p for m, p in modules(root).items() if m == package or m.startswith(package + ".")}
+    return {m: {i for i in imports_of(p, root) if i in mods and i != m} for m, p in mods.items()}
+
+
+def _parents(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def closure(roots: tuple[str, ...], root: Path = ROOT, follow_harness: tuple[str, ...] = MEASURING) -> list[str]:
+    """The project modules ``roots`` import, directly or not, with their packages' ``__init__``: every module under
+    impls, and of the harness only ``follow_harness`` (the measuring modules; bookkeeping modules are not code a
+    measurement depends on)."""
+    mods = modules(root)
+    seen: set[str] = set()
+    todo = [r for r in roots if r in mods]
+    while todo:
+        m = todo.pop()
+        if m in seen:
+            continue
+        seen.add(m)
+        for dep in [*imports_of(mods[m], root), *_parents(m)]:
+            if dep in mods and dep not in seen and (dep.startswith("impls") or dep in follow_harness):
+                todo.append(dep)
+    return sorted(seen)
+
+
+def _strip_docstrings(tree: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+_C_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_C_STRING = re.compile(r'"(?:\\.|[^"\\])*"')
+
+
+def normalized(path: Path) -> bytes:
+    """What a file does: a Python file's syntax tree without docstrings, a C++ / CUDA file without comments and with
+    whitespace collapsed (string literals kept as written)."""
+    text = path.read_text()
+    if path.suffix == ".py":
+        tree = _strip_docstrings(ast.parse(text, str(path)))
+        return ast.dump(tree, annotate_fields=False, include_attributes=False).encode()
+    strings: list[str] = []
+
+    def keep(m: re.Match) -> str:
+        strings.append(m.group(0))
+        return f"\x00{len(strings) - 1}\x00"
+
+    code = _C_COMMENT.sub(" ", _C_STRING.sub(keep, text))
+    code = re.sub(r"\s+", " ", code).strip()
+    return re.sub(r"\x00(\d+)\x00", lambda m: strings[int(m.group(1))], code).encode()
+
+
+@lru_cache(maxsize=4096)
+def _file_hash(path: Path, mtime_ns: int, size: int) -> str:
+    return hashlib.sha256(normalized(path)).hexdigest()[:16]
+
+
+def file_hash(path: Path) -> str:
+    st = path.stat()
+    return _file_hash(path, st.st_mtime_ns, st.st_size)
+
+
+def native_files(device: str, root: Path = ROOT) -> list[Path]:
+    """The kernel sources a run on ``device`` executes: the shared ones and the CPU kernels, plus the CUDA kernels
+    on a GPU."""
+    csrc = root / CSRC
+    files = [*csrc.glob("*.cpp"), *csrc.glob("*.h"), *(csrc / "cpu").glob("*")]
+    if device.startswith("cuda"):
+        files += [*(csrc / "cuda").glob("*")]
+    return sorted(f for f in files if f.is_file())
+
+
+def measured_roots(impl_module: str, world_size: int = 1) -> tuple[str, ...]:
+    """Where a point's measured code starts: its system's module, the data source, loader and training step, the
+    sharding layer over ranks, and the harness loop."""
+    return (impl_module, *DATA_ROOTS, *(SHARDED_ROOTS if world_size > 1 else ()), *MEASURING)
+
+
+def fingerprint_of(roots: tuple[str, ...], device: str = "cpu", root: Path = ROOT) -> dict[str, Any]:
+    """``{"digest": ..., "files": {path: hash}}`` of the modules ``roots`` reach (and the native kernels when the
+    op core is among them)."""
+    mods = modules(root)
+    names = closure(roots, root)
+    paths = [mods[m] for m in names]
+    if NATIVE_MODULE in names:
+        paths += native_files(device, root)
+    files = {str(p.relative_to(root)): file_hash(p) for p in sorted(set(paths))}
+    digest = hashlib.sha256("\n".join(f"{k} {v}" for k, v in sorted(files.items())).encode()).hexdigest()[:16]
+    return {"digest": digest, "files": files}
+
+
+def impl_module(impl: str) -> str:
+    """The module that registers ``impl`` (read from the registry's table in impls/api.py, nothing imported)."""
+    table = registry_table()
+    if impl not in table:
+        raise ValueError(f"no module registers implementation {impl!r}; known: {', '.join(sorted(table))}")
+    return table[impl]
+
+
+@lru_cache(maxsize=2)
+def registry_table(root: Path = ROOT) -> dict[str, str]:
+    """impls.api's ``_MODULES`` (implementation name -> module), read from the source."""
+    tree = ast.parse((root / "impls" / "api.py").read_text())
+    for node in tree.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else (
+            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
+        if isinstance(target, ast.Name) and target.id == "_MODULES" and node.value is not None:
+            return ast.literal_eval(node.value)
+    raise ValueError("impls/api.py has no _MODULES table")
+
+
+def point_fingerprint(point: dict[str, Any], root: Path = ROOT) -> dict[str, Any]:
+    """The fingerprint of the code a run point (a record's ``point``) measures."""
+    roots = measured_roots(impl_module(point["impl"]), int(point.get("world_size", 1)))
+    return fingerprint_of(roots, str(point.get("device", "cpu")), root)
+
+
+def changed_files(then: dict[str, str], now: dict[str, str]) -> list[str]:
+    """The files whose code differs between two fingerprints' file maps (added, removed or edited)."""
+    return sorted(f for f in set(then) | set(now) if then.get(f) != now.get(f))
