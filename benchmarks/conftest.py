@@ -1,4 +1,5 @@
-"""Prints the derived throughput of every benchmark, one table per section."""
+"""Prints the derived throughput of every benchmark, one table per section, and stamps the benchmark JSON with the
+commit and the fingerprint of the code it measured (so `dlrmbench report` can mark it STALE when that code moves)."""
 import time
 from collections import defaultdict
 
@@ -35,3 +36,10 @@ def pytest_terminal_summary(terminalreporter):
         w.line("".join(c.rjust(widths[c]) for c in cols))
         for r in rows:
             w.line("".join(_fmt(r.get(c, "")).rjust(widths[c]) for c in cols))
+
+
+def pytest_benchmark_update_json(config, benchmarks, output_json):
+    from reproduce.analysis.freshness import bench_fingerprint
+    from reproduce.harness.records import code_dirty, git_sha
+
+    output_json["dlrmbench"] = {"git_sha": git_sha(), "git_dirty": code_dirty(), "code": bench_fingerprint()}

@@ -47,6 +47,7 @@ def test_prepare_throughput(benchmark, tmp_path, reader):
                               rounds=2, iterations=1)
     assert sum(meta.rows.values()) == ROWS[reader]
     mib = raw.stat().st_size / 2**20
+    benchmark.extra_info.update(format=reader, rows=ROWS[reader], file_mib=mib)
     report("data prepare throughput", {"format": reader, "rows": ROWS[reader], "file MiB": mib,
                                        "median s": benchmark.stats["median"],
                                        "raw MiB/s": mib / benchmark.stats["median"]},
@@ -74,6 +75,7 @@ def test_tabular_prepare_throughput(benchmark, tmp_path):
                               rounds=2, iterations=1)
     assert sum(meta.rows.values()) == n
     mib = (tmp_path / "clicks.csv").stat().st_size / 2**20
+    benchmark.extra_info.update(format="tabular csv", rows=n, file_mib=mib)
     report("data prepare throughput", {"format": "tabular csv", "rows": n, "file MiB": mib,
                                        "median s": benchmark.stats["median"],
                                        "raw MiB/s": mib / benchmark.stats["median"]},

@@ -22,6 +22,38 @@ from torch import Tensor
 from impls.sharding.comm import Comm
 
 
+def column_runs(cols: Tensor) -> list[tuple[int, int]]:
+    """``cols`` (output column indices, in block order) as runs of consecutive columns (start, length): a table's
+    columns are one run, so a block is placed or gathered with a slice copy per run instead of an element-wise
+    index over every column."""
+    c = cols.tolist()
+    runs: list[tuple[int, int]] = []
+    for x in c:
+        if runs and runs[-1][0] + runs[-1][1] == x:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((x, 1))
+    return runs
+
+
+def place_columns(out: Tensor, block: Tensor, runs: list[tuple[int, int]]) -> None:
+    """``out[:, cols] = block`` for the columns ``runs`` describe."""
+    off = 0
+    for start, n in runs:
+        out[:, start : start + n] = block[:, off : off + n]
+        off += n
+
+
+def take_columns(rows: Tensor, runs: list[tuple[int, int]]) -> Tensor:
+    """``rows[:, cols]`` flattened row-major, for the columns ``runs`` describe."""
+    if not runs:
+        return rows.new_empty(0)
+    if len(runs) == 1:
+        start, n = runs[0]
+        return rows[:, start : start + n].reshape(-1)
+    return torch.cat([rows[:, start : start + n] for start, n in runs], 1).reshape(-1)
+
+
 @dataclass
 class Stage:
     compute: Callable[[], list[Tensor]]  # its parts (tables), each [sum(rows_per_source), part width], on this rank
@@ -31,6 +63,9 @@ class Stage:
     widths: list[int]  # the stage's output width on every rank
     columns: list[Tensor]  # per rank: the output columns its block fills (int64)
 
+    def __post_init__(self) -> None:
+        self.runs = [column_runs(c) for c in self.columns]
+
 
 @dataclass
 class BackwardGroup:
@@ -38,6 +73,9 @@ class BackwardGroup:
     widths: list[int]  # the group's gradient width on every rank
     columns: list[Tensor]  # per rank: the output columns of its tables in the group (int64)
     stage: int  # the stage whose rows (rows_per_source, row_start, recv_rows) the group's gradient covers
+
+    def __post_init__(self) -> None:
+        self.runs = [column_runs(c) for c in self.columns]
 
 
 class _Run:
@@ -75,9 +113,9 @@ class _Run:
         for st, recv, h in pending:
             self.comm.wait(h, self.phase + ".fwd")
             lo, hi = st.row_start, st.row_start + st.recv_rows
-            for blk, cols in zip(torch.split(recv, [st.recv_rows * wr for wr in st.widths]), st.columns):
-                if cols.numel():
-                    out[lo:hi, cols] = blk.view(st.recv_rows, -1)
+            for blk, runs in zip(torch.split(recv, [st.recv_rows * wr for wr in st.widths]), st.runs):
+                if runs:
+                    place_columns(out[lo:hi], blk.view(st.recv_rows, -1), runs)
         if not grad_enabled:
             self.outs = [None] * len(self.stages)
         return out
@@ -88,7 +126,7 @@ class _Run:
         def issue(bg: BackwardGroup):
             st = self.stages[bg.stage]
             rows = grad[st.row_start : st.row_start + st.recv_rows]
-            send = torch.cat([rows[:, cols].reshape(-1) for cols in bg.columns])
+            send = torch.cat([take_columns(rows, runs) for runs in bg.runs])
             w = bg.widths[me]
             recv, h = self._exchange(send, [n * w for n in st.rows_per_source],
                                      [st.recv_rows * wr for wr in bg.widths], self.phase + ".bwd")

@@ -18,7 +18,11 @@ def flatten(record: Record | dict[str, Any]) -> dict[str, Any]:
     record = record.to_dict() if isinstance(record, Record) else record
     p = record["point"]
     env = record.get("env") or {}
-    occupancy = record.get("occupancy") or {}
+    over = (record.get("occupancy") or {}).get("oversubscribed")
+    if over is None:  # a record from before occupancy: ranks per node x threads against the machine's cores
+        cores = (env.get("machine") or {}).get("cores") or env.get("cpu_count")
+        ranks = int(p.get("world_size", 1)) // int(p.get("nnodes", 1) or 1)
+        over = ranks * int(p.get("threads") or env.get("torch_threads") or 1) > cores if cores else None
     row: dict[str, Any] = {
         "point_id": record.get("point_id") or point_id(p),
         "repeat": record.get("repeat", 0),
@@ -26,7 +30,7 @@ def flatten(record: Record | dict[str, Any]) -> dict[str, Any]:
         "git_sha": env.get("git_sha"),
         "git_dirty": env.get("git_dirty"),
         "code": (record.get("code") or {}).get("digest"),
-        "oversubscribed": occupancy.get("oversubscribed"),
+        "oversubscribed": over,
         "timed_steps": (record.get("loop") or {}).get("timed_steps"),
         "impl": p["impl"],
         "label": p.get("label") or p["impl"],

@@ -1,6 +1,8 @@
 """One paper claim (reproduce/analysis/claims.toml) against one machine's records: the value aggregated as the paper
-phrases the claim, its bootstrap 95 % interval over the repeats, the spread over groups, the modeled values beside
-it, and a two-sided verdict. Only measured, comparable values (and analytic parameter counts) get a verdict."""
+phrases the claim, its interval over the repeats (a bootstrap 95 % CI from 5 runs per point, else the range of the
+runs), the spread over groups, the modeled values (reported apart, never in the claim's row) and a two-sided verdict.
+Only measured, comparable values from a set that still describes the code (not STALE) and analytic parameter counts
+get a verdict."""
 from __future__ import annotations
 
 import math
@@ -11,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from reproduce.harness.noise import load_probes, noise_level
-from reproduce.analysis.stats import aggregate_ci
+from reproduce.analysis.stats import aggregate_ci, interval_name
 
 BAND = (0.8, 1.25)  # reproduced: the interval overlaps [0.8, 1.25] x the paper's value
 KINDS = ("ratio", "reduction", "growth", "compression", "none")
@@ -86,23 +88,30 @@ def _difference(c: dict, value: float) -> float:
     return abs(value) if c["kind"] == "reduction" else abs(value - 1)
 
 
-def evaluate_claim(c: dict, root: Path, machine: str) -> dict[str, Any]:
-    """The claim's row of the report for one machine's result set."""
+def evaluate_claim(c: dict, root: Path, machine: str, state=None) -> dict[str, Any]:
+    """The claim's row of the report for one machine's result set (``state``: the set's freshness, a
+    freshness.SetState; a STALE set gives no verdict)."""
     if c["kind"] not in KINDS:
         raise ValueError(f"claim {c['id']}: kind must be one of {KINDS}, got {c['kind']!r}")
     row: dict[str, Any] = {"id": c["id"], "paper": c["paper"], "claim": c["text"], "paper_value": c["paper_value"],
                            "machine": machine, "aggregate": how(c), "value": None, "lo": None, "hi": None,
                            "groups": [], "runs": None, "modeled": modeled_values(c, root, machine), "verdict": "",
-                           "why": "", "noise": ""}
+                           "why": "", "noise": "", "interval": "", "set": ""}
     if c["kind"] == "none":
         return {**row, "verdict": "not measurable here", "why": c["reason"]}
     if c["kind"] == "compression":  # parameter arithmetic on the real cardinalities: exact, not a timing
         from reproduce.analysis.compression import compression_table
 
         t = compression_table(ks=(7,), ranks=(32,))
-        v = float(t[t["dataset"] == "criteo-kaggle"]["ratio"].iloc[0])
-        return {**row, "machine": "analytic", "value": v, "lo": v, "hi": v, "aggregate": "parameter counts",
-                "verdict": band_verdict(v, v, c["paper_value"]) + " (analytic)"}
+        values = {d: float(t[t["dataset"] == d]["ratio"].iloc[0]) for d in c["datasets"]}
+        verdicts = {d: band_verdict(v, v, c["paper_values"][d]) for d, v in values.items()}
+        first = values[c["datasets"][0]]
+        agreed = set(verdicts.values())
+        verdict = agreed.pop() if len(agreed) == 1 else "mixed"
+        return {**row, "machine": "analytic", "value": first, "lo": first, "hi": first,
+                "aggregate": "parameter counts", "groups": [((d,), v) for d, v in values.items()],
+                "interval": "exact", "verdict": f"{verdict} (analytic)",
+                "why": "; ".join(f"{d}: {v:.3g} vs {c['paper_values'][d]:g} ({verdicts[d]})" for d, v in values.items())}
     reps = repeats_of(root, c["experiment"], machine)
     if reps is None:
         return {**row, "verdict": "not measured yet",
@@ -114,6 +123,9 @@ def evaluate_claim(c: dict, root: Path, machine: str) -> dict[str, Any]:
     value, lo, hi, per = aggregate_ci([(n, d, p) for _, n, d, p in pairs], row["aggregate"], transform)
     row.update(value=value, lo=lo, hi=hi, groups=[(k, v) for (k, *_), v in zip(pairs, per)],
                runs=min(min(len(n), len(d)) for _, n, d, _ in pairs))
+    row["interval"] = interval_name(row["runs"])
+    if state is not None:
+        row["set"] = state.commit_label()
     level = noise_level(load_probes(Path(root) / "results" / c["experiment"] / machine))
     timed = c["metric"].endswith("_ms")  # the SGEMM probe speaks for times, not for memory
     if timed and level and level["noise"] > _difference(c, value):
@@ -121,6 +133,8 @@ def evaluate_claim(c: dict, root: Path, machine: str) -> dict[str, Any]:
                         f"({level['noise']:.0%} SGEMM spread)")
     if not c.get("comparable", False):
         return {**row, "verdict": "not comparable", "why": c["not_comparable"]}
+    if state is not None and state.is_stale:
+        return {**row, "verdict": "STALE: no verdict", "why": "; ".join(state.stale) + ": rerun the experiment"}
     verdict = band_verdict(lo, hi, c["paper_value"])
     why = "" if verdict == "reproduced" else (
         f"interval [{lo:.3g}, {hi:.3g}] {'under' if verdict == 'below' else 'above'} "

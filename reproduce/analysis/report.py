@@ -1,11 +1,15 @@
 """`dlrmbench report`: results/REPORT.md and results/claims.csv from the records, and README.md's generated blocks.
 
-For every claim of reproduce/analysis/claims.toml and every machine asked for: the value aggregated as the paper
-phrases it, its bootstrap 95 % interval over the repeats, n / min / median / max over groups, the modeled values
-(labelled, never a verdict) and a verdict (reproduced / exceeds / below; not comparable; not measurable here). Then
-the noise probes of each result set, the measured tables, and every group's value. README.md's blocks between
-``<!-- report:NAME -->`` and ``<!-- /report:NAME -->`` are rewritten from the reference machine's records only, so
-the README always shows the committed reference run. Every number is computed from records; nothing is typed in."""
+First the result sets: each one's commit(s) and whether it still describes the code (fresh, or STALE with the files
+that changed: analysis/freshness.py). Then for every claim of reproduce/analysis/claims.toml and every machine asked
+for: the value aggregated as the paper phrases it, its interval over the repeats (a bootstrap 95 % CI from 5 runs per
+point, else the range of the runs, named as such), n / min / median / max over groups, and a verdict (reproduced /
+exceeds / below; not comparable; not measurable here; STALE: no verdict). Modeled values get their own table with the
+model's out-of-sample error, never a claim's row. Then the noise probes of each result set, the measured tables, and
+every group's value. README.md's blocks between ``<!-- report:NAME -->`` and ``<!-- /report:NAME -->`` are
+rewritten from the reference machine's records only, so the README always shows the committed reference run.
+Every number is computed from records; nothing is typed in. ``--check`` (``check_reference``) fails when a committed
+reference set is STALE."""
 from __future__ import annotations
 
 import re
@@ -16,12 +20,14 @@ from typing import Any
 import pandas as pd
 
 from reproduce.analysis.claims import BAND, evaluate_claim, spread
+from reproduce.analysis.freshness import REFERENCE_SETS, SetState, set_state
+from reproduce.harness import code
 from reproduce.harness.machine import machines_of, pick_machine, reference_machine
 from reproduce.harness.noise import load_probes, noise_level
 from reproduce.analysis.tables import machine_line, measured_tables
 
 BLOCK = re.compile(r"(<!-- report:(?P<name>[a-z0-9-]+) -->\n)(?P<body>.*?)(<!-- /report:(?P=name) -->)", re.S)
-EXPERIMENTS = ("sc24", "recsys24", "sc24_table1")
+EXPERIMENTS = ("sc24", "recsys24", "sc24_table1", "table_size", "accuracy", "accuracy_real", "train_defaults")
 
 
 def _fmt(x: Any) -> str:
@@ -36,44 +42,97 @@ def _value(r: dict) -> str:
     return f"{_fmt(r['value'])} [{_fmt(r['lo'])}, {_fmt(r['hi'])}]"
 
 
-def claim_rows(doc: dict, root: Path, machines: list[str] | None) -> list[dict[str, Any]]:
+class States:
+    """Result-set freshness, computed once per (set, machine) for one report."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        # the code the records are held to: the tree under root when it has one, else this package's
+        self.code_root = self.root if (self.root / "impls").is_dir() else code.ROOT
+        self.cache: dict[tuple[str, str], SetState] = {}
+
+    def __call__(self, name: str, machine: str) -> SetState:
+        if (name, machine) not in self.cache:
+            self.cache[(name, machine)] = set_state(self.root / "results", name, machine, self.code_root)
+        return self.cache[(name, machine)]
+
+
+def claim_rows(doc: dict, root: Path, machines: list[str] | None, states: States | None = None
+               ) -> list[dict[str, Any]]:
     """Every claim on every machine asked for (default: per experiment, this machine when it has records, else the
     reference set)."""
+    states = states or States(root)
     rows = []
     for c in doc["claim"]:
         exp_dir = root / "results" / c.get("experiment", "sc24")
         for m in machines or [pick_machine(exp_dir, root / "results")]:
-            rows.append(evaluate_claim(c, root, m))
+            st = states(c["experiment"], m) if c.get("experiment") else None
+            rows.append({**evaluate_claim(c, root, m, None if st is None or st.missing else st),
+                         "modeled_spec": c.get("modeled", [])})
     return rows
 
 
 def verdict_table(rows: list[dict[str, Any]], with_machine: bool = True) -> list[str]:
-    head = ["paper", "claim", "paper value", "ours [95 % CI]", "as", "groups: n: min / median / max",
-            "runs per point", "modeled (no verdict)"] + (["machine"] if with_machine else []) + ["verdict"]
+    head = ["paper", "claim", "paper value", "ours [interval]", "interval", "as", "groups: n: min / median / max",
+            "runs per point"] + (["machine"] if with_machine else []) + ["measured at", "verdict"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        modeled = "; ".join(f"{v:.3g} ({label})" for label, v in r["modeled"]) or "–"
         verdict = r["verdict"] + (f": {r['why']}" if r["why"] else "") + (f" (noise: {r['noise']})" if r["noise"]
                                                                           else "")
-        cells = [r["paper"], r["claim"], f"{r['paper_value']:g}", _value(r), r["aggregate"], spread(r["groups"]),
-                 "–" if r["runs"] is None else str(r["runs"]), modeled] + ([r["machine"]] if with_machine else []) + [
-                     verdict]
+        cells = [r["paper"], r["claim"], f"{r['paper_value']:g}", _value(r), r["interval"] or "–", r["aggregate"],
+                 spread(r["groups"]), "–" if r["runs"] is None else str(r["runs"])] + (
+                     [r["machine"]] if with_machine else []) + [r["set"] or "–", verdict]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
+def model_error(kind: str | None, root: Path, machine: str) -> str:
+    """How well a model predicts what was measured, out of sample: the scale model's mean absolute error when each
+    measured world size is predicted by a fit on the others."""
+    if kind == "scale_model":
+        path = root / "results" / "scale_model" / machine / "validation.csv"
+        if path.exists():
+            v = pd.read_csv(path)
+            return f"{v['error'].abs().mean():.0%} mean abs. error, out of sample over {len(v)} measured points"
+        return "not validated (no validation.csv)"
+    return "not validated against measurements"
+
+
+def modeled_table(rows: list[dict[str, Any]], root: Path) -> list[str]:
+    """Modeled values, apart from the claims' rows: claim, model, value, its out-of-sample error. Never a verdict."""
+    lines = ["| claim | paper value | model | modeled value | out-of-sample error |", "|---|---|---|---|---|"]
+    for r in rows:
+        specs = {m["label"]: m for m in r.get("modeled_spec", [])}
+        for label, v in r["modeled"]:
+            err = model_error(specs.get(label, {}).get("error"), root, r["machine"])
+            lines.append(f"| {r['paper']}: {r['claim']} | {r['paper_value']:g} | {label} | {v:.3g} | {err} |")
+    return lines if len(lines) > 2 else ["No modeled values."]
+
+
+def sets_table(states: list[SetState]) -> list[str]:
+    lines = ["| set | machine | measured at | runs | state |", "|---|---|---|---|---|"]
+    for st in states:
+        if st.missing:
+            continue
+        lines.append(f"| {st.name} | {st.machine} | {st.commit_label()} | {st.measured} | {st.state()} |")
+    return lines
+
+
 def noise_lines(root: Path, machines: list[str]) -> list[str]:
-    lines = ["| experiment | machine | probes | SGEMM GFLOP/s (median) | spread within a probe | drift across the "
-             "sweep | load per core | |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| experiment | machine | probes | threads | SGEMM GFLOP/s (median) | spread within a probe | drift "
+             "across the sweep | load per core | |", "|---|---|---|---|---|---|---|---|---|"]
     for exp in EXPERIMENTS:
         for m in machines:
-            level = noise_level(load_probes(root / "results" / exp / m))
+            probes = load_probes(root / "results" / exp / m)
+            level = noise_level(probes)
             if not level:
                 continue
+            threads = sorted({p.get("threads") for p in probes if p.get("threads")})
             load = "–" if level["load_per_core"] is None else f"{level['load_per_core']:.2f}"
             warn = "**too noisy for differences under " + f"{level['noise']:.0%}**" if level["noise"] > 0.1 else ""
-            lines.append(f"| {exp} | {m} | {level['probes']} | {level['gflops_median']:.1f} | {level['within']:.0%} | "
-                         f"{level['drift']:.0%} | {load} | {warn} |")
+            lines.append(f"| {exp} | {m} | {level['probes']} | {'/'.join(map(str, threads)) or '–'} | "
+                         f"{level['gflops_median']:.1f} | {level['within']:.0%} | {level['drift']:.0%} | {load} | "
+                         f"{warn} |")
     return lines if len(lines) > 2 else ["No noise probes recorded (result sets measured before probes existed)."]
 
 
@@ -91,33 +150,59 @@ def group_lines(rows: list[dict[str, Any]], doc: dict) -> list[str]:
 def render(root: Path, doc: dict, machines: list[str] | None
            ) -> tuple[str, dict[str, list[str]], list[dict[str, Any]]]:
     """REPORT.md's text, the README blocks (from the reference set) and the claim rows."""
-    rows = claim_rows(doc, root, machines)
+    states = States(root)
+    rows = claim_rows(doc, root, machines, states)
     used = sorted({r["machine"] for r in rows if r["machine"] != "analytic"})
     ref = reference_machine(root / "results")
+    set_states = {m: [states(name, m) for name in REFERENCE_SETS] for m in {*used, *([ref] if ref else [])}}
     text = ["# Claims vs this repository's records", "",
             "Generated by `dlrmbench report` from the records under results/<experiment>/<machine>/; do not edit. "
             "Values are ratios of medians over repeated runs (each repeat a fresh process, interleaved across "
-            "systems), with bootstrap 95 % intervals over the repeats. A claim phrased \"up to\" or \"maximum\" takes "
-            "the maximum over groups, \"average\" the mean, any other the median. Verdicts: **reproduced** when the interval overlaps "
-            f"[{BAND[0]}, {BAND[1]}] x the paper's value, **exceeds** / **below** outside that band; **not comparable** "
-            "when our measurement differs in kind from the claim (the reason is given; our value is still shown). "
-            "Modeled values are labelled and never give a verdict, except analytic parameter counts.", "",
+            "systems). Intervals: a bootstrap 95 % CI over the repeats where every point has at least 5 runs, else "
+            "the range of the runs (for a ratio its corners), named in the `interval` column. A claim phrased \"up "
+            "to\" or \"maximum\" takes the maximum over groups, \"average\" the mean, any other the median. "
+            f"Verdicts: **reproduced** when the interval overlaps [{BAND[0]}, {BAND[1]}] x the paper's value, "
+            "**exceeds** / **below** outside that band; **not comparable** when our measurement differs in kind from "
+            "the claim (the reason is given; our value is still shown); **STALE** when the code the set measured has "
+            "changed since (no verdict until it is rerun). Modeled values are in their own table with the model's "
+            "out-of-sample error and never give a verdict; analytic parameter counts do.", "",
             "Machines: " + "; ".join(machine_line(root, m) + (" (reference)" if m == ref else "") for m in used), "",
-            "## Verdicts", "", *verdict_table(rows), "", "## Noise probes", "",
-            "An SGEMM timed before and after each sweep: the spread within a probe and the drift of its median across "
-            "the sweep bound the differences a result set can resolve; the load per core (1-minute average) includes "
-            "the sweep's own processes.", "", *noise_lines(root, used), ""]
+            "## Result sets", "",
+            "Each set's commit(s), and whether the code it measured (its systems' packages, the op core and its "
+            "kernels, the data layer, the harness loop; docstrings and comments excluded) is still the code here.", "",
+            *sets_table([st for m in sorted(set_states) for st in set_states[m]]), "",
+            "## Verdicts", "", *verdict_table(rows), "",
+            "## Modeled values (no verdict)", "", *modeled_table(rows, root), "",
+            "## Noise probes", "",
+            "An SGEMM timed at the runs' thread count before the first run, between rounds of repeats and after the "
+            "last: the spread within a probe and the drift of its median across the sweep bound the differences a "
+            "result set can resolve; the load per core (1-minute average) includes the sweep's own processes.", "",
+            *noise_lines(root, used), ""]
     blocks: dict[str, list[str]] = {}
-    tables = {m: measured_tables(root, m) for m in {*used, *([ref] if ref else [])}}
+    tables = {m: measured_tables(root, m, {st.name: st for st in set_states[m]}) for m in set_states}
     for m in used:
         for name, lines in tables[m].items():
             text += [f"## {name} on {m}", "", *lines, ""]
     text += ["## Every group's value", "", *group_lines(rows, doc), ""]
     if ref:
-        ref_rows = rows if machines is None and used == [ref] else claim_rows(doc, root, [ref])
-        blocks["claims"] = [f"Reference set: {machine_line(root, ref)}.", "", *verdict_table(ref_rows, False)]
+        ref_rows = rows if machines is None and used == [ref] else claim_rows(doc, root, [ref], states)
+        blocks["claims"] = [f"Reference set: {machine_line(root, ref)}.", "", *verdict_table(ref_rows, False), "",
+                            "Modeled values (never a verdict), with each model's out-of-sample error:", "",
+                            *modeled_table(ref_rows, root)]
+        blocks["sets"] = sets_table(set_states[ref])
+        blocks["noise"] = noise_lines(root, [ref])
         blocks.update(tables[ref])
     return "\n".join(text), blocks, rows
+
+
+def check_reference(root: str | Path = ".") -> list[SetState]:
+    """The committed reference sets that no longer describe the code (STALE) or are missing: empty when all hold."""
+    root = Path(root)
+    ref = reference_machine(root / "results")
+    if ref is None:
+        raise ValueError(f"{root / 'results'} names no reference machine (results/REFERENCE_MACHINE)")
+    states = States(root)
+    return [st for st in (states(name, ref) for name in REFERENCE_SETS) if st.is_stale or st.missing]
 
 
 def update_readme(readme: Path, blocks: dict[str, list[str]]) -> bool:
@@ -148,7 +233,7 @@ def build_report(root: str | Path = ".", claims: str | Path = "reproduce/analysi
     out = Path(out) if out else root / "results" / "REPORT.md"
     out.write_text(text)
     csv = out.with_name("claims.csv")
-    pd.DataFrame([{k: v for k, v in r.items() if k not in ("groups", "modeled")} |
+    pd.DataFrame([{k: v for k, v in r.items() if k not in ("groups", "modeled", "modeled_spec")} |
                   {"modeled": "; ".join(f"{v:.6g} ({label})" for label, v in r["modeled"])} for r in rows]
                  ).to_csv(csv, index=False)
     paths = [out, csv]

@@ -329,11 +329,22 @@ def run(results: Path, out: Path, figures: Path, calibration: Path | None = None
     proj = project(cal, [(f"{measured.name} (measured workload)", measured),
                          (f"meta-2022, {len(meta.tables)} tables (not measured)", meta)], p["batch_size"], options)
     proj.to_csv(out / "projection.csv", index=False)
+    write_fit_meta(out, results)
     from reproduce.analysis.plots.scale import draw_scale
 
     paths = draw_scale(val, proj, cal, figures)
     return {"calibration": out / "calibration.json", "validation": out / "validation.csv",
             "projection": out / "projection.csv", **{p.stem + p.suffix: p for p in paths}}
+
+
+def write_fit_meta(out: Path, results: Path) -> Path:
+    """fit.json: the commit, the model's code fingerprint and the sc24 records (with their code digests) the fit
+    read, so a report can tell when the fit no longer describes the code or the records (analysis/freshness.py)."""
+    from reproduce.analysis.freshness import fit_inputs, scale_model_fingerprint
+    from reproduce.harness.records import code_dirty, git_sha, write_json
+
+    return write_json(out / "fit.json", {"git_sha": git_sha(), "git_dirty": code_dirty(),
+                                         "code": scale_model_fingerprint(), "inputs": fit_inputs(results)})
 
 
 def main(argv: list[str] | None = None) -> int:

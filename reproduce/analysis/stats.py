@@ -1,6 +1,8 @@
-"""Bootstrap confidence intervals over repeats: of a median, of a ratio of two medians (the repeats of each side
-resampled independently), and of an aggregate (median / max / mean) of such ratios over groups. Seeded, so the same
-records always give the same report."""
+"""Intervals over repeats: of a median, of a ratio of two medians, and of an aggregate (median / max / mean) of such
+ratios over groups. From MIN_CI_RUNS (5) runs per side on, a bootstrap 95 % confidence interval (the repeats of each
+side resampled independently; seeded, so the same records always give the same report); with fewer runs a bootstrap
+says little, so the interval is the plain range of the runs (for a ratio its corners: min / max and max / min) and is
+called "range of n runs", never a CI (``interval_name``)."""
 from __future__ import annotations
 
 from typing import Callable, Sequence
@@ -11,6 +13,14 @@ import pandas as pd
 RESAMPLES = 4000
 LEVEL = 0.95
 SEED = 0
+MIN_CI_RUNS = 5  # fewer runs per side: the range of the runs, not a bootstrap CI
+
+
+def interval_name(runs: int) -> str:
+    """What an interval over ``runs`` runs per side is: "95 % CI" from MIN_CI_RUNS on, else "range of n runs"."""
+    if runs >= MIN_CI_RUNS:
+        return "bootstrap 95 % CI"
+    return "one run: no interval" if runs <= 1 else f"range of {runs} runs"
 
 AGGREGATES: dict[str, Callable[..., np.ndarray]] = {"median": np.median, "max": np.max, "mean": np.mean,
                                                     "min": np.min}
@@ -29,10 +39,12 @@ def _interval(draws: np.ndarray) -> tuple[float, float]:
 
 
 def median_ci(x: Sequence[float], seed: int = SEED) -> tuple[float, float, float]:
-    """Median of ``x`` and its bootstrap 95 % interval (a single value: the interval is that value)."""
+    """Median of ``x`` and its interval: the bootstrap 95 % CI from MIN_CI_RUNS values on, else min and max."""
     x = np.asarray([v for v in x if v == v], dtype=float)
     if len(x) == 0:
         return float("nan"), float("nan"), float("nan")
+    if len(x) < MIN_CI_RUNS:
+        return float(np.median(x)), float(x.min()), float(x.max())
     rng = np.random.default_rng(seed)
     return float(np.median(x)), *_interval(_resampled_medians(x, rng, RESAMPLES))
 
@@ -43,12 +55,20 @@ def ratio_draws(num: Sequence[float], den: Sequence[float], rng: np.random.Gener
     return _resampled_medians(num, rng, n) / _resampled_medians(den, rng, n)
 
 
+def ratio_range(num: Sequence[float], den: Sequence[float]) -> tuple[float, float]:
+    """The corners of a ratio's range: min(num) / max(den), max(num) / min(den)."""
+    return float(min(num) / max(den)), float(max(num) / min(den))
+
+
 def ratio_ci(num: Sequence[float], den: Sequence[float], seed: int = SEED) -> tuple[float, float, float]:
-    """median(num) / median(den) and its bootstrap 95 % interval."""
+    """median(num) / median(den) and its interval: the bootstrap 95 % CI from MIN_CI_RUNS runs per side on, else the
+    corners of the range."""
     num = [v for v in num if v == v]
     den = [v for v in den if v == v]
     if not num or not den:
         return float("nan"), float("nan"), float("nan")
+    if min(len(num), len(den)) < MIN_CI_RUNS:
+        return float(np.median(num) / np.median(den)), *ratio_range(num, den)
     rng = np.random.default_rng(seed)
     return float(np.median(num) / np.median(den)), *_interval(ratio_draws(num, den, rng))
 
@@ -57,8 +77,9 @@ def aggregate_ci(groups: Sequence[tuple[Sequence[float], Sequence[float], float]
                  transform: Callable[[np.ndarray], np.ndarray] = lambda r: r,
                  seed: int = SEED) -> tuple[float, float, float, list[float]]:
     """An aggregate (``how``: median, max, mean) over groups ``(num, den, power)`` of
-    ``transform((median(num) / median(den)) ** power)``, its bootstrap 95 % interval (every group's repeats
-    resampled in each draw), and the per-group values."""
+    ``transform((median(num) / median(den)) ** power)``, its interval, and the per-group values. The interval is the
+    bootstrap 95 % CI (every group's repeats resampled in each draw) when every group has MIN_CI_RUNS runs per side;
+    otherwise the aggregate of the groups' range corners (each aggregate is monotone in every group's value)."""
     if how not in AGGREGATES:
         raise ValueError(f"aggregate must be one of {sorted(AGGREGATES)}, got {how!r}")
     agg = AGGREGATES[how]
@@ -66,6 +87,10 @@ def aggregate_ci(groups: Sequence[tuple[Sequence[float], Sequence[float], float]
         return float("nan"), float("nan"), float("nan"), []
     rng = np.random.default_rng(seed)
     values = [float(transform(np.asarray((np.median(n) / np.median(d)) ** p))) for n, d, p in groups]
+    if min(min(len(n), len(d)) for n, d, _ in groups) < MIN_CI_RUNS:
+        ends = [sorted(float(transform(np.asarray(c ** p))) for c in ratio_range(n, d)) for n, d, p in groups]
+        return (float(agg(np.asarray(values))), float(agg(np.asarray([e[0] for e in ends]))),
+                float(agg(np.asarray([e[1] for e in ends]))), values)
     draws = np.stack([transform(ratio_draws(n, d, rng) ** p) for n, d, p in groups])  # groups x resamples
     return float(agg(np.asarray(values))), *_interval(agg(draws, axis=0)), values
 

@@ -1,6 +1,9 @@
 """The measured tables of the report and the README, computed from one machine's runs (repeats.csv): every ratio
-is a ratio of medians over repeats with its bootstrap 95 % interval, every time a median with its interval. Nothing
-here is typed in: a table row exists only where its records do."""
+is a ratio of medians over repeats with its interval (stats.py: a bootstrap 95 % CI from 5 runs per side, else the
+range of the runs, and the table says which), every time a median with its interval. Under each table: what its
+intervals are, the repeat-to-repeat spread of the step time, which time ratios lie within the set's noise (†) and
+which rows ran more ranks x threads than the machine has cores (*). Nothing here is typed in: a table row exists only
+where its records do."""
 from __future__ import annotations
 
 import json
@@ -10,7 +13,11 @@ from pathlib import Path
 import pandas as pd
 
 from reproduce.analysis.claims import repeats_of
-from reproduce.analysis.stats import median_ci, ordered_pairs, predicted_vs_measured, ratio_ci, spearman_ci
+from reproduce.harness.noise import load_probes, noise_level
+from reproduce.analysis.stats import (interval_name, median_ci, ordered_pairs, predicted_vs_measured, ratio_ci,
+                                      spearman_ci)
+
+TIME_METRICS = ("total_ms", "cpu_ms")
 
 
 @dataclass(frozen=True)
@@ -38,35 +45,92 @@ def _cell(v: tuple[float, float, float], unit: str, runs: int) -> str:
     return f"{value:{digits}}{unit} [{lo:{digits}}, {hi:{digits}}]"
 
 
-def ratio_table(reps: pd.DataFrame, keys: list[tuple[str, str]], cols: list[Col]) -> list[str]:
-    """A markdown table: one row per setting of the ``keys`` (column, title) where any column has a value."""
+def ratio_table(reps: pd.DataFrame, keys: list[tuple[str, str]], cols: list[Col], noise: float | None = None
+                ) -> list[str]:
+    """A markdown table: one row per setting of the ``keys`` (column, title) where any column has a value, then its
+    notes (``table_notes``); a time ratio whose distance from 1 is within ``noise`` (the set's SGEMM spread) is
+    marked †."""
     ok = reps[reps["status"] == "ok"]
     names = [k for k, _ in keys]
     lines = ["| " + " | ".join([t for _, t in keys] + [c.title for c in cols]) + " |",
              "|" + "---|" * (len(keys) + len(cols))]
+    all_runs: list[int] = []
+    marks = {"noise": False, "over": False}
     for key, g in ok.groupby(names, sort=True):
         key = key if isinstance(key, tuple) else (key,)
         cells, runs = [], []
         for c in cols:
-            num = g[(g[c.by] == c.num)][c.metric].dropna().tolist()
+            num = _values(g, c.by, c.num, c.metric)
             if c.den is None:
                 v = median_ci([x / c.scale for x in num]) if num else (float("nan"),) * 3
                 runs.append(len(num))
             else:
-                den = g[(g[c.by] == c.den)][c.metric].dropna().tolist()
+                den = _values(g, c.by, c.den, c.metric)
                 v = ratio_ci(num, den) if num and den else (float("nan"),) * 3
                 if c.per is not None:
-                    pn = g[(g[c.by] == c.num)][c.per].dropna().tolist()
-                    pd_ = g[(g[c.by] == c.den)][c.per].dropna().tolist()
+                    pn, pd_ = _values(g, c.by, c.num, c.per), _values(g, c.by, c.den, c.per)
                     base = ratio_ci(pn, pd_)[0] if pn and pd_ else float("nan")
                     v = tuple(x / base if base else float("nan") for x in v)
                 runs.append(min(len(num), len(den)))
-            cells.append(_cell(v, c.unit, runs[-1]))
+            cell = _cell(v, c.unit, runs[-1])
+            if (noise and c.den is not None and c.per is None and c.metric in TIME_METRICS and v[0] == v[0]
+                    and abs(v[0] - 1) <= noise):
+                cell += " †"
+                marks["noise"] = True
+            cells.append(cell)
+            if v[0] == v[0]:
+                all_runs.append(runs[-1])
         if all(c == "–" for c in cells):
             continue
         fmt = [_key(n, k) for n, k in zip(names, key)]
+        if "world_size" in names and "oversubscribed" in g and g["oversubscribed"].fillna(False).astype(bool).any():
+            fmt[names.index("world_size")] += "*"
+            marks["over"] = True
         lines.append("| " + " | ".join(fmt + cells) + " |")
-    return lines
+    return lines + table_notes(ok, all_runs, noise, marks)
+
+
+def _values(g: pd.DataFrame, by: str, name: str, metric: str) -> list[float]:
+    """The ``metric`` of every run of ``name`` (none when the records predate the metric)."""
+    return g[g[by] == name][metric].dropna().tolist() if metric in g else []
+
+
+def table_notes(ok: pd.DataFrame, runs: list[int], noise: float | None, marks: dict[str, bool]) -> list[str]:
+    """What a reader needs under a measured table: the kind of its intervals, the repeat-to-repeat spread of the
+    step time (wall, and per-process CPU time where recorded), and the meaning of its marks."""
+    if not runs:
+        return []
+    lo, hi = min(runs), max(runs)
+    what = interval_name(lo) if lo == hi else f"{interval_name(lo)} to {interval_name(hi)}"
+    notes = [f"Intervals: {what} per point."]
+    spread = repeat_spread(ok)
+    if spread:
+        notes.append(spread)
+    if marks["noise"]:
+        notes.append(f"† within this set's noise: the time ratio differs from 1 by at most the SGEMM probe's spread "
+                     f"({noise:.0%}, at the runs' thread count, before, between and after the rounds of repeats).")
+    if marks["over"]:
+        notes.append("* ranks × threads exceed the machine's cores (oversubscribed): the ranks time each other's "
+                     "compute as much as their own.")
+    return ["", *(" ".join(notes),)]
+
+
+def repeat_spread(ok: pd.DataFrame) -> str:
+    """The median and largest repeat-to-repeat spread (max / min - 1 over a point's repeats) of the step time, in
+    wall time and, where the records have it, in per-process CPU time."""
+    parts = []
+    for col, name in (("total_ms", "wall time"), ("cpu_ms", "CPU time")):
+        if col not in ok or ok[col].isna().all():
+            continue
+        per = ok.dropna(subset=[col]).groupby("point_id")[col].agg(["min", "max", "count"])
+        per = per[per["count"] > 1]
+        if per.empty:
+            continue
+        sp = per["max"] / per["min"] - 1
+        parts.append(f"{name} median {sp.median():.0%}, max {sp.max():.0%}")
+    if not parts:
+        return ""
+    return "Repeat-to-repeat spread of the step time (max / min − 1 over a point's repeats): " + "; ".join(parts) + "."
 
 
 def _key(name: str, value) -> str:
@@ -78,6 +142,8 @@ def _key(name: str, value) -> str:
 
 
 SC24 = [Col("EL-Rec / EcoRec time", "elrec", den="ecorec"), Col("TT-Rec / EcoRec time", "ttrec", den="ecorec"),
+        Col("EL-Rec / EcoRec CPU time", "elrec", "cpu_ms", den="ecorec"),
+        Col("TT-Rec / EcoRec CPU time", "ttrec", "cpu_ms", den="ecorec"),
         Col("EcoRec / EL-Rec peak memory", "ecorec", "peak_rss_delta_bytes", "elrec", unit=""),
         Col("EcoRec / TT-Rec peak memory", "ecorec", "peak_rss_delta_bytes", "ttrec", unit="")]
 ABLATION = [Col("batch-wise (bwp) ms", "ablation: batch-wise pipeline (bwp)", unit=""),
@@ -99,32 +165,53 @@ RECSYS24 = [Col("table_row_wise / planner time", "table_row_wise", den="embark p
             Col("TorchRec step ms", "torchrec table-wise", unit="")]
 
 
-def measured_tables(root: Path, machine: str) -> dict[str, list[str]]:
-    """The named tables (markdown lines) that ``machine``'s records support."""
+# the result set each generated block reads (freshness.set_state names)
+BLOCK_SETS = {"sc24": "sc24", "sc24-ablation": "sc24", "sc24-table1": "sc24_table1", "recsys24": "recsys24",
+              "roofline": "bench", "tt-step": "bench", "prepare": "bench", "scale-model": "scale_model"}
+
+
+def set_noise(root: Path, experiment: str, machine: str) -> float | None:
+    level = noise_level(load_probes(Path(root) / "results" / experiment / machine))
+    return level["noise"] if level else None
+
+
+def measured_tables(root: Path, machine: str, states: dict | None = None) -> dict[str, list[str]]:
+    """The named tables (markdown lines) that ``machine``'s records support, each opened by the line that names
+    its result set, the commit(s) it was measured at and, when the code moved since, STALE (``states``: set name ->
+    freshness.SetState)."""
     out: dict[str, list[str]] = {}
     sc24 = repeats_of(root, "sc24", machine)
     if sc24 is not None:
+        noise = set_noise(root, "sc24", machine)
         main = sc24[~sc24["label"].astype(str).str.startswith("ablation")]
-        out["sc24"] = ratio_table(main, [("data", "dataset"), ("max_rows", "tables"), ("world_size", "ranks")], SC24)
+        out["sc24"] = ratio_table(main, [("data", "dataset"), ("max_rows", "tables"), ("world_size", "ranks")], SC24,
+                                  noise)
         eco = sc24[sc24["impl"] == "ecorec"]
         keys = ["data", "max_rows", "world_size"]
         ablated = eco[eco["label"].astype(str).str.startswith("ablation")][keys].drop_duplicates()
         out["sc24-ablation"] = ratio_table(eco.merge(ablated, on=keys),
                                            [("data", "dataset"), ("max_rows", "tables"), ("world_size", "ranks")],
-                                           ABLATION)
+                                           ABLATION, noise)
     t1 = repeats_of(root, "sc24_table1", machine)
     if t1 is not None:
-        out["sc24-table1"] = ratio_table(t1, [("data", "ids"), ("batch_size", "batch")], TABLE1)
+        out["sc24-table1"] = ratio_table(t1, [("data", "ids"), ("batch_size", "batch")], TABLE1,
+                                         set_noise(root, "sc24_table1", machine))
     rs = repeats_of(root, "recsys24", machine)
     if rs is not None:
-        out["recsys24"] = ratio_table(rs, [("data", "workload"), ("world_size", "ranks")], RECSYS24) + \
-            spearman(root, machine)
+        out["recsys24"] = ratio_table(rs, [("data", "workload"), ("world_size", "ranks")], RECSYS24,
+                                      set_noise(root, "recsys24", machine)) + spearman(root, machine)
     for name, lines in (("roofline", roofline(root, machine)), ("tt-step", tt_step(root, machine)),
+                        ("prepare", prepare_rates(root, machine)),
                         ("scale-model", scale_model(root, machine)),
-                        ("recsys24-model", recsys24_model(root)), ("durations", durations(root, machine))):
+                        ("recsys24-model", recsys24_model(root)), ("durations", durations(root, machine, states))):
         if lines:
             out[name] = lines
-    return {k: v for k, v in out.items() if len(v) > 2}
+    out = {k: v for k, v in out.items() if len(v) > 2}
+    for name, lines in out.items():
+        st = (states or {}).get(BLOCK_SETS.get(name, ""))
+        if st is not None:
+            out[name] = [f"Set `results/{st.name}/{machine}`: {st.line()}.", "", *lines]
+    return out
 
 
 def spearman(root: Path, machine: str) -> list[str]:
@@ -176,17 +263,20 @@ def recsys24_model(root: Path) -> list[str]:
     return lines
 
 
-def durations(root: Path, machine: str) -> list[str]:
-    """Wall time of each experiment's runs on the machine (the sum of its runs' processes)."""
-    lines = ["| experiment | runs | repeats per point | wall time of the runs |", "|---|---|---|---|"]
-    for exp in ("sc24", "recsys24", "sc24_table1", "table_size", "accuracy"):
+def durations(root: Path, machine: str, states: dict | None = None) -> list[str]:
+    """Wall time of each experiment's runs on the machine (the sum of its runs' processes), and the commit(s) they
+    ran at."""
+    lines = ["| experiment | runs | repeats per point | wall time of the runs | measured at |", "|---|---|---|---|---|"]
+    for exp in ("sc24", "recsys24", "sc24_table1", "table_size", "accuracy", "accuracy_real", "train_defaults"):
         reps = repeats_of(root, exp, machine)
         if reps is None or "wall_s" not in reps or reps["wall_s"].isna().all():
             continue
         per = reps.groupby("point_id")["repeat"].nunique()
         n = f"{per.min()}" if per.min() == per.max() else f"{per.min()}-{per.max()}"
         s = int(reps["wall_s"].sum())
-        lines.append(f"| {exp} | {len(reps)} | {n} | {s // 60} min {s % 60:02d} s |")
+        st = (states or {}).get(exp)
+        at = "–" if st is None else st.commit_label() + (" (STALE)" if st.is_stale else "")
+        lines.append(f"| {exp} | {len(reps)} | {n} | {s // 60} min {s % 60:02d} s | {at} |")
     return lines
 
 
@@ -205,6 +295,21 @@ def roofline(root: Path, machine: str) -> list[str]:
     for name, e in table.items():
         lines.append(f"| {name} | {e['GFLOP/s']:.1f} | {e['of SGEMM']:.2f} ({e['of SGEMM min']:.2f}-"
                      f"{e['of SGEMM max']:.2f}, {e['rounds']} rounds) |")
+    return lines
+
+
+def prepare_rates(root: Path, machine: str) -> list[str]:
+    """`data prepare` throughput of `make bench` (benchmarks/test_prepare.py): raw MiB per second of wall time over
+    the whole two-pass prepare, median of its rounds."""
+    path = Path(root) / "results" / "bench" / machine / "benchmarks.json"
+    if not path.exists():
+        return []
+    rows = [b for b in json.loads(path.read_text())["benchmarks"] if "file_mib" in b.get("extra_info", {})]
+    lines = ["| format | rows | file MiB | median s | raw MiB/s |", "|---|---|---|---|---|"]
+    for b in rows:
+        e, med = b["extra_info"], b["stats"]["median"]
+        lines.append(f"| {e['format']} | {e['rows']:,} | {e['file_mib']:.1f} | {med:.2f} | {e['file_mib'] / med:.1f} "
+                     f"|")
     return lines
 
 

@@ -170,11 +170,27 @@ def plot(experiment, profile, machine, data, root, repeats) -> None:
                    "records, else the reference set)")
 @click.option("--readme/--no-readme", default=True, show_default=True,
               help="also rewrite README.md's generated blocks (only from the reference set)")
-def report(machines, readme) -> None:
-    """Write results/REPORT.md (every claim of reproduce/analysis/claims.toml: measured value with its interval, modeled
-    value, verdict) and results/claims.csv, and README.md's generated blocks."""
-    from reproduce.analysis.report import build_report
+@click.option("--check", is_flag=True,
+              help="write nothing; exit 1 when a committed reference set is STALE (the code it measured changed "
+                   "since) or missing - a release check")
+def report(machines, readme, check) -> None:
+    """Write results/REPORT.md (the result sets with their commits and STALE marks; every claim of
+    reproduce/analysis/claims.toml: measured value with its interval and verdict; modeled values apart) and
+    results/claims.csv, and README.md's generated blocks."""
+    from reproduce.analysis.report import build_report, check_reference
 
+    if check:
+        try:
+            bad = check_reference()
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+        for st in bad:
+            console.print(f"[red]{st.name}[/] ({st.machine}, {st.commit_label()}): {escape(st.state())}")
+        if bad:
+            console.print(f"{len(bad)} reference set(s) do not describe this code: rerun them (README: Reproducing)")
+            sys.exit(1)
+        console.print("every reference set describes this code")
+        return
     try:
         for path in build_report(machines=list(machines), readme=readme):
             console.print(f"report: {path}")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("impls", "reproduce")
+PACKAGES = ("impls", "reproduce", "benchmarks")
 # the harness modules that take part in a measurement (build the step, time it, combine the ranks' times, read
 # memory, launch the ranks); the rest of the harness (records, config, machine, sweeps, ...) only files results.
 # tests/reproduce/test_code_fingerprint.py makes every harness module the worker reaches appear in one list.
@@ -22,7 +22,7 @@ MEASURING = ("reproduce.harness.worker", "reproduce.harness.training", "reproduc
              "reproduce.harness.memory", "reproduce.harness.torchrun")
 BOOKKEEPING = ("reproduce.harness.records", "reproduce.harness.config", "reproduce.harness.machine",
                "reproduce.harness.lifeline", "reproduce.harness.fault", "reproduce.harness.code",
-               "reproduce.harness")
+               "reproduce.harness", "reproduce")
 # where a point's measured code starts besides its system's module
 DATA_ROOTS = ("impls.data.sources", "impls.data.loader", "impls.model.train")
 SHARDED_ROOTS = ("impls.sharding.build",)
@@ -73,10 +73,11 @@ def _parents(name: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(1, len(parts))]
 
 
-def closure(roots: tuple[str, ...], root: Path = ROOT, follow_harness: tuple[str, ...] = MEASURING) -> list[str]:
+def closure(roots: tuple[str, ...], root: Path = ROOT, follow: tuple[str, ...] = MEASURING,
+            exclude: tuple[str, ...] = ()) -> list[str]:
     """The project modules ``roots`` import, directly or not, with their packages' ``__init__``: every module under
-    impls, and of the harness only ``follow_harness`` (the measuring modules; bookkeeping modules are not code a
-    measurement depends on)."""
+    impls except those under an ``exclude`` prefix, and under reproduce only ``follow`` (by default the measuring
+    modules of the harness: bookkeeping modules are not code a measurement depends on)."""
     mods = modules(root)
     seen: set[str] = set()
     todo = [r for r in roots if r in mods]
@@ -86,7 +87,8 @@ def closure(roots: tuple[str, ...], root: Path = ROOT, follow_harness: tuple[str
             continue
         seen.add(m)
         for dep in [*imports_of(mods[m], root), *_parents(m)]:
-            if dep in mods and dep not in seen and (dep.startswith("impls") or dep in follow_harness):
+            if dep in mods and dep not in seen and (dep.startswith("impls") or dep in follow) and not any(
+                    dep == x or dep.startswith(x + ".") for x in exclude):
                 todo.append(dep)
     return sorted(seen)
 
@@ -143,17 +145,21 @@ def native_files(device: str, root: Path = ROOT) -> list[Path]:
     return sorted(f for f in files if f.is_file())
 
 
-def measured_roots(impl_module: str, world_size: int = 1) -> tuple[str, ...]:
-    """Where a point's measured code starts: its system's module, the data source, loader and training step, the
-    sharding layer over ranks, and the harness loop."""
-    return (impl_module, *DATA_ROOTS, *(SHARDED_ROOTS if world_size > 1 else ()), *MEASURING)
+def measured_modules(impl_module: str, world_size: int = 1, root: Path = ROOT) -> list[str]:
+    """The modules a point's measurement runs: what its system's module, the data source, loader and training step
+    (and over ranks the sharding layer) import, and the harness loop with what it imports - the sharding layer
+    only over ranks (one process never enters it, though the worker can)."""
+    system = closure((impl_module, *DATA_ROOTS, *(SHARDED_ROOTS if world_size > 1 else ())), root)
+    loop = closure(MEASURING, root, exclude=() if world_size > 1 else ("impls.sharding",))
+    return sorted(set(system) | set(loop))
 
 
-def fingerprint_of(roots: tuple[str, ...], device: str = "cpu", root: Path = ROOT) -> dict[str, Any]:
-    """``{"digest": ..., "files": {path: hash}}`` of the modules ``roots`` reach (and the native kernels when the
-    op core is among them)."""
+def fingerprint_of(roots: tuple[str, ...], device: str = "cpu", root: Path = ROOT,
+                   follow: tuple[str, ...] = MEASURING, names: list[str] | None = None) -> dict[str, Any]:
+    """``{"digest": ..., "files": {path: hash}}`` of the modules ``roots`` reach (``closure``; or the modules
+    ``names``), and the native kernels when the op core is among them."""
     mods = modules(root)
-    names = closure(roots, root)
+    names = closure(roots, root, follow) if names is None else names
     paths = [mods[m] for m in names]
     if NATIVE_MODULE in names:
         paths += native_files(device, root)
@@ -184,8 +190,8 @@ def registry_table(root: Path = ROOT) -> dict[str, str]:
 
 def point_fingerprint(point: dict[str, Any], root: Path = ROOT) -> dict[str, Any]:
     """The fingerprint of the code a run point (a record's ``point``) measures."""
-    roots = measured_roots(impl_module(point["impl"]), int(point.get("world_size", 1)))
-    return fingerprint_of(roots, str(point.get("device", "cpu")), root)
+    names = measured_modules(impl_module(point["impl"]), int(point.get("world_size", 1)), root)
+    return fingerprint_of((), str(point.get("device", "cpu")), root, names=names)
 
 
 def changed_files(then: dict[str, str], now: dict[str, str]) -> list[str]:

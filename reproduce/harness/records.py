@@ -120,6 +120,11 @@ def code_dirty() -> bool | None:
     return None if out is None else bool(out)
 
 
+def git_sha() -> str | None:
+    """The commit checked out here (None outside a git checkout)."""
+    return _git("rev-parse", "HEAD")
+
+
 def environment() -> dict[str, Any]:
     """Versions and hardware of this process (torch is imported here, never at CLI start-up): the machine's
     fingerprint and slug, git state, thread count."""
@@ -129,7 +134,7 @@ def environment() -> dict[str, Any]:
 
     fp = fingerprint()
     return {
-        "git_sha": _git("rev-parse", "HEAD"),
+        "git_sha": git_sha(),
         "git_dirty": code_dirty(),
         "python": fp["python"],
         "torch": fp["torch"],

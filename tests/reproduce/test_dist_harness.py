@@ -30,6 +30,19 @@ def test_two_ranks_train_like_one_process_over_the_global_batch(tmp_path):
     assert two["samples_per_s"] > 0 and two["work"]["nnz"] == one["work"]["nnz"]
 
 
+def test_ranks_agree_on_the_end_of_the_warm_up_and_the_timed_steps(tmp_path):
+    """Warm-up until settled and a time budget over ranks: every rank stops warming up at the same step and times
+    the same number of steps (else a collective would hang); the record says how many and by which rule."""
+    fields = {**SMALL, "warmup_max": 8, "time_budget_s": 0.3, "max_iters": 40}
+    rec = launch_point(RunPoint(impl="dense-torch", batch_size=32, world_size=2, threads=1, **fields), tmp_path)
+    assert rec["status"] == "ok", rec
+    loop = rec["loop"]
+    assert 1 <= loop["warmup_steps"] <= 8 and 3 <= loop["timed_steps"] <= 40
+    assert len(rec["iterations_ms"]["total"]) == loop["timed_steps"] and "time budget" not in loop["rule"]
+    assert "fill 0.3 s" in loop["rule"] and len(rec["iterations_ms"]["cpu"]) == loop["timed_steps"]
+    assert rec["occupancy"]["ranks_on_node"] == 2 and rec["code"]["digest"]
+
+
 def test_a_crashed_rank_fails_the_run_with_its_reason(tmp_path, monkeypatch):
     monkeypatch.setenv("DLRMBENCH_FAULT", "1:2")
     # a hang would end at the launcher's limit with "time limit ... exceeded" instead of the rank's reason

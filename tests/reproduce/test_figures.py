@@ -1,5 +1,7 @@
 """`make figures`: every experiment's figures, the scale model's and the EMBark model's are drawn from the
-committed reference set alone (no runs), each as PNG + PDF, each naming its machine and repeats."""
+committed reference set alone (no runs), each as PNG + PDF, each naming its machine, commit and repeats; every
+caption says whiskers exactly when the figure draws them (style.save refuses a figure whose caption does not match,
+so drawing every figure checks every caption); the paper's value is drawn only for claims called comparable."""
 from pathlib import Path
 
 import pandas as pd
@@ -23,15 +25,47 @@ def test_every_plot_of_every_experiment_draws_from_committed_records(path, tmp_p
         paths = draw([name], summary, tmp_path)
         assert paths, f"{path.stem}: plot {name} drew nothing from {summary}"
         assert {p.suffix for p in paths} == {".png", ".pdf"} and all(p.stat().st_size > 0 for p in paths)
-    caption = style.caption(pd.read_csv(summary))
-    assert caption.startswith(f"machine {REF}") and "per point" in caption
+    caption = style.caption(pd.read_csv(summary), whiskers=False)
+    assert caption.startswith(f"machine {REF}") and "per point" in caption and "commit" in caption
 
 
-def test_caption_says_machine_repeats_and_interval():
-    df = pd.DataFrame({"machine": ["box", "box"], "repeats": [3, 3]})
-    assert style.caption(df) == ("machine box; 3 repeats per point; bars: medians, whiskers: bootstrap 95 % CI over "
-                                 "repeats")
-    assert "no interval" in style.caption(pd.DataFrame({"machine": ["box"], "repeats": [1]}))
+def test_caption_says_machine_commit_repeats_and_interval():
+    df = pd.DataFrame({"machine": ["box", "box"], "repeats": [3, 3], "git_sha": ["abcdef0123", "abcdef0123"]})
+    assert style.caption(df, whiskers=True) == ("machine box; commit abcdef0; 3 repeats per point; medians, whiskers: "
+                                                "range of 3 runs")
+    five = df.assign(repeats=5)
+    assert style.caption(five, whiskers=True).endswith("whiskers: bootstrap 95 % CI")
+    assert style.caption(five, whiskers=False).endswith("no whiskers drawn")
+    assert "no interval" in style.caption(pd.DataFrame({"machine": ["box"], "repeats": [1]}), whiskers=True)
+
+
+def test_a_caption_that_does_not_match_the_figure_is_refused(tmp_path):
+    import matplotlib.pyplot as plt
+
+    df = pd.DataFrame({"machine": ["box"], "repeats": [5]})
+    fig, ax = plt.subplots()
+    ax.bar([0], [1.0])
+    fig.suptitle(style.caption(df, whiskers=True))
+    with pytest.raises(ValueError, match="promises whiskers it does not draw"):
+        style.save(fig, tmp_path, "bars")
+    fig, ax = plt.subplots()
+    ax.bar([0], [1.0])
+    ax.errorbar([0], [1.0], yerr=[[0.1], [0.2]], fmt="none")
+    fig.suptitle(style.caption(df, whiskers=False))
+    with pytest.raises(ValueError, match="does not explain whiskers it draws"):
+        style.save(fig, tmp_path, "bars")
+    fig.suptitle(style.caption(df, whiskers=True))
+    assert len(style.save(fig, tmp_path, "bars")) == 2
+
+
+def test_paper_lines_only_for_comparable_claims():
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    assert not style.paper_line(ax, "ecorec-vs-elrec", "3.1x")  # not comparable: no line
+    assert not ax.lines
+    assert style.paper_line(ax, "ttrec-compression", "117x") and ax.lines
+    plt.close(fig)
 
 
 def test_models_redraw_from_their_committed_csvs(tmp_path):

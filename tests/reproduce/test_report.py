@@ -11,6 +11,8 @@ import pytest
 from reproduce.analysis.claims import evaluate_claim, how
 from reproduce.harness.machine import reference_machine
 from reproduce.analysis.report import build_report, render, update_readme
+from reproduce.harness.code import point_fingerprint
+from reproduce.harness.records import Record, write_record
 
 ROOT = Path(__file__).resolve().parents[2]
 M = "test-box"
@@ -110,7 +112,8 @@ def test_machines_side_by_side(tmp_path):
         d.mkdir(parents=True)
         rows = _rows("a", 1, [slow, slow + 1, slow - 1]) + _rows("b", 1, [100.0, 101.0, 99.0])
         pd.DataFrame(rows).to_csv(d / "repeats.csv", index=False)
-        (d / "a1.r0.json").write_text("{}")
+        point = {"impl": "dense-torch", "world_size": 1}  # a record measured on this code: the set is fresh
+        write_record(d / "a1.r0.json", Record(point, "ok", point_id="a1", body={"code": point_fingerprint(point)}))
     (tmp_path / "results" / "REFERENCE_MACHINE").write_text("box-one\n")
     build_report(tmp_path, claims="claims.toml", machines=["box-one", "box-two"], readme=False)
     text = (tmp_path / "results" / "REPORT.md").read_text()

@@ -27,7 +27,8 @@ def measured(df: pd.DataFrame, out_dir: Path) -> list[Path]:
             style.whiskers(ax, ok, "data", y, f"{y}_lo", f"{y}_hi")
         g.set_axis_labels("workload (scaled)", {"total_ms": "embedding step (ms, median)"}.get(y, y))
         g.figure.suptitle(f"EMBark plans on {int(ok['world_size'].max())} gloo ranks (measured; "
-                          f"{style.hardware(ok)})\n{style.caption(ok)}", y=1.08, fontsize=9)
+                          f"{style.hardware(ok)})\n{style.caption(ok, whiskers=style.has_whiskers(g.figure))}",
+                          y=1.08, fontsize=9)
         style.footnote(df, g.figure)
         paths += style.save(g.figure, out_dir, stem)
     return paths + speedup(df, out_dir) + step_vs_shards(df, out_dir)
@@ -57,12 +58,12 @@ def speedup(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     for ax in g.axes.flat:
         ax.axhline(1.0, color="black", lw=0.8, ls="--")
         style.whiskers(ax, sp, "world", "speedup", "speedup_lo", "speedup_hi")
-        style.paper_line(ax, 1.5, "planner 1.5× on average (8-128 H100, end to end)")
-        style.paper_line(ax, 1.77, "1.77× maximum", x=0.55)
+        style.paper_line(ax, "embark-speedup-mean", "planner 1.5× on average (8-128 H100, end to end)")
+        style.paper_line(ax, "embark-speedup-max", "1.77× maximum", x=0.55)
         ax.tick_params(axis="x", labelrotation=20, labelsize=7)
     g.set_axis_labels("", "speedup over table_row_wise (×)")
     g.figure.suptitle(f"EMBark plans over table_row_wise (measured embedding step; {style.hardware(ok)})\n"
-                      f"{style.caption(ok)}", y=1.08, fontsize=9)
+                      f"{style.caption(ok, whiskers=True)}", y=1.08, fontsize=9)
     return style.save(g.figure, out_dir, "measured_speedup")
 
 
@@ -83,7 +84,7 @@ def step_vs_shards(df: pd.DataFrame, out_dir: Path) -> list[Path]:
         ax.set_xscale("log", base=2)
     g.set_axis_labels("shards in the plan", "embedding step (ms, median)")
     g.figure.suptitle(f"Step time vs shard count, {int(ok['world_size'].iloc[0])} gloo ranks (measured; "
-                      f"{style.hardware(ok)})\n{style.caption(ok)}", y=1.1, fontsize=9)
+                      f"{style.hardware(ok)})\n{style.caption(ok, whiskers=True)}", y=1.1, fontsize=9)
     style.footnote(df, g.figure)
     return style.save(g.figure, out_dir, "step_vs_shards")
 
@@ -110,7 +111,7 @@ def predicted(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     ax.set_xlabel("predicted embedding step (ms, cost model)")
     ax.set_ylabel("measured step (ms)")
     ax.set_title(f"Cost model vs measurement: Spearman ρ = {rho:.2f} [{lo:.2f}, {hi:.2f}] over {len(ok)} plans\n"
-                 f"{style.caption(ok)}", fontsize=8)
+                 f"{style.caption(ok, whiskers=False)}", fontsize=8)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     return style.save(fig, out_dir, "predicted_vs_measured")
 
@@ -122,7 +123,7 @@ def modeled(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     for ax in g.axes.flat:
         ax.axhline(1.0, color="black", lw=0.8, ls="--")
     for ax in g.axes.flat:
-        style.paper_line(ax, 1.5, "1.5× average, 1.77× max (end to end, measured on H100s)")
+        style.paper_line(ax, "embark-speedup-mean", "1.5× average, 1.77× max (end to end, measured on H100s)")
     g.figure.suptitle("EMBark planner over table_row_wise, embedding step (cost model, not measured)", y=1.04)
     paths = style.save(g.figure, out_dir, "modeled_speedup")
     if "planner_comm_share" in df:
@@ -155,9 +156,10 @@ def world(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     for y, stem, ylabel in (("total_ms", "world_step", "embedding step (ms, median)"),
                             ("comm share (%)", "world_comm_share", "blocked in communication (% of step)")):
         g = sns.relplot(data=ok, kind="line", x="world_size", y=y, hue="label", col="data", marker="o",
-                        height=3.0, aspect=1.3, facet_kws={"sharey": False})
+                        errorbar=None, height=3.0, aspect=1.3, facet_kws={"sharey": False})
         g.set_axis_labels("gloo ranks", ylabel)
-        g.figure.suptitle(f"EMBark plans over ranks (measured medians; {style.hardware(ok)})\n{style.caption(ok)}",
+        g.figure.suptitle(f"EMBark plans over ranks (measured medians; {style.hardware(ok)})\n"
+                          f"{style.caption(ok, whiskers=False)}",
                           y=1.08, fontsize=9)
         paths += style.save(g.figure, out_dir, stem)
     return paths

@@ -15,6 +15,9 @@ def setup() -> None:
 
 
 def save(fig: "plt.Figure", out_dir: Path, stem: str) -> list[Path]:
+    """PNG + PDF of ``fig``; a caption that promises whiskers the figure does not draw (or whiskers no caption
+    explains) is refused."""
+    check_caption(fig, stem)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{stem}.png", out_dir / f"{stem}.pdf"]
     fig.savefig(paths[0], dpi=150, bbox_inches="tight", metadata={"Software": None})
@@ -48,8 +51,19 @@ def totals(g, runs) -> dict:
             for lab, pid, t in zip(g["label"], g["point_id"], g["total_ms"])}
 
 
-def caption(df) -> str:
-    """Machine, repeats and what the whiskers are, for a figure of measured medians."""
+def commits(df) -> str:
+    """The commit(s) the figure's runs were measured at (from summary.csv's git_sha)."""
+    if "git_sha" not in df or df["git_sha"].dropna().empty:
+        return "commit unknown"
+    shas = list(dict.fromkeys(str(x)[:7] for x in df["git_sha"].dropna()))
+    return ("commit " if len(shas) == 1 else "commits ") + ", ".join(shas)
+
+
+def caption(df, *, whiskers: bool) -> str:
+    """Machine, commit, repeats and what the whiskers are, for a figure of measured medians; ``whiskers``: whether
+    the figure draws them (tests/reproduce/test_figure_captions.py holds every figure to it)."""
+    from reproduce.analysis.stats import interval_name
+
     machine = df["machine"].dropna().iloc[0] if "machine" in df and df["machine"].notna().any() else None
     reps = df["repeats"].dropna().astype(int) if "repeats" in df else None
     if reps is None or reps.empty:
@@ -57,9 +71,13 @@ def caption(df) -> str:
     else:
         n = ("1 run" if reps.max() == 1 else f"{reps.min()} repeats" if reps.min() == reps.max()
              else f"{reps.min()}-{reps.max()} repeats") + " per point"
-    ci = "bars: medians, whiskers: bootstrap 95 % CI over repeats" if reps is not None and len(reps) and \
-        reps.max() > 1 else "one run per point: no interval"
-    return f"machine {machine or '?'}; {n}; {ci}"
+    if not whiskers:
+        what = "medians over the repeats, no whiskers drawn"
+    elif reps is None or reps.empty or reps.max() <= 1:
+        what = "one run per point: no interval"
+    else:
+        what = f"medians, whiskers: {interval_name(int(reps.min()))}"
+    return f"machine {machine or '?'}; {commits(df)}; {n}; {what}"
 
 
 def whiskers_xy(ax, data, x: str, y: str, lo: str, hi: str) -> None:
@@ -92,11 +110,48 @@ def whiskers(ax, data, x: str, y: str, lo: str, hi: str, scale: float = 1.0) -> 
                             elinewidth=0.8, capsize=2)
 
 
-def paper_line(ax, value: float, text: str, x: float = 0.01) -> None:
-    """The paper's value as a reference line, labelled at ``x`` (a fraction of the axis width)."""
+def claim(claim_id: str) -> dict:
+    """A claim of reproduce/analysis/claims.toml by id."""
+    import tomllib
+
+    doc = tomllib.loads((Path(__file__).resolve().parents[1] / "claims.toml").read_text())
+    for c in doc["claim"]:
+        if c["id"] == claim_id:
+            return c
+    raise ValueError(f"no claim {claim_id!r} in claims.toml")
+
+
+def paper_line(ax, claim_id: str, text: str, x: float = 0.01) -> bool:
+    """The paper's value of a claim as a reference line, labelled at ``x`` (a fraction of the axis width), only
+    where the claim's verdict calls our measurement comparable (claims.toml); whether it was drawn."""
+    c = claim(claim_id)
+    if not c.get("comparable", False):
+        return False
+    value = c["paper_value"]
     ax.axhline(value, color="tab:red", lw=1.0, ls=":")
     ax.annotate(f"paper: {text}", xy=(x, value), xycoords=("axes fraction", "data"), color="tab:red",
                 fontsize=7, va="bottom")
+    return True
+
+
+def caption_text(fig) -> str:
+    """The figure's suptitle and axis titles."""
+    parts = [fig._suptitle.get_text()] if fig._suptitle is not None else []
+    return " ".join(parts + [ax.get_title() for ax in fig.axes])
+
+
+def check_caption(fig, stem: str) -> None:
+    promised, drawn = "whiskers:" in caption_text(fig), has_whiskers(fig)
+    if promised != drawn:
+        raise ValueError(f"figure {stem}: its caption {'promises' if promised else 'does not explain'} whiskers "
+                         f"it {'does not draw' if promised else 'draws'}")
+
+
+def has_whiskers(fig) -> bool:
+    """Whether any axis of ``fig`` draws error bars."""
+    from matplotlib.container import ErrorbarContainer
+
+    return any(isinstance(c, ErrorbarContainer) for ax in fig.axes for c in ax.containers)
 
 
 def hardware(df) -> str:

@@ -23,7 +23,7 @@ def table_size(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     order = [i for i in dict.fromkeys(df["impl"]) if i in set(ok["impl"])]
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
     for ax, col in zip(axes, ("step ms", "peak memory GiB", "parameters GiB")):
-        sns.lineplot(data=ok, x="rows", y=col, hue="impl", hue_order=order, marker="o", ax=ax)
+        sns.lineplot(data=ok, x="rows", y=col, hue="impl", hue_order=order, marker="o", errorbar=None, ax=ax)
         ax.set(xscale="log", yscale="log", xlabel="rows of the table")
         style.legend_on_last(ax, axes)
     refused = df[df["status"] == "oom"]
@@ -33,7 +33,7 @@ def table_size(df: pd.DataFrame, out_dir: Path) -> list[Path]:
         axes[1].annotate(f"{r['impl']} does not fit", (r["rows"], axes[1].get_ylim()[1]), fontsize=7, rotation=90,
                          va="top", ha="right", color="red")
     fig.suptitle(f"One table of 1e5…1e9 rows, dense vs TT (measured; {style.hardware(ok)}; red: refused, "
-                 f"parameters larger than the memory available)\n{style.caption(ok)}", y=1.05, fontsize=9)
+                 f"parameters larger than the memory available)\n{style.caption(ok, whiskers=style.has_whiskers(fig))}", y=1.05, fontsize=9)
     fig.subplots_adjust(wspace=0.3)
     style.footnote(df, fig)
     return style.save(fig, out_dir, "table_size")

@@ -44,13 +44,60 @@ def world_speedup(df: pd.DataFrame, out_dir: Path) -> list[Path]:
             if y == "speedup":
                 ax.axhline(1.0, color="black", lw=0.8, ls="--")
                 if base == "ttrec" and "ecorec" in set(ok["label"]):
-                    style.paper_line(ax, 6.82, "EcoRec over TT-Rec 6.82× (setting unpublished)")
+                    style.paper_line(ax, "ecorec-vs-ttrec", "EcoRec over TT-Rec 6.82× (setting unpublished)")
         g.set_titles(f"{', '.join(sorted(set(ok['data'])))}: " + "{col_name}, local batch {row_name}")
-        g.figure.suptitle(f"Training step over world size (measured; {style.hardware(ok)})\n{style.caption(ok)}",
+        g.figure.suptitle(f"Training step over world size (measured; {style.hardware(ok)})\n"
+                          f"{style.caption(ok, whiskers=True)}",
                           y=1.06, fontsize=9)
         style.footnote(df, g.figure)
         paths += style.save(g.figure, out_dir, stem)
-    return paths
+    return paths + world_step_parts(df, out_dir)
+
+
+def world_step_parts(df: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """What each world size's step is made of, per system: compute (the step less the busiest rank's time blocked in
+    communication and the update phase), exposed communication, and the update; with the per-process CPU time of
+    the step as a marker where recorded. A rank's compute at N ranks against 1 rank shows what the world size
+    costs besides the exchange (e.g. ranks sharing cores)."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    style.setup()
+    ok = _main(df)
+    if ok.empty:
+        return []
+    ok["comm"] = ok["comm_blocked_ms"].fillna(0.0) if "comm_blocked_ms" in ok else 0.0
+    ok["update"] = ok["update_ms"].fillna(0.0)
+    ok["compute"] = ok["total_ms"] - ok["comm"] - ok["update"]
+    labels, worlds = _order(ok), sorted(ok["world_size"].unique())
+    panels = list(dict.fromkeys(ok["tables"]))
+    fig, axes = plt.subplots(1, len(panels), figsize=(max(6.0, 1.6 * len(worlds) * len(labels) / 2) * len(panels),
+                                                      3.6), squeeze=False)
+    colors = dict(zip(labels, sns.color_palette("colorblind", len(labels))))
+    width = 0.8 / len(labels)
+    for ax, panel in zip(axes[0], panels):
+        part = ok[ok["tables"] == panel]
+        for i, lab in enumerate(labels):
+            rows = part[part["label"] == lab].set_index("world_size").reindex(worlds)
+            x = np.arange(len(worlds)) + (i - (len(labels) - 1) / 2) * width
+            ax.bar(x, rows["compute"], width, color=colors[lab], label=lab)
+            ax.bar(x, rows["comm"], width, bottom=rows["compute"], color=colors[lab], alpha=0.45, hatch="//")
+            ax.bar(x, rows["update"], width, bottom=rows["compute"] + rows["comm"], color="0.6")
+            if "cpu_ms" in rows and rows["cpu_ms"].notna().any():
+                ax.scatter(x, rows["cpu_ms"], marker="_", s=120, color="black", zorder=3)
+        ax.set_xticks(np.arange(len(worlds)), [str(w) for w in worlds])
+        ax.set_xlabel("ranks (world size)")
+        ax.set_ylabel("step (ms, median): compute | blocked in comm (hatched) | update")
+        ax.set_title(f"{', '.join(sorted(set(part['data'])))}: {panel}", fontsize=9)
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    over = ok[ok["oversubscribed"].fillna(False).astype(bool)]["world_size"].unique() if "oversubscribed" in ok \
+        else []
+    note = (f"; {', '.join(str(int(w)) for w in sorted(over))} ranks oversubscribe the cores" if len(over) else "")
+    fig.suptitle(f"What the step is made of over world size (measured; {style.hardware(ok)}; black tick: the "
+                 f"slowest rank's process CPU time per step{note})\n{style.caption(ok, whiskers=False)}", y=1.06,
+                 fontsize=9)
+    style.footnote(df, fig)
+    return style.save(fig, out_dir, "world_step_parts")
 
 
 def world_memory(df: pd.DataFrame, out_dir: Path) -> list[Path]:
@@ -68,7 +115,8 @@ def world_memory(df: pd.DataFrame, out_dir: Path) -> list[Path]:
                        "peak GiB per rank_hi")
     g.set_axis_labels("ranks (world size)", "peak RSS Δ of the largest rank (GiB)")
     g.set_titles("{col_name}, local batch {row_name}")
-    g.figure.suptitle(f"Memory per rank over world size (measured; {style.hardware(ok)})\n{style.caption(ok)}",
+    g.figure.suptitle(f"Memory per rank over world size (measured; {style.hardware(ok)})\n"
+                      f"{style.caption(ok, whiskers=True)}",
                       y=1.06, fontsize=9)
     style.footnote(df, g.figure)
     paths += style.save(g.figure, out_dir, "world_memory")
@@ -81,7 +129,7 @@ def world_memory(df: pd.DataFrame, out_dir: Path) -> list[Path]:
         g.set_axis_labels("ranks (world size)", "blocked in communication (% of step)")
         g.set_titles("{col_name}, local batch {row_name}")
         g.figure.suptitle(f"Exposed communication of the busiest rank (measured, median over repeats)\n"
-                          f"{style.caption(multi)}", y=1.06, fontsize=9)
+                          f"{style.caption(multi, whiskers=False)}", y=1.06, fontsize=9)
         paths += style.save(g.figure, out_dir, "world_comm_share")
     return paths
 
@@ -110,5 +158,5 @@ def pipeline_ablation(df: pd.DataFrame, out_dir: Path) -> list[Path]:
         style.whiskers(ax, both, "world_size", "total_ms", "total_ms_lo", "total_ms_hi")
     g.set_axis_labels("ranks (world size)", "step time (ms, median)")
     g.figure.suptitle(f"EcoRec embedding pipeline ablation (measured; {style.hardware(both)})\n"
-                      f"{style.caption(both)}", y=1.08, fontsize=9)
+                      f"{style.caption(both, whiskers=True)}", y=1.08, fontsize=9)
     return style.save(g.figure, out_dir, "pipeline_ablation")

@@ -1,0 +1,200 @@
+"""Does a result set still describe the code beside it? Each record keeps the commit it ran at and the fingerprint
+of the code its point measures (reproduce/harness/code.py); a set is STALE when any of its measurements was taken on
+code that has changed since (or before fingerprints existed), and a STALE set draws no verdict. Sets that are not
+run records carry their own fingerprint: `make bench`'s benchmarks.json (benchmarks/conftest.py) and the scale
+model's fit.json (its code, and the sc24 records it was fitted on)."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reproduce.harness import code
+from reproduce.harness.records import Status, records_in
+
+# the committed reference sets `dlrmbench report --check` holds to the code (results/<name>/<reference machine>/)
+RECORD_SETS = ("sc24", "sc24_table1", "table_size", "recsys24", "accuracy", "accuracy_real", "train_defaults")
+OTHER_SETS = ("bench", "scale_model")
+REFERENCE_SETS = RECORD_SETS + OTHER_SETS
+MEASURED = (Status.OK, Status.DIVERGED)  # records whose numbers a report shows
+
+
+@dataclass
+class SetState:
+    """One result set: the commits its measurements ran at (sha -> how many), whether any ran on uncommitted code,
+    and why it is STALE (empty: it describes today's code)."""
+
+    name: str
+    machine: str
+    commits: Counter = field(default_factory=Counter)
+    measured: int = 0
+    dirty: int = 0
+    stale: list[str] = field(default_factory=list)
+    missing: bool = False
+
+    @property
+    def is_stale(self) -> bool:
+        return bool(self.stale)
+
+    def commit_label(self) -> str:
+        """``abc1234`` or ``abc1234 (40 runs), def5678 (8 runs)``; ``+ uncommitted code`` when some ran dirty."""
+        if not self.commits:
+            return "unknown commit"
+        if len(self.commits) == 1:
+            label = _short(next(iter(self.commits)))
+        else:
+            label = ", ".join(f"{_short(sha)} ({n} runs)" for sha, n in self.commits.most_common())
+        return label + (f" + uncommitted code ({self.dirty} runs)" if self.dirty else "")
+
+    def state(self) -> str:
+        """``fresh`` or ``STALE: why``."""
+        if self.missing:
+            return "no records"
+        return "STALE: " + "; ".join(self.stale) if self.stale else "fresh"
+
+    def line(self) -> str:
+        """What a table or caption says of the set: its commit(s), and STALE with why."""
+        return f"measured at {self.commit_label()}" + ("" if not self.stale else f"; **{self.state()}**")
+
+
+def _short(sha: str | None) -> str:
+    return (sha or "unknown")[:7]
+
+
+def _changed(names: set[str], limit: int = 4) -> str:
+    shown = sorted(names)[:limit]
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(shown) + more
+
+
+@dataclass
+class _Current:
+    """Today's fingerprints, computed once per (system, sharded, device)."""
+
+    root: Path
+    cache: dict = field(default_factory=dict)
+
+    def of(self, point: dict[str, Any]) -> dict[str, Any] | None:
+        key = (point["impl"], int(point.get("world_size", 1)) > 1, str(point.get("device", "cpu")))
+        if key not in self.cache:
+            try:
+                self.cache[key] = code.point_fingerprint(point, self.root)
+            except ValueError:
+                self.cache[key] = None  # an implementation no longer registered
+        return self.cache[key]
+
+
+def record_set_state(out_dir: Path, name: str, machine: str, root: Path = code.ROOT,
+                     only: set[str] | None = None) -> SetState:
+    """The state of a folder of run records (only the file names in ``only``, when given)."""
+    st = SetState(name, machine)
+    if not Path(out_dir).is_dir() or not any(Path(out_dir).glob("*.json")):
+        st.missing = True
+        return st
+    now = _Current(Path(root))
+    unfingerprinted, changed, gone = 0, set(), set()
+    for rec in records_in(out_dir, only):
+        if rec.status not in MEASURED:
+            continue
+        st.measured += 1
+        env = rec.get("env") or {}
+        st.commits[env.get("git_sha")] += 1
+        st.dirty += bool(env.get("git_dirty")) and rec.schema >= 2  # before: results and docs counted too
+        then = rec.get("code")
+        current = now.of(rec.point)
+        if current is None:
+            gone.add(rec.point["impl"])
+        elif not then:
+            unfingerprinted += 1
+        elif then["digest"] != current["digest"]:
+            changed |= set(code.changed_files(then["files"], current["files"]))
+    if unfingerprinted:
+        st.stale.append(f"{unfingerprinted} of {st.measured} runs measured before code fingerprints")
+    if changed:
+        st.stale.append(f"code changed since: {_changed(changed)}")
+    if gone:
+        st.stale.append(f"implementation(s) no longer registered: {', '.join(sorted(gone))}")
+    return st
+
+
+def bench_fingerprint(root: Path = code.ROOT) -> dict[str, Any]:
+    """The code `make bench` measures: every benchmark module and what it imports."""
+    bench = tuple(m for m in code.modules(root) if m.startswith("benchmarks"))
+    return code.fingerprint_of(bench, "cpu", root, follow=bench)
+
+
+def bench_state(path: Path, machine: str, root: Path = code.ROOT) -> SetState:
+    st = SetState("bench", machine)
+    if not path.exists():
+        st.missing = True
+        return st
+    doc = json.loads(path.read_text())
+    info = doc.get("dlrmbench") or {}
+    st.measured = len(doc.get("benchmarks", []))
+    st.commits[info.get("git_sha") or (doc.get("commit_info") or {}).get("id")] = st.measured
+    st.dirty = st.measured if info.get("git_dirty") else 0
+    then = info.get("code")
+    if not then:
+        st.stale.append("measured before code fingerprints")
+    else:
+        now = bench_fingerprint(root)
+        if then["digest"] != now["digest"]:
+            st.stale.append(f"code changed since: {_changed(set(code.changed_files(then['files'], now['files'])))}")
+    return st
+
+
+SCALE_MODEL = ("reproduce.analysis.scale_model",)
+
+
+def scale_model_fingerprint(root: Path = code.ROOT) -> dict[str, Any]:
+    """The scale model's own code (its analysis modules and what they import)."""
+    analysis = tuple(m for m in code.modules(root) if m.startswith("reproduce.analysis"))
+    return code.fingerprint_of(SCALE_MODEL, "cpu", root, follow=analysis)
+
+
+def fit_inputs(results: Path) -> dict[str, str | None]:
+    """The sc24 records a fit reads, by file name, with their code digests."""
+    return {f.name: (json.loads(f.read_text()).get("code") or {}).get("digest")
+            for f in sorted(Path(results).glob("*.json"))}
+
+
+def scale_model_state(out: Path, sc24: Path, machine: str, root: Path = code.ROOT) -> SetState:
+    """The scale model's outputs in ``out``: STALE when its code changed, when the sc24 records it was fitted on
+    changed (refit), or when those records are STALE themselves."""
+    st = SetState("scale_model", machine)
+    meta = Path(out) / "fit.json"
+    if not Path(out).is_dir():
+        st.missing = True
+        return st
+    if not meta.exists():
+        st.stale.append("fitted before fit.json recorded its code and inputs")
+        return st
+    fit = json.loads(meta.read_text())
+    st.commits[fit.get("git_sha")] = 1
+    st.measured = len(fit.get("inputs", {}))
+    now = scale_model_fingerprint(root)
+    if fit["code"]["digest"] != now["digest"]:
+        st.stale.append(f"model code changed since: {_changed(set(code.changed_files(fit['code']['files'], now['files'])))}")
+    if fit.get("inputs") != fit_inputs(sc24):
+        st.stale.append("the sc24 records changed since the fit: refit (`python -m reproduce.analysis.scale_model`)")
+    inputs = record_set_state(sc24, "sc24", machine, root)
+    if inputs.is_stale:
+        st.stale.append("fitted on a STALE sc24 set")
+    return st
+
+
+def set_state(results: Path, name: str, machine: str, root: Path = code.ROOT) -> SetState:
+    """The state of results/<name>/<machine> (any record set, bench, or the scale model)."""
+    if name == "bench":
+        return bench_state(Path(results) / "bench" / machine / "benchmarks.json", machine, root)
+    if name == "scale_model":
+        return scale_model_state(Path(results) / "scale_model" / machine, Path(results) / "sc24" / machine,
+                                 machine, root)
+    return record_set_state(Path(results) / name / machine, name, machine, root)
+
+
+def reference_states(results: Path, machine: str, root: Path = code.ROOT) -> list[SetState]:
+    """Every committed reference set of ``machine``."""
+    return [set_state(results, name, machine, root) for name in REFERENCE_SETS]

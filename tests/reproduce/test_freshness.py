@@ -1,0 +1,140 @@
+"""Evidence that describes today's code: a record's code fingerprint ignores docstrings and comments but not code;
+`report --check` passes while every reference set was measured on the code here, fails after a code change in what
+a set measures (naming the file), not after a docstring edit; a STALE set gives no verdict."""
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from reproduce.analysis.claims import evaluate_claim
+from reproduce.analysis.freshness import (REFERENCE_SETS, RECORD_SETS, SetState, bench_fingerprint, fit_inputs,
+                                          scale_model_fingerprint)
+from reproduce.analysis.report import check_reference
+from reproduce.harness import code
+from reproduce.harness.records import Record, write_json, write_record
+
+ROOT = Path(__file__).resolve().parents[2]
+M = "test-box"
+
+
+def test_a_docstring_or_comment_edit_keeps_the_hash_a_code_edit_changes_it(tmp_path):
+    py = tmp_path / "m.py"
+    py.write_text('"""Module."""\n\ndef f(x):\n    """Double."""\n    return 2 * x  # twice\n')
+    h = code.file_hash(py)
+    py.write_text('"""Module, reworded."""\n\n\ndef f(x):\n    """Twice x."""\n    # a comment\n    return 2 * x\n')
+    assert code.file_hash(py) == h
+    py.write_text('"""Module."""\n\ndef f(x):\n    """Double."""\n    return 3 * x\n')
+    assert code.file_hash(py) != h
+    cpp = tmp_path / "k.cpp"
+    cpp.write_text('// kernel\nint f(int x) { /* twice */ return 2 * x; }\nconst char* s = "a // b";\n')
+    h = code.file_hash(cpp)
+    cpp.write_text('/* the kernel */\nint f(int x) {\n  return 2 * x;  // twice\n}\nconst char* s = "a // b";\n')
+    assert code.file_hash(cpp) == h
+    cpp.write_text('int f(int x) { return 2 * x; }\nconst char* s = "a // c";\n')  # a string is code
+    assert code.file_hash(cpp) != h
+
+
+def test_a_point_measures_its_system_the_core_the_data_and_the_loop_not_other_systems():
+    files = code.point_fingerprint({"impl": "ecorec", "world_size": 2})["files"]
+    assert "impls/ecorec/collection.py" in files and "impls/core/ops.py" in files
+    assert "impls/core/csrc/cpu/tt_forward.cpp" in files and "impls/core/csrc/cuda/tt.cu" not in files
+    assert "impls/data/sources.py" in files and "impls/sharding/table_wise.py" in files
+    assert "reproduce/harness/training.py" in files and "reproduce/harness/worker.py" in files
+    assert not any(f.startswith(("impls/ttrec", "impls/elrec", "impls/embark")) for f in files)
+    assert "reproduce/harness/records.py" not in files  # bookkeeping, not measurement
+    single = code.point_fingerprint({"impl": "dense-torch"})["files"]
+    assert "impls/sharding/table_wise.py" not in single
+    gpu = code.point_fingerprint({"impl": "ecorec", "device": "cuda"})["files"]
+    assert "impls/core/csrc/cuda/tt.cu" in gpu
+
+
+def test_every_harness_module_the_worker_reaches_is_classified():
+    worker = code.closure(("reproduce.harness.worker",), follow=tuple(m for m in code.modules()
+                                                                      if m.startswith("reproduce")))
+    harness = {m for m in worker if m.startswith("reproduce")}
+    assert harness <= set(code.MEASURING) | set(code.BOOKKEEPING), sorted(harness - set(code.MEASURING)
+                                                                         - set(code.BOOKKEEPING))
+
+
+def _tree(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    ignore = shutil.ignore_patterns("__pycache__", "*.so", "*.o")
+    for pkg in ("impls", "reproduce", "benchmarks"):
+        shutil.copytree(ROOT / pkg, root / pkg, ignore=ignore)
+    code.modules.cache_clear()
+    return root
+
+
+def _fresh_sets(root: Path) -> None:
+    """One record per reference set measured on the code under ``root``, a fresh bench and scale-model fit."""
+    results = root / "results"
+    (results).mkdir(parents=True, exist_ok=True)
+    (results / "REFERENCE_MACHINE").write_text(M + "\n")
+    point = {"impl": "dense-torch", "data": "uniform", "batch_size": 8, "world_size": 1, "device": "cpu"}
+    for name in RECORD_SETS:
+        rec = Record(point, "ok", point_id="dense-torch__uniform__b8__0", body={
+            "env": {"git_sha": "f" * 40, "git_dirty": False}, "code": code.point_fingerprint(point, root)})
+        write_record(results / name / M / "dense-torch__uniform__b8__0.r0.json", rec)
+    write_json(results / "bench" / M / "benchmarks.json", {"benchmarks": [{}], "dlrmbench": {
+        "git_sha": "f" * 40, "git_dirty": False, "code": bench_fingerprint(root)}})
+    write_json(results / "scale_model" / M / "fit.json", {
+        "git_sha": "f" * 40, "code": scale_model_fingerprint(root), "inputs": fit_inputs(results / "sc24" / M)})
+
+
+def test_report_check_fails_after_a_code_change_not_after_a_docstring_edit(tmp_path):
+    root = _tree(tmp_path)
+    _fresh_sets(root)
+    assert check_reference(root) == []
+    bag = root / "impls" / "dense" / "torch_bag.py"
+    text = bag.read_text()
+    head, sep, rest = text.partition('"""')
+    bag.write_text(head + sep + "Reworded: " + rest)  # the module docstring
+    assert check_reference(root) == []
+    loop = root / "reproduce" / "harness" / "training.py"
+    loop.write_text(loop.read_text().replace("SETTLE = 0.10", "SETTLE = 0.20"))  # the harness loop's rule
+    stale = check_reference(root)
+    assert {st.name for st in stale} == set(REFERENCE_SETS) - {"bench"}  # every record set, and the fit on sc24
+    assert all("reproduce/harness/training.py" in st.state() for st in stale if st.name in RECORD_SETS)
+    scale = next(st for st in stale if st.name == "scale_model")
+    assert "fitted on a STALE sc24 set" in scale.state()
+
+
+def test_a_change_in_another_system_leaves_a_set_fresh_and_a_missing_set_fails(tmp_path):
+    root = _tree(tmp_path)
+    _fresh_sets(root)
+    tt = root / "impls" / "ttrec" / "collection.py"
+    tt.write_text(tt.read_text() + "\nUNUSED = 1\n")  # dense-torch does not import TT-Rec
+    assert check_reference(root) == []
+    shutil.rmtree(root / "results" / "accuracy" / M)
+    assert [st.name for st in check_reference(root)] == ["accuracy"]
+
+
+def test_a_record_without_a_fingerprint_is_stale(tmp_path):
+    root = _tree(tmp_path)
+    _fresh_sets(root)
+    rec = root / "results" / "table_size" / M / "dense-torch__uniform__b8__0.r0.json"
+    d = json.loads(rec.read_text())
+    del d["code"]
+    rec.write_text(json.dumps(d))
+    (stale,) = check_reference(root)
+    assert stale.name == "table_size" and "measured before code fingerprints" in stale.state()
+
+
+def test_a_stale_set_gives_no_verdict(tmp_path):
+    import pandas as pd
+
+    d = tmp_path / "results" / "e" / M
+    d.mkdir(parents=True)
+    rows = [{"point_id": f"{lab}", "repeat": k, "impl": lab, "label": lab, "data": "d", "world_size": 1,
+             "status": "ok", "total_ms": t} for lab, ts in (("a", (300, 310, 290)), ("b", (100, 101, 99)))
+            for k, t in enumerate(ts)]
+    pd.DataFrame(rows).to_csv(d / "repeats.csv", index=False)
+    c = {"id": "x", "paper": "P", "text": "t", "experiment": "e", "group": ["data", "world_size"], "kind": "ratio",
+         "metric": "total_ms", "numerator": "a", "denominator": "b", "comparable": True, "paper_value": 3.0}
+    fresh = SetState("e", M)
+    assert evaluate_claim(c, tmp_path, M, fresh)["verdict"] == "reproduced"
+    stale = SetState("e", M, stale=["code changed since: impls/x.py"])
+    r = evaluate_claim(c, tmp_path, M, stale)
+    assert r["verdict"] == "STALE: no verdict" and "impls/x.py" in r["why"] and r["value"] == pytest.approx(3.0)
+    assert r["interval"] == "range of 3 runs"
