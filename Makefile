@@ -26,7 +26,7 @@ help:
 	@echo "make bench           pytest-benchmark: dense baselines and the TT kernel roofline; lookup redundancy"
 	@echo "make reproduce-sc24-table1  the 1e8-row Table 1 / Fig 11 analogue"
 	@echo "make reproduce-recsys24  EMBark planner vs baselines on gloo ranks, and modeled at 8-128 GPUs"
-	@echo "make reproduce       both (cpu profile, 3 repeats; durations: README); PROFILE=paper LAUNCHER=slurm for a cluster"
+	@echo "make reproduce       both (cpu profile, 5 repeats; durations: README); PROFILE=paper LAUNCHER=slurm for a cluster"
 	@echo "make reproduce-table-size  one table of 1e5..1e9 rows, dense vs TT"
 	@echo "make figures         redraw every figure and results/REPORT.md from the committed records (no runs)"
 	@echo "make install         set up .venv and build the native ops only"
@@ -79,7 +79,7 @@ redundancy: install
 	$(VENV)/bin/dlrmbench redundancy --data criteo-kaggle --data criteo-terabyte-40m --data dcnv2-multihot \
 		--data sc24-f4 --data sc24-f4-ranked -b 2048 -b 8192 -b 32768
 
-# PROFILE: cpu (default; sc24 + recsys24, 3 repeats per point), cpu-full (every committed point) or paper
+# PROFILE: cpu (default; sc24 + recsys24, 5 repeats per point), cpu-full (every point, own result sets) or paper
 # (the papers' sizes on a GPU cluster: add LAUNCHER=slurm to get an sbatch script); ROOT: where results/ and
 # figures/ go
 # MACHINE: the result set's name (default: this machine's slug, e.g. amd-epyc-2c; required with LAUNCHER=slurm);

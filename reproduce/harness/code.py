@@ -16,10 +16,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("impls", "reproduce", "benchmarks")
 # the harness modules that take part in a measurement (build the step, time it, combine the ranks' times, read
-# memory, launch the ranks); the rest of the harness (records, config, machine, sweeps, ...) only files results.
+# memory, launch the ranks with their environment); the rest of the harness (records, config, machine, sweeps, ...) only files results.
 # tests/reproduce/test_code_fingerprint.py makes every harness module the worker reaches appear in one list.
 MEASURING = ("reproduce.harness.worker", "reproduce.harness.training", "reproduce.harness.rank",
-             "reproduce.harness.memory", "reproduce.harness.torchrun")
+             "reproduce.harness.memory", "reproduce.harness.torchrun", "reproduce.harness.launch")
 BOOKKEEPING = ("reproduce.harness.records", "reproduce.harness.config", "reproduce.harness.machine",
                "reproduce.harness.lifeline", "reproduce.harness.fault", "reproduce.harness.code",
                "reproduce.harness", "reproduce")

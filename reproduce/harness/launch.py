@@ -51,9 +51,8 @@ def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None,
         for old in [*rank_files(rec_path, "error").values(), *rank_files(rec_path, "step").values()]:
             old.unlink()
         worker = ["-m", "reproduce.harness.worker", "--point-json", json.dumps(point.to_dict()), "--out", str(rec_path)]
-        env = None
+        env = {**os.environ, **worker_env(point)}
         if point.world_size > 1:
-            env = {**os.environ, "OMP_NUM_THREADS": str(point.threads or 1)}
             cmd = [sys.executable, "-m", "reproduce.harness.torchrun", *torchrun_args(point), *worker]  # short grace
         else:
             cmd = [sys.executable, *worker]
@@ -65,6 +64,23 @@ def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None,
         return finish_point(point, rec_path, log, code, timeout_s, time.monotonic() - t0, repeat, oom)
     finally:
         lock.unlink(missing_ok=True)
+
+
+# glibc malloc held steady for the measured process: blocks up to 32 MiB (glibc's largest mmap threshold) come from
+# the heap instead of a fresh mmap each step, and freed memory is not trimmed back to the OS, so a step's
+# intermediates do not page-fault anew every step (measured: elrec, 1 rank, Criteo: about half the minor faults, and
+# a steadier step). The same for every system; the record keeps the settings (env.malloc).
+MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "68719476736",
+              "MALLOC_TOP_PAD_": "268435456"}
+
+
+def worker_env(point: RunPoint) -> dict[str, str]:
+    """The environment a run's processes get on top of the launcher's: the malloc settings, and over ranks one
+    OpenMP thread per rank unless the point says how many."""
+    env = dict(MALLOC_ENV)
+    if point.world_size > 1:
+        env["OMP_NUM_THREADS"] = str(point.threads or 1)
+    return env
 
 
 OOM_COUNTERS = (Path("/sys/fs/cgroup/memory.events"), Path("/sys/fs/cgroup/memory/memory.oom_control"))

@@ -100,12 +100,14 @@ def _bad(value: float, it: int, point, epoch: int | None = None) -> str:
 
 
 def settled(times: list[float], window: int = SETTLE_WINDOW, tol: float = SETTLE) -> bool:
-    """Whether the last ``window`` step times lie within ``tol`` (relative) of their median."""
-    if len(times) < window:
+    """Whether the step time has settled: the last ``window`` steps lie within ``tol`` (relative) of their median,
+    and that median is within ``tol`` / 2 of the median of the ``window`` steps before (a time still falling
+    step by step is not settled)."""
+    if len(times) < 2 * window:
         return False
-    last = sorted(times[-window:])
-    med = last[window // 2]
-    return med > 0 and (last[-1] - last[0]) / med <= tol
+    last, before = sorted(times[-window:]), sorted(times[-2 * window:-window])
+    med, prev = last[window // 2], before[window // 2]
+    return med > 0 and (last[-1] - last[0]) / med <= tol and abs(med - prev) / prev <= tol / 2
 
 
 def timed_steps(point, warm_ms: list[float]) -> int:
@@ -120,7 +122,8 @@ def timed_steps(point, warm_ms: list[float]) -> int:
 
 def loop_rule(point) -> str:
     warm = (f"at least {point.warmup} warm-up steps, then until {SETTLE_WINDOW} in a row lie within "
-            f"{SETTLE:.0%} of their median (at most {point.warmup_max})" if point.warmup_max > point.warmup
+            f"{SETTLE:.0%} of their median and that median within {SETTLE / 2:.0%} of the {SETTLE_WINDOW} before "
+            f"(at most {point.warmup_max})" if point.warmup_max > point.warmup
             else f"{point.warmup} warm-up steps")
     timed = (f"timed steps to fill {point.time_budget_s:g} s at the settled step time (at least {point.iters}, at "
              f"most {point.max_iters})" if point.time_budget_s else f"{point.iters} timed steps")

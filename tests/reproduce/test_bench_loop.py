@@ -29,10 +29,11 @@ class ScriptedClock:
         return torch.tensor(1.0), (t / 2, t / 2, 0.0, t, t)
 
 
-def test_settled_needs_three_steps_within_ten_percent():
+def test_settled_needs_three_steps_within_ten_percent_and_no_longer_falling():
     assert not settled([100.0, 50.0])
-    assert settled([300.0, 100.0, 104.0, 96.0])
-    assert not settled([100.0, 130.0, 100.0])
+    assert settled([300.0, 101.0, 99.0, 100.0, 104.0, 96.0])
+    assert not settled([9.0, 9.0, 9.0, 100.0, 130.0, 100.0])  # spread 30 %
+    assert not settled([160.0, 130.0, 120.0, 84.0, 80.0, 78.0])  # tight, but 20 % below the steps before
 
 
 def test_fixed_warmup_and_iters_without_the_options():
@@ -43,9 +44,9 @@ def test_fixed_warmup_and_iters_without_the_options():
 
 
 def test_warmup_runs_until_settled_then_the_budget_sets_the_timed_steps():
-    clock = ScriptedClock([900, 700, 400, 200, 100, 101, 99, 100])
+    clock = ScriptedClock([900, 700, 400, 200, 100, 101, 99, 100, 102, 98, 100])
     res = bench_loop(P(warmup_max=20, time_budget_s=2.0), None, [None], [], None, clock, None, 0)
-    assert res.loop["warmup_steps"] == 7 and res.loop["warmup_settled"]  # 100, 101, 99 settle it
+    assert res.loop["warmup_steps"] == 9 and res.loop["warmup_settled"]  # 99, 100, 102 after 200, 100, 101
     assert len(res.phases["total"]) == 20  # 2 s at the settled 100 ms
     assert timed_steps(P(time_budget_s=100.0), [100.0] * 3) == 50  # capped at max_iters
     assert timed_steps(P(time_budget_s=0.01), [100.0] * 3) == 3  # at least iters

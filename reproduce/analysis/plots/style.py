@@ -84,7 +84,9 @@ def whiskers_xy(ax, data, x: str, y: str, lo: str, hi: str) -> None:
     """Vertical error bars [lo, hi] at each point (x, y) of a scatter or line plot."""
     if lo not in data or hi not in data:
         return
-    ok = data[data[lo].notna() & data[hi].notna()]
+    ok = data[data[lo].notna() & data[hi].notna() & (data[lo] < data[hi])]  # one run: no interval to draw
+    if ok.empty:
+        return
     ax.errorbar(ok[x], ok[y], yerr=[ok[y] - ok[lo], ok[hi] - ok[y]], fmt="none", ecolor="0.3", elinewidth=0.8,
                 capsize=2, zorder=0)
 
@@ -104,7 +106,7 @@ def whiskers(ax, data, x: str, y: str, lo: str, hi: str, scale: float = 1.0) -> 
                 continue
             cat = min(ticks, key=lambda t: abs(t[0] - mid))[1]
             m = data[(data[x].astype(str) == cat) & np.isclose(data[y] / scale, h, rtol=1e-9, atol=0)]
-            if len(m) and m[lo].notna().iloc[0]:
+            if len(m) and m[lo].notna().iloc[0] and m[lo].iloc[0] < m[hi].iloc[0]:
                 low, high = m[lo].iloc[0] / scale, m[hi].iloc[0] / scale
                 ax.errorbar(mid, h, yerr=[[max(h - low, 0)], [max(high - h, 0)]], fmt="none", ecolor="black",
                             elinewidth=0.8, capsize=2)
