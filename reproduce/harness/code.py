@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("impls", "reproduce", "benchmarks")
 # the harness modules that take part in a measurement (build the step, time it, combine the ranks' times, read
 # memory, launch the ranks with their environment); the rest of the harness (records, config, machine, sweeps, ...) only files results.
-# tests/reproduce/test_code_fingerprint.py makes every harness module the worker reaches appear in one list.
+# tests/reproduce/test_freshness.py makes every harness module the worker reaches appear in one list.
 MEASURING = ("reproduce.harness.worker", "reproduce.harness.training", "reproduce.harness.rank",
              "reproduce.harness.memory", "reproduce.harness.torchrun", "reproduce.harness.launch")
 BOOKKEEPING = ("reproduce.harness.records", "reproduce.harness.config", "reproduce.harness.machine",

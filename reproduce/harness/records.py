@@ -144,7 +144,7 @@ def environment() -> dict[str, Any]:
         "cpu": fp["cpu"],
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
-        "malloc": {k: v for k, v in sorted(os.environ.items()) if k.startswith("MALLOC_")},
+        "malloc": {k: v for k, v in sorted(os.environ.items()) if k.startswith(("MALLOC_", "THP_"))},
         "hostname": platform.node(),
         "platform": platform.platform(),
         "machine": fp,
