@@ -66,21 +66,12 @@ def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None,
         lock.unlink(missing_ok=True)
 
 
-# Memory held steady for the measured process, the same for every system (the record keeps the settings: env.malloc):
-# - glibc malloc: blocks up to 32 MiB (glibc's largest mmap threshold) come from the heap instead of a fresh mmap
-#   each step, and freed memory is not trimmed back to the OS, so a step's intermediates do not page-fault anew
-#   every step (elrec, 1 rank, Criteo: about half the minor faults, and a steadier step);
-# - THP_MEM_ALLOC_ENABLE: PyTorch asks for transparent huge pages for its large allocations (a kernel with THP in
-#   `madvise` mode gives none otherwise), so random lookups into multi-GB tables do not depend on which pages a run
-#   happened to get (dense-fbgemm, 1 rank, Criteo: 10-15 ms per step over three processes without, 8.1-9.1 with).
-MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "68719476736",
-              "MALLOC_TOP_PAD_": "268435456", "THP_MEM_ALLOC_ENABLE": "1"}
-
-
 def worker_env(point: RunPoint) -> dict[str, str]:
-    """The environment a run's processes get on top of the launcher's: the memory settings, and over ranks one
-    OpenMP thread per rank unless the point says how many."""
-    env = dict(MALLOC_ENV)
+    """The environment a run's processes get on top of the launcher's: over ranks one OpenMP thread per rank unless
+    the point says how many. (Allocator settings - glibc's mmap / trim thresholds, PyTorch's THP_MEM_ALLOC_ENABLE -
+    were tried here and left out: on the shared reference VM they moved the systems' step times by different
+    amounts without narrowing the run-to-run spread; the record keeps whatever the caller set: env.malloc.)"""
+    env: dict[str, str] = {}
     if point.world_size > 1:
         env["OMP_NUM_THREADS"] = str(point.threads or 1)
     return env

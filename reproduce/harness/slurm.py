@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from reproduce.harness.config import Experiment, RunPoint
-from reproduce.harness.launch import RecordedElsewhere, finish_point, skip_unregistered, worker_env
+from reproduce.harness.launch import RecordedElsewhere, finish_point, skip_unregistered
 from reproduce.harness.records import log_path, record_path
 
 TIMEOUT_EXIT = 124  # coreutils `timeout`: the command ran past its limit
@@ -28,8 +28,7 @@ def _q(x: object) -> str:
 def point_command(point: RunPoint, rec: Path, port: int) -> list[str]:
     """What srun starts on each of the point's nodes (``$PY`` and ``$HEAD`` are the script's variables)."""
     worker = ["-m", "reproduce.harness.worker", "--point-json", _q(json.dumps(point.to_dict())), "--out", _q(rec)]
-    threads = [f"{k}={v}" for k, v in worker_env(point).items() if k != "OMP_NUM_THREADS"] + (
-        [f"OMP_NUM_THREADS={point.threads}"] if point.threads else [])
+    threads = [f"OMP_NUM_THREADS={point.threads}"] if point.threads else []
     if point.world_size == 1:
         return ["env", *threads, '"$PY"', *worker]
     rdzv = [f"--nnodes={point.nnodes}", f"--nproc-per-node={point.ranks_per_node}", "--rdzv-backend=c10d",
