@@ -111,7 +111,8 @@ def evaluate_claim(c: dict, root: Path, machine: str, state=None) -> dict[str, A
         return {**row, "machine": "analytic", "value": first, "lo": first, "hi": first,
                 "aggregate": "parameter counts", "groups": [((d,), v) for d, v in values.items()],
                 "interval": "exact", "verdict": f"{verdict} (analytic)",
-                "why": "; ".join(f"{d}: {v:.3g} vs {c['paper_values'][d]:g} ({verdicts[d]})" for d, v in values.items())}
+                "why": "; ".join(f"{d}: {v:.3g} vs {c['paper_values'][d]:g} ({verdicts[d]})"
+                                 for d, v in values.items())}
     reps = repeats_of(root, c["experiment"], machine)
     if reps is None:
         return {**row, "verdict": "not measured yet",

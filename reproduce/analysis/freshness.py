@@ -23,8 +23,9 @@ MEASURED = (Status.OK, Status.DIVERGED)  # records whose numbers a report shows
 
 @dataclass
 class SetState:
-    """One result set: the commits its measurements ran at (sha -> how many), whether any ran on uncommitted code,
-    and why it is STALE (empty: it describes today's code)."""
+    """One result set: the commits its measurements ran at (sha -> how many), how many measured code that differs
+    from their commit (uncommitted edits to what they measure), and why it is STALE (empty: it describes today's
+    code)."""
 
     name: str
     machine: str
@@ -101,8 +102,10 @@ def record_set_state(out_dir: Path, name: str, machine: str, root: Path = code.R
         st.measured += 1
         env = rec.get("env") or {}
         st.commits[env.get("git_sha")] += 1
-        st.dirty += bool(env.get("git_dirty")) and rec.schema >= 2  # before: results and docs counted too
         then = rec.get("code")
+        # dirty: the code this run measured differs from its commit (uncommitted edits elsewhere do not count)
+        st.dirty += bool(env.get("git_dirty")) and bool(then) and not code.committed(then["files"], env.get("git_sha"),
+                                                                                      root)
         current = now.of(rec.point)
         if current is None:
             gone.add(rec.point["impl"])
@@ -149,8 +152,9 @@ SCALE_MODEL = ("reproduce.analysis.scale_model",)
 
 
 def scale_model_fingerprint(root: Path = code.ROOT) -> dict[str, Any]:
-    """The scale model's own code (its analysis modules and what they import)."""
-    analysis = tuple(m for m in code.modules(root) if m.startswith("reproduce.analysis"))
+    """The scale model's own code (its analysis modules and what they import; not its figures, not this module)."""
+    analysis = tuple(m for m in code.modules(root) if m.startswith("reproduce.analysis")
+                     and not m.startswith(("reproduce.analysis.plots", "reproduce.analysis.freshness")))
     return code.fingerprint_of(SCALE_MODEL, "cpu", root, follow=analysis)
 
 
@@ -176,7 +180,8 @@ def scale_model_state(out: Path, sc24: Path, machine: str, root: Path = code.ROO
     st.measured = len(fit.get("inputs", {}))
     now = scale_model_fingerprint(root)
     if fit["code"]["digest"] != now["digest"]:
-        st.stale.append(f"model code changed since: {_changed(set(code.changed_files(fit['code']['files'], now['files'])))}")
+        changed = set(code.changed_files(fit["code"]["files"], now["files"]))
+        st.stale.append(f"model code changed since: {_changed(changed)}")
     if fit.get("inputs") != fit_inputs(sc24):
         st.stale.append("the sc24 records changed since the fit: refit (`python -m reproduce.analysis.scale_model`)")
     inputs = record_set_state(sc24, "sc24", machine, root)

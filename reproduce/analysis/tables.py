@@ -130,7 +130,8 @@ def repeat_spread(ok: pd.DataFrame) -> str:
         parts.append(f"{name} median {sp.median():.0%}, max {sp.max():.0%}")
     if not parts:
         return ""
-    return "Repeat-to-repeat spread of the step time (max / min − 1 over a point's repeats): " + "; ".join(parts) + "."
+    return ("Repeat-to-repeat spread of the step time (max / min − 1 over a point's repeats): " + "; ".join(parts)
+            + ".")
 
 
 def _key(name: str, value) -> str:

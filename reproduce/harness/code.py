@@ -16,7 +16,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("impls", "reproduce", "benchmarks")
 # the harness modules that take part in a measurement (build the step, time it, combine the ranks' times, read
-# memory, launch the ranks with their environment); the rest of the harness (records, config, machine, sweeps, ...) only files results.
+# memory, launch the ranks with their environment); the rest of the harness (records, config, machine, sweeps,
+# ...) only files results.
 # tests/reproduce/test_freshness.py makes every harness module the worker reaches appear in one list.
 MEASURING = ("reproduce.harness.worker", "reproduce.harness.training", "reproduce.harness.rank",
              "reproduce.harness.memory", "reproduce.harness.torchrun", "reproduce.harness.launch")
@@ -107,10 +108,10 @@ _C_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _C_STRING = re.compile(r'"(?:\\.|[^"\\])*"')
 
 
-def normalized(path: Path) -> bytes:
+def normalized(path: Path, text: str | None = None) -> bytes:
     """What a file does: a Python file's syntax tree without docstrings, a C++ / CUDA file without comments and with
-    whitespace collapsed (string literals kept as written)."""
-    text = path.read_text()
+    whitespace collapsed (string literals kept as written). ``text``: the file's content (default: read it)."""
+    text = path.read_text() if text is None else text
     if path.suffix == ".py":
         tree = _strip_docstrings(ast.parse(text, str(path)))
         return ast.dump(tree, annotate_fields=False, include_attributes=False).encode()
@@ -128,6 +129,28 @@ def normalized(path: Path) -> bytes:
 @lru_cache(maxsize=4096)
 def _file_hash(path: Path, mtime_ns: int, size: int) -> str:
     return hashlib.sha256(normalized(path)).hexdigest()[:16]
+
+
+@lru_cache(maxsize=8192)
+def file_hash_at(commit: str, rel: str, root: Path = ROOT) -> str | None:
+    """The hash ``file_hash`` gives ``rel`` as committed at ``commit`` (None: not in that commit, or no git)."""
+    import subprocess
+
+    try:
+        text = subprocess.run(["git", "show", f"{commit}:{rel}"], cwd=root, capture_output=True, text=True,
+                              check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    try:
+        return hashlib.sha256(normalized(root / rel, text)).hexdigest()[:16]
+    except SyntaxError:
+        return None
+
+
+def committed(files: dict[str, str], commit: str | None, root: Path = ROOT) -> bool:
+    """Whether every file of a fingerprint's file map is, in what it does, as committed at ``commit``: a run that
+    git called dirty measured committed code when its uncommitted edits were elsewhere."""
+    return bool(commit) and all(file_hash_at(commit, rel, root) == h for rel, h in files.items())
 
 
 def file_hash(path: Path) -> str:

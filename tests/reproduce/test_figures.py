@@ -16,17 +16,28 @@ EXPERIMENTS = sorted((ROOT / "reproduce" / "experiments").glob("*.toml"))
 REF = reference_machine(ROOT / "results")
 
 
+def committed_machine(path: Path) -> str:
+    """The machine whose committed set of an experiment the figures draw: the reference machine's, else (a set
+    not yet rerun there, marked STALE by the report) the machine that has one."""
+    exp = load_experiment(path, root=ROOT, machine=REF)
+    if (exp.out_dir / "summary.csv").exists():
+        return REF
+    have = sorted(d.name for d in exp.out_dir.parent.glob("*") if (d / "summary.csv").exists())
+    assert have, f"{exp.out_dir.parent} holds no committed set: run the experiment"
+    return have[0]
+
+
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.stem)
 def test_every_plot_of_every_experiment_draws_from_committed_records(path, tmp_path):
-    exp = load_experiment(path, root=ROOT, machine=REF)
+    machine = committed_machine(path)
+    exp = load_experiment(path, root=ROOT, machine=machine)
     summary = exp.out_dir / "summary.csv"
-    assert summary.exists(), f"{summary} is not committed: run the experiment"
     for name in exp.plots:
         paths = draw([name], summary, tmp_path)
         assert paths, f"{path.stem}: plot {name} drew nothing from {summary}"
         assert {p.suffix for p in paths} == {".png", ".pdf"} and all(p.stat().st_size > 0 for p in paths)
     caption = style.caption(pd.read_csv(summary), whiskers=False)
-    assert caption.startswith(f"machine {REF}") and "per point" in caption and "commit" in caption
+    assert caption.startswith(f"machine {machine}") and "per point" in caption and "commit" in caption
 
 
 def test_caption_says_machine_commit_repeats_and_interval():

@@ -26,7 +26,8 @@ def speedup(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     for ax in g.axes.flat:
         ax.axhline(1.0, color="black", lw=0.8, ls="--")
         style.whiskers(ax, ok, "batch_size", "speedup", "speedup_lo", "speedup_hi")
-    g.figure.suptitle(f"Training-step speedup (measured; {style.hardware(ok)})\n{style.caption(ok, whiskers=True)}", y=1.08,
+    g.figure.suptitle(f"Training-step speedup (measured; {style.hardware(ok)})\n"
+                      f"{style.caption(ok, whiskers=True)}", y=1.08,
                       fontsize=9)
     style.footnote(df, g.figure)
     return style.save(g.figure, out_dir, "speedup")
@@ -89,6 +90,7 @@ def datasets(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     n = int(sp["world_size"].iloc[0])
     g.set_axis_labels("dataset", "EcoRec speedup (×)")
     g.figure.suptitle(f"EcoRec speedup per dataset at {n} ranks, local batch {int(sp['batch_size'].iloc[0])} "
-                      f"(measured; {style.hardware(ok)}; paper Fig 10: 32 GPUs)\n{style.caption(ok, whiskers=True)}", y=1.08,
+                      f"(measured; {style.hardware(ok)}; paper Fig 10: 32 GPUs)\n"
+                      f"{style.caption(ok, whiskers=True)}", y=1.08,
                       fontsize=9)
     return style.save(g.figure, out_dir, "datasets_speedup")

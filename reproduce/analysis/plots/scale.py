@@ -51,8 +51,9 @@ def draw_scale(val: pd.DataFrame, proj: pd.DataFrame, cal, out_dir: Path) -> lis
     inside = val["in_sample_error"].abs().mean() if "in_sample_error" in val else float("nan")
     fig.suptitle(f"Scale model validation, leave one world size out: measured (solid) vs predicted by a fit on the "
                  f"other world sizes (dashed); mean |error| {mape:.0%} out of sample ({inside:.0%} in sample)\n"
-                 f"{cal.machine}, {cal.cores} cores shared by the ranks; each point one run of the sc24 set (its median "
-                 f"step over the run's timed steps), {len(val)} runs; no intervals drawn", fontsize=9, y=1.02)
+                 f"{cal.machine}, {cal.cores} cores shared by the ranks; each point one run of the sc24 set "
+                 f"(its median step over the run's timed steps), {len(val)} runs; no intervals drawn", fontsize=9,
+                 y=1.02)
     paths = style.save(fig, out_dir, "validation")
 
     ok = proj[proj["feasible"]]
@@ -64,8 +65,8 @@ def draw_scale(val: pd.DataFrame, proj: pd.DataFrame, cal, out_dir: Path) -> lis
     g.set_axis_labels("ranks, one per core/GPU (modeled)", "modeled step ms")
     g.set_titles("{col_name}")
     g.figure.suptitle("MODELED step time (per-op costs fitted on this machine's records, "
-                      f"{1 / cal.beta_ms_per_byte / 1e6:.2f} GB/s per rank fitted); table-wise ends at the table count; "
-                      "point values, no intervals",
+                      f"{1 / cal.beta_ms_per_byte / 1e6:.2f} GB/s per rank fitted); table-wise ends at the table "
+                      "count; point values, no intervals",
                       y=1.05, fontsize=9)
     paths += style.save(g.figure, out_dir, "projection")
 

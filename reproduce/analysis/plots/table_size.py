@@ -33,7 +33,8 @@ def table_size(df: pd.DataFrame, out_dir: Path) -> list[Path]:
         axes[1].annotate(f"{r['impl']} does not fit", (r["rows"], axes[1].get_ylim()[1]), fontsize=7, rotation=90,
                          va="top", ha="right", color="red")
     fig.suptitle(f"One table of 1e5…1e9 rows, dense vs TT (measured; {style.hardware(ok)}; red: refused, "
-                 f"parameters larger than the memory available)\n{style.caption(ok, whiskers=style.has_whiskers(fig))}", y=1.05, fontsize=9)
+                 f"parameters larger than the memory available)\n"
+                 f"{style.caption(ok, whiskers=style.has_whiskers(fig))}", y=1.05, fontsize=9)
     fig.subplots_adjust(wspace=0.3)
     style.footnote(df, fig)
     return style.save(fig, out_dir, "table_size")

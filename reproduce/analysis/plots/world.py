@@ -87,14 +87,23 @@ def world_step_parts(df: pd.DataFrame, out_dir: Path) -> list[Path]:
                 ax.scatter(x, rows["cpu_ms"], marker="_", s=120, color="black", zorder=3)
         ax.set_xticks(np.arange(len(worlds)), [str(w) for w in worlds])
         ax.set_xlabel("ranks (world size)")
-        ax.set_ylabel("step (ms, median): compute | blocked in comm (hatched) | update")
+        ax.set_ylabel("step (ms, median)")
         ax.set_title(f"{', '.join(sorted(set(part['data'])))}: {panel}", fontsize=9)
-    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    parts = [Patch(facecolor="white", edgecolor="0.3", label="compute (solid)"),
+             Patch(facecolor="white", edgecolor="0.3", hatch="//", label="blocked in communication"),
+             Patch(facecolor="0.6", label="update"),
+             Line2D([], [], color="black", marker="_", ls="none", markersize=12, label="process CPU time")]
+    handles, _ = axes[0][-1].get_legend_handles_labels()
+    axes[0][-1].legend(handles=handles + parts, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1),
+                       frameon=False)
     over = ok[ok["oversubscribed"].fillna(False).astype(bool)]["world_size"].unique() if "oversubscribed" in ok \
         else []
     note = (f"; {', '.join(str(int(w)) for w in sorted(over))} ranks oversubscribe the cores" if len(over) else "")
     fig.suptitle(f"What the step is made of over world size (measured; {style.hardware(ok)}; black tick: the "
-                 f"slowest rank's process CPU time per step{note})\n{style.caption(ok, whiskers=False)}", y=1.06,
+                 f"slowest rank's process CPU time per step{note})\n{style.caption(ok, whiskers=False)}", y=1.02,
                  fontsize=9)
     style.footnote(df, fig)
     return style.save(fig, out_dir, "world_step_parts")
