@@ -104,8 +104,8 @@ def record_set_state(out_dir: Path, name: str, machine: str, root: Path = code.R
         st.commits[env.get("git_sha")] += 1
         then = rec.get("code")
         # dirty: the code this run measured differs from its commit (uncommitted edits elsewhere do not count)
-        st.dirty += bool(env.get("git_dirty")) and bool(then) and not code.committed(then["files"], env.get("git_sha"),
-                                                                                      root)
+        st.dirty += bool(env.get("git_dirty")) and bool(then) and code.committed(then["files"], env.get("git_sha"),
+                                                                                  root) is False
         current = now.of(rec.point)
         if current is None:
             gone.add(rec.point["impl"])

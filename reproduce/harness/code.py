@@ -147,10 +147,16 @@ def file_hash_at(commit: str, rel: str, root: Path = ROOT) -> str | None:
         return None
 
 
-def committed(files: dict[str, str], commit: str | None, root: Path = ROOT) -> bool:
-    """Whether every file of a fingerprint's file map is, in what it does, as committed at ``commit``: a run that
-    git called dirty measured committed code when its uncommitted edits were elsewhere."""
-    return bool(commit) and all(file_hash_at(commit, rel, root) == h for rel, h in files.items())
+def committed(files: dict[str, str], commit: str | None, root: Path = ROOT) -> bool | None:
+    """Whether every file of a fingerprint's file map is, in what it does, as committed at ``commit`` (a run that
+    git called dirty measured committed code when its uncommitted edits were elsewhere); None when this checkout
+    cannot tell (no git, a shallow clone without that commit, no commit recorded)."""
+    if not commit:
+        return None
+    then = {rel: file_hash_at(commit, rel, root) for rel in files}
+    if all(h is None for h in then.values()):
+        return None
+    return all(then[rel] == h for rel, h in files.items())
 
 
 def file_hash(path: Path) -> str:

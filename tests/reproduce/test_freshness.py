@@ -138,3 +138,16 @@ def test_a_stale_set_gives_no_verdict(tmp_path):
     r = evaluate_claim(c, tmp_path, M, stale)
     assert r["verdict"] == "STALE: no verdict" and "impls/x.py" in r["why"] and r["value"] == pytest.approx(3.0)
     assert r["interval"] == "range of 3 runs"
+
+
+def test_committed_compares_a_fingerprint_with_its_commit_or_says_it_cannot_tell():
+    import subprocess
+
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    if not head:
+        pytest.skip("not a git checkout")
+    api = "impls/api.py"
+    mine = code.file_hash_at(head, api)
+    assert code.committed({api: mine}, head) is True
+    assert code.committed({api: "0" * 16}, head) is False
+    assert code.committed({api: mine}, "f" * 40) is None and code.committed({api: mine}, None) is None
