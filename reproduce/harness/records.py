@@ -91,13 +91,15 @@ class Record:
                    wall_s=d.get("wall_s"), body=body, schema=int(d.get("schema", 1)))
 
     def __getitem__(self, key: str) -> Any:
-        return self.to_dict()[key]
+        if key == "status":
+            return self.status.value
+        return getattr(self, key) if key in _HEADER else self.body[key]
 
     def get(self, key: str, default: Any = None) -> Any:
-        return self.to_dict().get(key, default)
+        return self[key] if key in self else default
 
     def __contains__(self, key: str) -> bool:
-        return key in self.to_dict()
+        return key in _HEADER or key in self.body
 
 
 def _git(*args: str) -> str | None:
