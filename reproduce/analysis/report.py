@@ -120,7 +120,8 @@ def sets_table(states: list[SetState]) -> list[str]:
 
 def noise_lines(root: Path, machines: list[str]) -> list[str]:
     lines = ["| experiment | machine | probes | threads | SGEMM GFLOP/s (median) | spread within a probe | drift "
-             "across the sweep | load per core | |", "|---|---|---|---|---|---|---|---|---|"]
+             "across the sweep | fixed work between 0.25-s windows on one core: in cache / from memory | load per core "
+             "| |", "|---|---|---|---|---|---|---|---|---|---|"]
     for exp in EXPERIMENTS:
         for m in machines:
             probes = load_probes(root / "results" / exp / m)
@@ -130,9 +131,11 @@ def noise_lines(root: Path, machines: list[str]) -> list[str]:
             threads = sorted({p.get("threads") for p in probes if p.get("threads")})
             load = "–" if level["load_per_core"] is None else f"{level['load_per_core']:.2f}"
             warn = "**too noisy for differences under " + f"{level['noise']:.0%}**" if level["noise"] > 0.1 else ""
+            window = level["window"]
+            windows = "–" if window is None else f"{window['compute']:.0%} / {window['memory']:.0%}"
             lines.append(f"| {exp} | {m} | {level['probes']} | {'/'.join(map(str, threads)) or '–'} | "
-                         f"{level['gflops_median']:.1f} | {level['within']:.0%} | {level['drift']:.0%} | {load} | "
-                         f"{warn} |")
+                         f"{level['gflops_median']:.1f} | {level['within']:.0%} | {level['drift']:.0%} | {windows} | "
+                         f"{load} | {warn} |")
     return lines if len(lines) > 2 else ["No noise probes recorded (result sets measured before probes existed)."]
 
 

@@ -1,6 +1,12 @@
-"""The noise probe: before (and after) a sweep, a fixed SGEMM timed several times and the load average, recorded
-beside the records (results/<experiment>/<machine>/noise/). A shared machine whose SGEMM rate moves by 20 % between
-runs cannot resolve a 10 % difference between two systems; the report says so."""
+"""The noise probe: before, between the rounds of and after a sweep, a fixed SGEMM timed several times and the load
+average, recorded beside the records (results/<experiment>/<machine>/noise/). A shared machine whose SGEMM rate moves
+by 20 % between runs cannot resolve a 10 % difference between two systems; the report says so.
+
+On a CPU the probe also times fixed work back to back on each core in turn (pinned), once work that stays in the
+core's cache (a small SGEMM) and once work that reads memory (a gather of random rows from a table larger than the
+last-level cache), and reports how far the medians of short windows of it move: the drift a run of a few seconds
+sees from the machine alone. A VM whose cores share their caches, memory or sibling threads with other tenants shows
+it in this drift, not in steal time, so per-process CPU time does not remove it."""
 from __future__ import annotations
 
 import datetime
@@ -56,10 +62,73 @@ def probe(size: int = 2048, runs: int = 7, threads: int | None = None, warmup: i
     }
 
 
+WINDOW_S = 0.25
+MIN_SAMPLES = 3  # per window
+WORK = ("compute", "memory")
+
+
+def _work(kind: str):
+    import torch
+
+    g = torch.Generator().manual_seed(2)
+    if kind == "compute":  # ~2 ms of SGEMM whose operands stay in a core's own cache
+        a, b = torch.randn(192, 192, generator=g), torch.randn(192, 192, generator=g)
+
+        def run() -> None:
+            for _ in range(40):
+                torch.mm(a, b)
+        return run
+    table = torch.randn(2_000_000, 32, generator=g)  # 256 MB: past the last-level cache of the machines we meet
+    idx = torch.randint(0, table.shape[0], (32_768,), generator=g)
+    return lambda: table.index_select(0, idx)
+
+
+def window_drift(seconds: float = 2.0, window_s: float = WINDOW_S) -> dict[str, Any] | None:
+    """Per core and kind of work (``WORK``), fixed work timed back to back for ``seconds`` with this process pinned
+    to that core; the medians of ``window_s`` windows and their spread (max / min - 1). None where the OS gives no
+    affinity (not Linux). Windows of fewer than ``MIN_SAMPLES`` samples are left out, and samples over 5x the median
+    are counted as ``stalls``. The process's affinity and thread count are restored."""
+    import torch
+
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    mask, threads = os.sched_getaffinity(0), torch.get_num_threads()
+    out: dict[str, Any] = {"seconds": seconds, "window_s": window_s, "cores": {}}
+    torch.set_num_threads(1)
+    try:
+        works = {kind: _work(kind) for kind in WORK}
+        for core in sorted(mask):
+            os.sched_setaffinity(0, {core})
+            per = {}
+            for kind, run in works.items():
+                run()
+                t_start, samples = time.perf_counter(), []
+                while (now := time.perf_counter()) - t_start < seconds:
+                    run()
+                    samples.append((now - t_start, time.perf_counter() - now))
+                windows: dict[int, list[float]] = {}
+                for t, dt in samples:
+                    windows.setdefault(int(t / window_s), []).append(dt)
+                # a window needs a few samples for its median; a sample stalled past 5x the median (the core taken
+                # away for a while) is counted apart: a stall, not the drift of the core's speed
+                meds = [statistics.median(v) * 1e3 for v in windows.values() if len(v) >= MIN_SAMPLES]
+                typical = statistics.median(dt for _, dt in samples)
+                per[kind] = {"window_ms": meds, "spread": max(meds) / min(meds) - 1 if meds else 0.0,
+                             "samples": len(samples), "stalls": sum(dt > 5 * typical for _, dt in samples)}
+            out["cores"][str(core)] = per
+    finally:
+        os.sched_setaffinity(0, mask)
+        torch.set_num_threads(threads)
+    out["spread"] = {kind: max(c[kind]["spread"] for c in out["cores"].values()) for kind in WORK}
+    return out
+
+
 def record_probe(out_dir: Path, stage: str, **kw) -> Path:
     """Run the probe and write it to ``out_dir/noise/<time>-<stage>.json`` (stage: before / after)."""
     p = probe(**kw)
     p["stage"] = stage
+    if p["device"] == "cpu":
+        p["windows"] = window_drift()
     stamp = p["when"].replace(":", "").replace("+0000", "Z")
     return write_json(Path(out_dir) / NOISE_DIR / f"{stamp}-{stage}.json", p)
 
@@ -70,12 +139,14 @@ def load_probes(out_dir: Path) -> list[dict[str, Any]]:
 
 def noise_level(probes: list[dict[str, Any]]) -> dict[str, Any] | None:
     """What the probes of a result set say: the largest relative spread within one probe, the spread of the probes'
-    medians across the sweep (drift), and the highest load average over the cores (1 = every core busy)."""
+    medians across the sweep (drift), the highest load average over the cores (1 = every core busy), and per kind of
+    fixed work the largest spread between short windows on one core (``window``, None for probes without it)."""
     if not probes:
         return None
     meds = [p["gflops_median"] for p in probes]
     loads = [p["loadavg"][0] / p["cores"] for p in probes if p.get("loadavg")]
     drift = (max(meds) - min(meds)) / statistics.median(meds) if len(meds) > 1 else 0.0
+    windows = [p["windows"] for p in probes if p.get("windows")]
     return {
         "probes": len(probes),
         "gflops_median": statistics.median(meds),
@@ -83,4 +154,5 @@ def noise_level(probes: list[dict[str, Any]]) -> dict[str, Any] | None:
         "drift": drift,
         "noise": max(max(p["spread"] for p in probes), drift),
         "load_per_core": max(loads) if loads else None,
+        "window": {kind: max(w["spread"][kind] for w in windows) for kind in WORK} if windows else None,
     }
