@@ -146,7 +146,10 @@ def noise_level(probes: list[dict[str, Any]]) -> dict[str, Any] | None:
     meds = [p["gflops_median"] for p in probes]
     loads = [p["loadavg"][0] / p["cores"] for p in probes if p.get("loadavg")]
     drift = (max(meds) - min(meds)) / statistics.median(meds) if len(meds) > 1 else 0.0
-    windows = [p["windows"] for p in probes if p.get("windows")]
+    # windows written before a window needed MIN_SAMPLES samples (no sample counts) let one stalled sample pass as
+    # a window's median: left out
+    windows = [w for p in probes if (w := p.get("windows")) and all(
+        "samples" in per for c in w["cores"].values() for per in c.values())]
     return {
         "probes": len(probes),
         "gflops_median": statistics.median(meds),

@@ -31,7 +31,7 @@ def _probe(spread, windows=None):
     p = {"gflops": [100.0], "gflops_median": 100.0, "spread": spread, "loadavg": [1.0, 1.0, 1.0], "cores": 2,
          "threads": 1}
     if windows is not None:
-        p["windows"] = {"spread": windows}
+        p["windows"] = {"spread": windows, "cores": {"0": {k: {"samples": 8} for k in windows}}}
     return p
 
 
@@ -41,6 +41,9 @@ def test_noise_level_takes_the_largest_window_drift_and_reads_older_probes(tmp_p
                          _probe(0.03)])
     assert level["window"] == {"compute": 0.2, "memory": 0.3}
     assert level["noise"] == pytest.approx(0.05)  # the † rule keeps the SGEMM's spread
+    older = _probe(0.05, {"compute": 28.9, "memory": 0.3})  # windows without sample counts: before MIN_SAMPLES
+    del older["windows"]["cores"]["0"]["compute"]["samples"]
+    assert noise_level([older])["window"] is None
 
     noise = tmp_path / "results" / "sc24" / "m1" / "noise"
     noise.mkdir(parents=True)
