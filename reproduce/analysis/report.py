@@ -203,7 +203,7 @@ def render(root: Path, doc: dict, machines: list[str] | None
 def check_reference(root: str | Path = ".") -> list[SetState]:
     """The committed reference sets that no longer describe the code (STALE) or are missing: empty when all hold."""
     root = Path(root)
-    ref = reference_machine(root / "results")
+    ref = reference_machine(results_of(root))
     if ref is None:
         raise ValueError(f"{root / 'results'} names no reference machine (results/REFERENCE_MACHINE)")
     states = States(root)
@@ -224,13 +224,33 @@ def update_readme(readme: Path, blocks: dict[str, list[str]]) -> bool:
     return new != text
 
 
-def build_report(root: str | Path = ".", claims: str | Path = "reproduce/analysis/claims.toml",
+CLAIMS = Path(__file__).with_name("claims.toml")
+
+
+def results_of(root: Path) -> Path:
+    """``root``/results, or a ValueError saying where the command looked (run it where results/ is)."""
+    results = root / "results"
+    if not results.is_dir():
+        raise ValueError(f"no results/ folder under {root.resolve()}: run this in the dlrmbench checkout (or the "
+                         f"folder holding the records' results/)")
+    return results
+
+
+def build_report(root: str | Path = ".", claims: str | Path = CLAIMS,
                  machines: list[str] | None = None, readme: bool = True,
                  out: str | Path | None = None) -> list[Path]:
     """Write REPORT.md (``out``, default results/REPORT.md), claims.csv beside it and (``readme``) README.md's
-    blocks; return the paths written."""
+    blocks; return the paths written. ``claims``: a path, relative to ``root`` when not absolute (default: the
+    package's claims.toml)."""
     root = Path(root)
-    doc = tomllib.loads((root / claims).read_text())
+    results_of(root)
+    claims_path = root / claims
+    try:
+        doc = tomllib.loads(claims_path.read_text())
+    except OSError as exc:
+        raise ValueError(f"cannot read the claims file {claims_path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{claims_path} is not valid TOML: {exc}") from None
     for m in machines or []:
         if not any(m in machines_of(d) for d in (root / "results").iterdir() if d.is_dir()):
             raise ValueError(f"no records of machine {m!r} under {root / 'results'}")

@@ -159,7 +159,10 @@ def plot(experiment, profile, machine, data, root, repeats) -> None:
     exp = exp.on(pick_machine(exp.out_dir.parent, root / "results", machine))
     if not any(exp.out_dir.glob("*.json")):
         raise click.UsageError(f"{exp.out_dir} has no records: run `dlrmbench sweep {experiment}` first")
-    summary = summarize_experiment(exp)
+    try:
+        summary = summarize_experiment(exp)
+    except ValueError as exc:  # a record that cannot be read: named, with what to do
+        raise click.UsageError(str(exc)) from None
     for path in draw(list(exp.plots), summary, exp.figures_dir):
         console.print(f"figure: {path}")
 

@@ -106,7 +106,7 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
         check_shared_options(impl_opts, points, "-o")
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    records = []
+    records, elsewhere = [], []
     for r in range(repeats):
         for p in points:
             where = f", {p.world_size} ranks" if p.world_size > 1 else ""
@@ -115,11 +115,19 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
             console.print(f"[bold]{p.impl}[/] {what} {p.data}, batch {p.batch_size}{where}{again} …")
             try:
                 rec = run_point_isolated(p, out, timeout, repeat=r)  # a launcher error is that run's failure
-            except (RunLocked, RecordedElsewhere) as exc:
+            except RunLocked as exc:
                 raise click.ClickException(str(exc)) from None
+            except RecordedElsewhere as exc:  # this node ran its ranks; rank 0's node wrote the record
+                console.print(f"  ran this node's ranks; {escape(str(exc))}")
+                elsewhere.append(p)
+                continue
             records.append(rec)
             if rec["status"] != "ok":
                 console.print(f"  [red]{rec['status']}[/]: {escape(str(rec['reason']))} (log: {rec.get('log')})")
+    if not records:
+        console.print(f"no record on this node: {len(elsewhere)} run(s) recorded by the node of global rank 0 "
+                      f"(its --out folder); this node's logs: {out}/logs/")
+        return
     df = summarize(records, baseline=impls[0])
     console.print(comparison_table(df))
     console.print(f"records: {out}/  (peak RSS Δ = measured process peak over a pre-build baseline)")

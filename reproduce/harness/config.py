@@ -487,6 +487,18 @@ def _expand(grid: dict[str, Any], where: str, base: dict[str, Any], variants: di
     return points
 
 
+FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def folder_name(value: object, what: str) -> str:
+    """``value`` when it can name one folder under results/ and figures/ (letters, digits, '.', '-', '_'; no path
+    separator, no leading dot): an experiment's name or results folder never writes outside ``--root``."""
+    if not isinstance(value, str) or not FOLDER_NAME.fullmatch(value):
+        raise ValueError(f"{what} = {value!r} must name one folder: letters, digits, '.', '-' or '_', starting with a "
+                         f"letter or digit (at most 100)")
+    return value
+
+
 def load_experiment(path: str | Path, root: str | Path = ".", profile: str | None = None, machine: str | None = None,
                     repeats: int | None = None, data: str | None = None) -> Experiment:
     """Expand ``[grid]`` and each ``[[grids]]`` (lists) over ``[defaults]``; ``[data_options]`` apply to all
@@ -525,7 +537,9 @@ def load_experiment(path: str | Path, root: str | Path = ".", profile: str | Non
     if dupes:
         raise ValueError(f"{path}: points listed twice: {dupes[:3]}")
     root = Path(root)
-    stem = doc.get("results") or (name if profile == DEFAULT_PROFILE else f"{name}_{profile}")
+    name = folder_name(name, f"{path}: name")
+    stem = folder_name(doc.get("results") or (name if profile == DEFAULT_PROFILE else f"{name}_{profile}"),
+                       f"{path}: results")
     repeats = int(repeats if repeats is not None else doc.get("repeats", DEFAULT_REPEATS))
     if repeats < 1:
         raise ValueError(f"{path}: repeats must be >= 1, got {repeats}")

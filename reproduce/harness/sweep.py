@@ -14,8 +14,8 @@ from impls.api import registered_names
 from reproduce.harness.config import Experiment, RunPoint
 from reproduce.harness.launch import RecordedElsewhere, launch_point
 from reproduce.harness.noise import record_probe
-from reproduce.harness.records import (Record, RunLocked, Status, adopt_older_records, older_records, read_record,
-                                       record_path, write_record)
+from reproduce.harness.records import (Record, RunLocked, Status, adopt_older_records, lock_run, older_records,
+                                       read_record, record_path, write_record)
 
 
 def is_done(point: RunPoint, out_dir: Path, repeat: int = 0) -> bool:
@@ -146,22 +146,43 @@ def run_experiment(
         if probe and probed_round != repeat:
             record_probe(exp.out_dir, "before" if probed_round is None else f"round {repeat}", threads=threads)
             probed_round = repeat
-        if on_start:
-            on_start(point, repeat, progress)
         t0 = time.monotonic()
-        try:
-            outcomes.append(Outcome("ran", run_point_isolated(point, exp.out_dir, timeout_s, repeat)))
-        except RunLocked as exc:  # another sweep runs it now: leave it to that one
-            outcomes.append(Outcome("locked", note=str(exc)))
-        except RecordedElsewhere as exc:
-            outcomes.append(Outcome("elsewhere", note=str(exc)))
-        progress.walls.append(time.monotonic() - t0)
+        outcome = _claim_and_run(exp, point, repeat, force, timeout_s, lambda: on_start and on_start(point, repeat,
+                                                                                                   progress))
+        outcomes.append(outcome)
+        if outcome.kind == "ran":
+            progress.walls.append(time.monotonic() - t0)
+        else:
+            progress.todo -= 1
         progress.finished += 1
         if on_point:
             on_point(i, len(tasks), point, repeat, outcomes[-1])
     if probe and probed_round is not None:
         record_probe(exp.out_dir, "after", threads=threads)
     return outcomes
+
+
+def _claim_and_run(exp: Experiment, point: RunPoint, repeat: int, force: bool, timeout_s: float | None,
+                   starting: Callable[[], object]) -> Outcome:
+    """Take the run's lock, then decide: a sweep's list of runs to do is made when it starts, so another sweep on the
+    same folder may have recorded this run since; under the lock that is seen (``earlier``, not run twice) unless
+    ``force``. A run another live process holds is ``locked``."""
+    try:
+        lock = lock_run(record_path(exp.out_dir, point, repeat))
+    except RunLocked as exc:  # another sweep runs it now: leave it to that one
+        return Outcome("locked", note=str(exc))
+    try:
+        if not force and is_done(point, exp.out_dir, repeat):
+            return Outcome("earlier", read_record(record_path(exp.out_dir, point, repeat)),
+                           note="recorded meanwhile by another process")
+        starting()
+        return Outcome("ran", run_point_isolated(point, exp.out_dir, timeout_s, repeat))
+    except RunLocked as exc:
+        return Outcome("locked", note=str(exc))
+    except RecordedElsewhere as exc:
+        return Outcome("elsewhere", note=str(exc))
+    finally:
+        lock.unlink(missing_ok=True)
 
 
 def experiment_records(exp: Experiment) -> set[str]:

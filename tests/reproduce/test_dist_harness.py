@@ -149,3 +149,26 @@ def test_a_training_run_over_two_ranks_equals_one_process_and_scores_the_whole_s
     assert two["loss"] == pytest.approx(one["loss"], rel=1e-4, abs=1e-6)
     assert [c["samples"] for c in two["eval_curve"]] == [100] and two["eval"]["samples"] == 100
     assert two["eval"]["logloss"] == pytest.approx(one["eval"]["logloss"], rel=1e-4)
+
+
+def test_two_real_agents_each_say_what_they_ran_and_where_the_record_is(tmp_path):
+    """Two torchrun agents over loopback (--nnodes 2, one rank each): both end 0; the one hosting global rank 0 holds
+    the record, the other prints that it ran its ranks and that rank 0's node wrote the record (no traceback)."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    agents = [subprocess.Popen([sys.executable, "-m", "reproduce", "run", "--impl", "dense-torch", "--data", "uniform",
+                                "--num-tables", "2", "--rows", "100", "--dim", "4", "-b", "8", "--iters", "2",
+                                "--warmup", "0", "--world-size", "2", "--nnodes", "2", "--rdzv-endpoint",
+                                f"127.0.0.1:{port}", "--out", str(tmp_path / name)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for name in ("a", "b")]
+    outs = [a.communicate(timeout=240)[0] for a in agents]
+    assert [a.returncode for a in agents] == [0, 0], outs
+    recorded = [bool(list((tmp_path / name).glob("*.json"))) for name in ("a", "b")]
+    assert sorted(recorded) == [False, True]
+    other = outs[recorded.index(False)]
+    assert "ran this node's ranks" in other and "global rank 0" in other and "Traceback" not in other

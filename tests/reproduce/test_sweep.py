@@ -367,3 +367,21 @@ def test_an_experiment_without_a_cpu_profile_runs_as_written(tmp_path):
         exp = load_experiment(path, root=tmp_path, profile=profile)
         assert exp.profile == "cpu" and exp.points and all(p.batch_size != 4096 for p in exp.points)
     assert {p.batch_size for p in load_experiment(path, root=tmp_path, profile="paper").points} == {4096}
+
+
+def test_a_run_recorded_by_another_sweep_after_this_one_planned_is_not_run_again(tmp_path, monkeypatch):
+    """Two sweeps on one folder: the second made its list of runs before the first recorded them. Under the run's lock
+    it sees the record and leaves it (no second launch, the record untouched); --force still reruns."""
+    import reproduce.harness.sweep as sweep
+
+    exp = load_experiment(experiment(tmp_path, impls=("dense-torch",)), root=tmp_path)
+    run_experiment(exp, probe=False)
+    rec = record_path(exp.out_dir, exp.points[0])
+    before = rec.read_bytes()
+    monkeypatch.setattr(sweep, "todo", lambda e, force=False: list(e.tasks()))  # planned before the record existed
+    launched = []
+    monkeypatch.setattr(sweep, "launch_point", lambda *a, **k: launched.append(a) or read_record(rec))
+    outcomes = run_experiment(exp, probe=False)
+    assert [o.kind for o in outcomes] == ["earlier"] and "meanwhile" in outcomes[0].note
+    assert launched == [] and rec.read_bytes() == before and not rec.with_name(rec.name + ".lock").exists()
+    assert [o.kind for o in run_experiment(exp, force=True, probe=False)] == ["ran"] and len(launched) == 1

@@ -1,0 +1,87 @@
+"""Bad input to the reproduce commands gets an error naming what is wrong, never a traceback or a write elsewhere: an
+experiment name or results folder that would leave --root, `report` run outside the checkout, a truncated record at
+`plot` (and at `report`)."""
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from reproduce.analysis.report import build_report, check_reference
+from reproduce.cli import cli
+from reproduce.harness.config import load_experiment
+
+EXPERIMENT = """
+name = {name}
+{results}
+[defaults]
+mode = "embedding-only"
+iters = 1
+warmup = 0
+num_batches = 1
+threads = 1
+[grid]
+impl = ["dense-torch"]
+data = ["uniform"]
+batch_size = [32]
+[data_options]
+num_tables = 1
+rows = 100
+dim = 4
+"""
+
+
+def _experiment(tmp_path, name='"tiny"', results=""):
+    f = tmp_path / "x.toml"
+    f.write_text(EXPERIMENT.format(name=name, results=results))
+    return f
+
+
+@pytest.mark.parametrize("name,results", [('"../../escape"', ""), ('"/abs"', ""), ('".hidden"', ""), ("3", ""),
+                                          ('"tiny"', 'results = "a/b"'), ('"tiny"', 'results = ".."')])
+def test_an_experiment_never_names_a_folder_outside_root(tmp_path, name, results):
+    with pytest.raises(ValueError, match="must name one folder"):
+        load_experiment(_experiment(tmp_path, name, results), root=tmp_path / "root")
+    res = CliRunner().invoke(cli, ["sweep", str(_experiment(tmp_path, name, results)), "--root", str(tmp_path / "r"),
+                                   "--dry-run"])
+    assert res.exit_code == 2 and "must name one folder" in res.output and not (tmp_path / "r").exists()
+    assert not list(tmp_path.parent.glob("escape*"))
+
+
+def test_report_outside_the_checkout_says_where_it_looked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for args in (["report"], ["report", "--check"]):
+        res = CliRunner().invoke(cli, args)
+        assert res.exit_code == 2 and f"no results/ folder under {tmp_path}" in res.output
+        assert "Traceback" not in res.output
+    with pytest.raises(ValueError, match="no results/ folder"):
+        check_reference(tmp_path)
+
+
+def test_report_reads_the_packages_claims_from_any_folder(tmp_path):
+    (tmp_path / "results").mkdir()
+    paths = build_report(tmp_path, readme=False)  # no claims.toml here: the package's
+    assert (tmp_path / "results" / "REPORT.md") in paths
+    with pytest.raises(ValueError, match="cannot read the claims file"):
+        build_report(tmp_path, claims="missing.toml", readme=False)
+    (tmp_path / "bad.toml").write_text("[claim\n")
+    with pytest.raises(ValueError, match="bad.toml is not valid TOML"):
+        build_report(tmp_path, claims="bad.toml", readme=False)
+
+
+def test_a_truncated_record_is_named_at_plot_and_report(tmp_path, monkeypatch):
+    f = _experiment(tmp_path)
+    exp = load_experiment(f, root=tmp_path)
+    exp.out_dir.mkdir(parents=True)
+    good = {"point": exp.points[0].to_dict(), "status": "ok", "point_id": exp.points[0].point_id, "repeat": 0}
+    text = json.dumps(good)
+    bad = exp.out_dir / f"{exp.points[0].point_id}.r0.json"
+    bad.write_text(text[: len(text) // 2])
+    res = CliRunner().invoke(cli, ["plot", str(f), "--root", str(tmp_path), "--machine", exp.machine])
+    assert res.exit_code == 2 and bad.name in res.output and "not a readable record" in res.output
+    assert bad.read_text() == text[: len(text) // 2]  # left as it was for the user to look at
+    sc24 = tmp_path / "results" / "sc24" / exp.machine
+    sc24.mkdir(parents=True)
+    (sc24 / bad.name).write_text(bad.read_text())
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(cli, ["report", "--machine", exp.machine, "--no-readme"])
+    assert res.exit_code == 2 and bad.name in res.output and "not a readable record" in res.output
