@@ -8,7 +8,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from reproduce.cli.options import collect_data_options, data_options_no_name, positive
+from reproduce.cli.options import collect_data_options, data_options_no_name, positive, writable_folder
 from reproduce.cli.output import console
 
 
@@ -56,6 +56,8 @@ def data_prepare(name, raw, out, strict, max_ind_range, freq_threshold, schema_p
     if name != "tabular" and any(v is not None for v in tabular_flags.values()):
         given = [k for k, v in tabular_flags.items() if v is not None]
         raise click.UsageError(f"{', '.join(given)} describe a `data prepare tabular` input; {name} has its own format")
+    if out is not None:
+        writable_folder(out.parent, f"--out {out}: its folder")
     t0 = time.perf_counter()
     bar = tqdm(unit="B", unit_scale=True, desc=f"{name} (2 passes)")
     try:
@@ -99,6 +101,7 @@ def data_synth(preset, out, samples, val_samples, seed, **kw) -> None:
     from impls.data.export import write_synthetic
     from impls.data.presets import get_preset
 
+    writable_folder(out.parent, f"--out {out}: its folder")
     try:
         spec = get_preset(preset, seed=seed, **collect_data_options(kw))
         total = samples + (samples // 8 if val_samples is None else val_samples)

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
+from reproduce.cli.options import writable_folder
 from reproduce.cli.output import console
 
 
@@ -86,6 +87,8 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
         console.print(f"{len(exp.points)} points x {exp.repeats} repeats ({exp.profile} profile) on machine "
                       f"{exp.machine} ({exp.out_dir}), {sum(t for *_, t in runs)} runs to do")
         return
+    for folder in (exp.out_dir, exp.figures_dir):
+        writable_folder(folder, "--root: the result folder")
     if launcher == "slurm":
         from reproduce.harness.slurm import write_sbatch
 

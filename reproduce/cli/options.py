@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import math
+import tempfile
+from pathlib import Path
 from typing import Callable
 
 import click
@@ -14,6 +16,21 @@ def _stack(*decorators: Callable) -> Callable:
         return f
 
     return apply
+
+
+def writable_folder(path: Path, what: str) -> Path:
+    """``path``, created if missing, after checking a file can be written in it: a folder that cannot be written
+    (read-only, not a folder, no such parent) is refused up front, naming it, before anything runs or is read."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise click.UsageError(f"{what} {path} is a file, not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix="dlrmbench-write-check-"):
+            pass
+    except OSError as exc:
+        raise click.UsageError(f"{what} {path} cannot be written: {exc.strerror or exc}") from None
+    return path
 
 
 def positive(ctx, param, value):

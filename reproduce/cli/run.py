@@ -11,7 +11,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from reproduce.cli.options import (collect_data_options, data_options, dist_options, mlp_options, model_options,
-                                   parse_impl_options, positive, reorder_option, timing_options)
+                                   parse_impl_options, positive, reorder_option, timing_options,
+                                   writable_folder)
 from reproduce.cli.output import console
 
 
@@ -92,6 +93,7 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
         from reproduce.harness.machine import this_machine
 
         out = Path("results") / "runs" / this_machine()
+    writable_folder(out, "--out")
     if len(set(impls)) != len(impls):
         raise click.BadParameter(f"an implementation is named twice: {list(impls)}", param_hint="--impl")
     data_opts = collect_data_options(fields)

@@ -85,3 +85,23 @@ def test_a_truncated_record_is_named_at_plot_and_report(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     res = CliRunner().invoke(cli, ["report", "--machine", exp.machine, "--no-readme"])
     assert res.exit_code == 2 and bad.name in res.output and "not a readable record" in res.output
+
+
+def test_a_folder_that_cannot_be_written_is_refused_up_front_naming_it(tmp_path, monkeypatch):
+    """As root a read-only mode does not stop writes, so the cases are a path under /proc (no such parent, not
+    writable) and a path under a file; every command that writes a folder refuses before running or reading."""
+    f = _experiment(tmp_path)
+    (tmp_path / "afile").write_text("mine\n")
+    monkeypatch.chdir(tmp_path)
+    cases = [
+        (["sweep", str(f), "--root", "/proc/dlrmbench-nope"], "--root: the result folder /proc/dlrmbench-nope/"),
+        (["run", "--impl", "dense-torch", "--data", "uniform", "--rows", "10", "--iters", "1", "--out",
+          "afile/sub"], "--out afile/sub cannot be written: Not a directory"),
+        (["data", "synth", "uniform", "--out", "afile/sub", "--samples", "10"], "its folder afile is a file"),
+        (["data", "prepare", "tabular", "--raw", str(f), "--label", "a", "--out", "/proc/dlrmbench-nope/x"],
+         "its folder /proc/dlrmbench-nope cannot be written"),
+    ]
+    for args, said in cases:
+        res = CliRunner().invoke(cli, args)
+        assert res.exit_code == 2 and said in res.output, (args, res.output)
+    assert (tmp_path / "afile").read_text() == "mine\n"
