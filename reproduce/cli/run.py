@@ -93,7 +93,6 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
         from reproduce.harness.machine import this_machine
 
         out = Path("results") / "runs" / this_machine()
-    writable_folder(out, "--out")
     if len(set(impls)) != len(impls):
         raise click.BadParameter(f"an implementation is named twice: {list(impls)}", param_hint="--impl")
     data_opts = collect_data_options(fields)
@@ -108,6 +107,7 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
         check_shared_options(impl_opts, points, "-o")
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    writable_folder(out, "--out")  # checked (and made) once everything else is: a refused run writes nothing
     records, elsewhere = [], []
     for r in range(repeats):
         for p in points:
