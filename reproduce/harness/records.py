@@ -248,7 +248,7 @@ def _alive(pid: int) -> bool:
 
 def lock_run(record: Path) -> Path:
     """Take ``<record>.lock`` for this process (a lock file holding its pid); a lock held by a live process raises
-    RunLocked naming it, a stale one (its process gone) is taken over."""
+    RunLocked naming it, a stale one (its process gone) is taken over, one this process holds already is kept."""
     lock = record.with_name(record.name + ".lock")
     lock.parent.mkdir(parents=True, exist_ok=True)
     for _ in range(2):
@@ -259,7 +259,9 @@ def lock_run(record: Path) -> Path:
                 pid = int(lock.read_text().strip() or 0)
             except (OSError, ValueError):
                 pid = 0
-            if pid and pid != os.getpid() and _alive(pid):
+            if pid == os.getpid():
+                return lock  # ours already (a sweep holds it around the launch)
+            if pid and _alive(pid):
                 raise RunLocked(f"{record.name} is being run by process {pid} (lock {lock}); not started twice")
             lock.unlink(missing_ok=True)  # stale: its process is gone
             continue
@@ -267,6 +269,16 @@ def lock_run(record: Path) -> Path:
             f.write(f"{os.getpid()}\n")
         return lock
     raise RunLocked(f"{record.name}: could not take {lock}")
+
+
+def release_lock(lock: Path) -> None:
+    """Remove ``lock`` when it is still this process's (never another process's lock taken over meanwhile)."""
+    try:
+        mine = int(lock.read_text().strip() or 0) == os.getpid()
+    except (OSError, ValueError):
+        return
+    if mine:
+        lock.unlink(missing_ok=True)
 
 
 # ---- records written under an older point id

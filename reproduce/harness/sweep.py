@@ -4,6 +4,7 @@ isolated (a crash, an OOM kill, a time limit or a launcher error becomes that po
 goes on), with an ETA from the points timed so far."""
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -15,7 +16,7 @@ from reproduce.harness.config import Experiment, RunPoint
 from reproduce.harness.launch import RecordedElsewhere, launch_point
 from reproduce.harness.noise import record_probe
 from reproduce.harness.records import (Record, RunLocked, Status, adopt_older_records, lock_run, older_records,
-                                       read_record, record_path, write_record)
+                                       read_record, record_path, release_lock, write_record)
 
 
 def is_done(point: RunPoint, out_dir: Path, repeat: int = 0) -> bool:
@@ -147,12 +148,12 @@ def run_experiment(
             record_probe(exp.out_dir, "before" if probed_round is None else f"round {repeat}", threads=threads)
             probed_round = repeat
         t0 = time.monotonic()
-        outcome = _claim_and_run(exp, point, repeat, force, timeout_s, lambda: on_start and on_start(point, repeat,
-                                                                                                   progress))
+        starting = functools.partial(on_start, point, repeat, progress) if on_start else None
+        outcome = _claim_and_run(exp, point, repeat, force, timeout_s, starting)
         outcomes.append(outcome)
-        if outcome.kind == "ran":
+        if outcome.kind in ("ran", "elsewhere"):  # ran here (over nodes: this node's ranks)
             progress.walls.append(time.monotonic() - t0)
-        else:
+        else:  # left to another process, or recorded by one meanwhile: not a run of this sweep
             progress.todo -= 1
         progress.finished += 1
         if on_point:
@@ -163,7 +164,7 @@ def run_experiment(
 
 
 def _claim_and_run(exp: Experiment, point: RunPoint, repeat: int, force: bool, timeout_s: float | None,
-                   starting: Callable[[], object]) -> Outcome:
+                   starting: Callable[[], object] | None) -> Outcome:
     """Take the run's lock, then decide: a sweep's list of runs to do is made when it starts, so another sweep on the
     same folder may have recorded this run since; under the lock that is seen (``earlier``, not run twice) unless
     ``force``. A run another live process holds is ``locked``."""
@@ -175,14 +176,15 @@ def _claim_and_run(exp: Experiment, point: RunPoint, repeat: int, force: bool, t
         if not force and is_done(point, exp.out_dir, repeat):
             return Outcome("earlier", read_record(record_path(exp.out_dir, point, repeat)),
                            note="recorded meanwhile by another process")
-        starting()
+        if starting:
+            starting()
         return Outcome("ran", run_point_isolated(point, exp.out_dir, timeout_s, repeat))
     except RunLocked as exc:
         return Outcome("locked", note=str(exc))
     except RecordedElsewhere as exc:
         return Outcome("elsewhere", note=str(exc))
     finally:
-        lock.unlink(missing_ok=True)
+        release_lock(lock)
 
 
 def experiment_records(exp: Experiment) -> set[str]:

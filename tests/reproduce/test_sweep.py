@@ -385,3 +385,22 @@ def test_a_run_recorded_by_another_sweep_after_this_one_planned_is_not_run_again
     assert [o.kind for o in outcomes] == ["earlier"] and "meanwhile" in outcomes[0].note
     assert launched == [] and rec.read_bytes() == before and not rec.with_name(rec.name + ".lock").exists()
     assert [o.kind for o in run_experiment(exp, force=True, probe=False)] == ["ran"] and len(launched) == 1
+
+
+def test_the_run_lock_is_kept_by_its_holder_and_released_only_by_it(tmp_path):
+    from reproduce.harness.records import lock_run, release_lock
+
+    rec = tmp_path / "p.r0.json"
+    lock = lock_run(rec)
+    assert lock_run(rec) == lock and lock.read_text().strip() == str(os.getpid())  # re-entrant for its holder
+    holder = subprocess.Popen(["sleep", "60"])
+    try:
+        lock.write_text(f"{holder.pid}\n")  # taken over by another live process meanwhile
+        release_lock(lock)
+        assert lock.read_text().strip() == str(holder.pid)  # not ours: left alone
+    finally:
+        holder.kill()
+        holder.wait()
+    lock.write_text(f"{os.getpid()}\n")
+    release_lock(lock)
+    assert not lock.exists()
