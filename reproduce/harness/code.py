@@ -126,9 +126,14 @@ def normalized(path: Path, text: str | None = None) -> bytes:
     return re.sub(r"\x00(\d+)\x00", lambda m: strings[int(m.group(1))], code).encode()
 
 
+def code_hash(path: Path, text: str | None = None) -> str:
+    """The hash of what ``path`` does (``normalized``; ``text``: its content, default read from disk)."""
+    return hashlib.sha256(normalized(path, text)).hexdigest()[:16]
+
+
 @lru_cache(maxsize=4096)
 def _file_hash(path: Path, mtime_ns: int, size: int) -> str:
-    return hashlib.sha256(normalized(path)).hexdigest()[:16]
+    return code_hash(path)
 
 
 @lru_cache(maxsize=8192)
@@ -142,7 +147,7 @@ def file_hash_at(commit: str, rel: str, root: Path = ROOT) -> str | None:
     except (OSError, subprocess.CalledProcessError):
         return None
     try:
-        return hashlib.sha256(normalized(root / rel, text)).hexdigest()[:16]
+        return code_hash(root / rel, text)
     except SyntaxError:
         return None
 
