@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from impls.data.prepare import Prepared
+from impls.data.prepare import Prepared, load_prepared
 from impls.data.runs import run_index
 from impls.data.staging import staged
 from impls.data.sources import HELD_OUT_START
@@ -64,13 +64,17 @@ def write_synthetic(name: str, spec: SyntheticSpec, out: Path, samples: int, val
     if val_samples < 0 or chunk <= 0:
         raise ValueError(f"need val_samples >= 0 and chunk > 0, got {val_samples}, {chunk}")
     out = Path(out)
-    with staged(out) as partial:  # removed on any error; a folder of the user's is refused, never deleted
+    key = {"spec": repr(spec), "samples": samples, "val_samples": val_samples, "chunk": chunk}
+    with staged(out, "synthetic", key) as stage:  # reused or refused when complete; a user's folder is refused
+        if stage.reused:
+            return load_prepared(out)
+        partial = stage.path
         source = SyntheticSource(spec)
         rows = {"train": samples, **({"val": val_samples} if val_samples else {})}
         for split, n in rows.items():
             _write_split(source, partial / split, n, 0 if split == "train" else HELD_OUT_START, chunk, progress)
         meta = Prepared(name, out, rows, [t.num_embeddings for t in spec.tables], 0, [], None, 0,
                         [t.name for t in spec.tables], spec.num_dense, layout="multi-hot",
-                        dims=[t.dim for t in spec.tables], synthetic=repr(spec))
+                        dims=[t.dim for t in spec.tables], synthetic=repr(spec), key=key)
         (partial / "meta.json").write_text(meta.to_json())
     return meta

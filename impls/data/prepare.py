@@ -9,13 +9,13 @@ or removes the partial directory and starts again."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 
-from impls.data.staging import MARKER, staged
+from impls.data.staging import MARKER, content_key, staged
 from impls.data import avazu, criteo
 from impls.data.textio import Problems, iter_rows
 
@@ -151,8 +151,9 @@ class Prepared:
     layout: str = "one-hot"  # "one-hot": sparse.npy [n, T]; "multi-hot": lengths, row_offsets, values.bin
     dims: list[int] | None = None  # embedding dims the data was made for (synthetic exports)
     synthetic: str | None = None  # the SyntheticSpec of a `data synth` export
-    raw: list[list] | None = None  # [file name, bytes] of each raw file it was prepared from, in order
+    raw: list[list] | None = None  # [file name, bytes, sha256] of each raw file it was prepared from, in order
     schema: dict | None = None  # `data prepare tabular`: the schema, dense column names and standardization
+    key: dict | None = None  # what it was made from (impls/data/staging.py): raw bytes' sha256, schema, options
 
     def to_json(self) -> str:
         d = asdict(self)
@@ -161,12 +162,28 @@ class Prepared:
 
 
 def load_prepared(out: Path) -> Prepared | None:
-    """The metadata of a complete prepared dataset, or None when ``out`` is not complete."""
+    """The metadata of a complete prepared dataset, or None when ``out`` is not complete; a meta.json that cannot be
+    read (cut short, edited, of another tool) raises ValueError naming it and what is wrong."""
     if not (out / MARKER).exists():
         return None
-    d = json.loads((out / "meta.json").read_text())
-    d["out"] = Path(d["out"])
-    return Prepared(**d)
+    path = Path(out) / "meta.json"
+    try:
+        d = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{path} is missing (the folder has {MARKER} but no meta.json): prepare it again") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path} is not readable JSON ({exc}): prepare the dataset again") from None
+    names = {f.name for f in fields(Prepared)}
+    if not isinstance(d, dict) or not {"name", "rows", "cardinalities"} <= set(d):
+        raise ValueError(f"{path} is not a dlrmbench dataset's metadata (needs name, rows, cardinalities)")
+    unknown = sorted(set(d) - names)
+    if unknown:
+        raise ValueError(f"{path} has field(s) {unknown} this version does not know: written by a newer dlrmbench?")
+    d["out"] = Path(d.get("out", out))
+    try:
+        return Prepared(**d)
+    except TypeError as exc:
+        raise ValueError(f"{path}: {exc}") from None
 
 
 def prepare_text(
@@ -195,18 +212,13 @@ def prepare_text(
         raise FileNotFoundError(f"{name}: raw file(s) not found: {missing or '(none given)'}")
     if layout == "kaggle" and len(files) != 1:
         raise ValueError(f"{name}: the Kaggle layout reads one train.txt, got {len(files)} files")
-    raw = [[f.name, f.stat().st_size] for f in files]
-    done = load_prepared(out)
-    if done is not None:
-        asked = {"raw files": raw, "max_ind_range": max_ind_range, "freq_threshold": freq_threshold}
-        had = {"raw files": done.raw, "max_ind_range": done.max_ind_range, "freq_threshold": done.freq_threshold}
-        diff = [f"{k}: prepared from {had[k]}, asked {asked[k]}" for k in asked
-                if had[k] != asked[k] and not (k == "raw files" and had[k] is None)]
-        if diff:
-            raise ValueError(f"{out} is a complete dataset prepared from other inputs ({'; '.join(diff)}): "
-                             f"choose another --out, or remove it to prepare it again")
-        return done
-    with staged(out) as partial:  # removed on any error; a folder of the user's is refused, never deleted
+    raw = content_key(files)
+    key = {"format": reader, "split layout": layout, "raw files": raw, "max_ind_range": max_ind_range,
+           "freq_threshold": freq_threshold, "strict": strict, "seed": seed if layout == "random-8-1-1" else None}
+    with staged(out, "prepared", key) as stage:
+        if stage.reused:
+            return load_prepared(out)
+        partial = stage.path
         kw = {"chunk_bytes": chunk_bytes} if chunk_bytes else {}
         num_cat = len(fmt.cat_names)
 
@@ -261,7 +273,7 @@ def prepare_text(
         for j, k in enumerate(kept):
             np.save(vocab_dir / f"{fmt.cat_names[j]}.npy", k)
         meta = Prepared(name, out, dict(plan.sizes), cards, problems.count, problems.examples, max_ind_range,
-                        freq_threshold, list(fmt.cat_names), fmt.num_dense, raw=raw)
+                        freq_threshold, list(fmt.cat_names), fmt.num_dense, raw=raw, key=key)
         (partial / "meta.json").write_text(meta.to_json())
     return meta
 

@@ -16,6 +16,21 @@ from impls.data.prepare import MARKER, load_prepared
 from impls.data.runs import run_index
 
 
+def _array(path: Path, shape: tuple[int, ...]) -> np.ndarray:
+    """The memory-mapped array at ``path``; one missing, cut short or of another shape than meta.json says raises
+    ValueError naming the file and what is wrong."""
+    if not path.is_file():
+        raise ValueError(f"{path} is missing: the dataset is incomplete; prepare it again")
+    try:
+        a = np.load(path, mmap_mode="r")
+    except (ValueError, OSError, EOFError) as exc:
+        raise ValueError(f"{path} is not a readable array ({exc}): cut short or damaged; prepare it again") from None
+    if a.shape != shape:
+        raise ValueError(f"{path} has shape {a.shape}, meta.json says {shape}: cut short or from another dataset; "
+                         f"prepare it again")
+    return a
+
+
 class PreparedSource:
     def __init__(self, path: str | Path, split: str = "train", dim: int | None = None) -> None:
         path = Path(path)
@@ -27,19 +42,26 @@ class PreparedSource:
             raise ValueError(f"{path} has no split {split!r}; splits: {sorted(meta.rows)}")
         self.meta, self.split, self.num_dense = meta, split, meta.num_dense
         d = path / split
-        self.dense = np.load(d / "dense.npy", mmap_mode="r")
-        self.labels = np.load(d / "labels.npy", mmap_mode="r")
+        n, T = meta.rows[split], len(meta.tables)
+        self.dense = _array(d / "dense.npy", (n, meta.num_dense))
+        self.labels = _array(d / "labels.npy", (n,))
         if len(self.labels) == 0:
             raise ValueError(f"{path}: split {split!r} is empty")
         self.multi_hot = meta.layout == "multi-hot"
         if self.multi_hot:
-            self.lengths = np.load(d / "lengths.npy", mmap_mode="r")
-            self.row_offsets = np.load(d / "row_offsets.npy", mmap_mode="r")
+            self.lengths = _array(d / "lengths.npy", (n, T))
+            self.row_offsets = _array(d / "row_offsets.npy", (n + 1,))
             nnz = int(self.row_offsets[-1])
-            self.values = np.memmap(d / "values.bin", dtype="<i8", mode="r", shape=(nnz,)) if nnz else np.zeros(0, "<i8")
+            values = d / "values.bin"
+            size = values.stat().st_size if values.is_file() else None
+            if size != 8 * nnz:
+                raise ValueError(f"{values}: {'missing' if size is None else f'{size:,} bytes'}, row_offsets.npy "
+                                 f"says {nnz:,} int64 ids ({8 * nnz:,} bytes): cut short or from another dataset; "
+                                 f"prepare it again")
+            self.values = np.memmap(values, dtype="<i8", mode="r", shape=(nnz,)) if nnz else np.zeros(0, "<i8")
             hot = self.lengths.mean(axis=0) if len(self.lengths) <= 1 << 20 else self.lengths[: 1 << 20].mean(axis=0)
         else:
-            self.sparse = np.load(d / "sparse.npy", mmap_mode="r")
+            self.sparse = _array(d / "sparse.npy", (n, T))
             hot = np.ones(len(meta.tables))
         dims = [dim] * len(meta.tables) if dim is not None else (meta.dims or [16] * len(meta.tables))
         self.tables = tuple(TableSpec(name, max(int(n), 1), int(dd), hotness=float(h))

@@ -17,13 +17,14 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 
 from impls.api import SparseFeatures
 from impls.data.batch import Batch
+from impls.data.staging import staged
 
 
 @dataclass
@@ -33,12 +34,26 @@ class Reordering:
     perms: dict[str, np.ndarray]
     info: dict[str, Any] = field(default_factory=dict)
 
-    def save(self, out: Path) -> None:
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
+    def save(self, out: Path, key: dict[str, Any]) -> None:
+        """Write into ``out`` (a new or empty folder) under impls/data/staging.py's rule, ``key`` saying what it was
+        built from; a finished ``out`` of the same key is left as it is, one of another key refused."""
+        Reordering.build_or_reuse(out, key, lambda: self)
+
+    def _write(self, out: Path) -> None:
         for name, p in self.perms.items():
             np.save(out / f"{name}.npy", p)
         (out / "reorder.json").write_text(json.dumps({"tables": sorted(self.perms), **self.info}, indent=2))
+
+    @staticmethod
+    def build_or_reuse(out: Path, key: dict[str, Any], build: Callable[[], "Reordering"]) -> tuple["Reordering", bool]:
+        """(the reordering at ``out``, True) when ``out`` is finished with this ``key``; else (``build()``, False)
+        written into ``out``; the lock on ``out`` is held throughout (one writer)."""
+        with staged(Path(out), "reordering", key) as stage:
+            if stage.reused:
+                return Reordering.load(out), True
+            r = build()
+            r._write(stage.path)
+        return r, False
 
     @staticmethod
     def load(path: Path) -> "Reordering":

@@ -21,7 +21,7 @@ import numpy as np
 
 from impls.data.prepare import Prepared, SplitPlan, Vocab, categorify, load_prepared
 from impls.data.runs import run_index
-from impls.data.staging import staged
+from impls.data.staging import content_key, staged
 from impls.data.tabular_schema import OPS, Categorical, Schema
 from impls.data.textio import BadRows, MalformedInput, Problems
 
@@ -365,14 +365,12 @@ def prepare_tabular(files: Sequence[Path], schema: Schema, out: Path, name: str 
     files = [Path(f) for f in files]
     for f in files:
         _kind(f, schema.delimiter)
-    raw = [[f.name, f.stat().st_size] for f in files]
-    done = load_prepared(Path(out))
-    if done is not None:
-        if done.raw != raw or (done.schema or {}).get("columns") != schema.to_dict():
-            raise ValueError(f"{out} is a complete dataset prepared from other inputs or another schema: choose "
-                             f"another --out, or remove it to prepare it again")
-        return done
-    with staged(Path(out)) as partial:
+    raw = content_key(files)
+    key = {"format": "tabular", "raw files": raw, "schema": schema.to_dict(), "strict": strict}
+    with staged(Path(out), "prepared", key) as stage:
+        if stage.reused:
+            return load_prepared(Path(out))
+        partial = stage.path
         problems = Problems()
         vocabs = [Vocab() for _ in schema.categorical]
         per_file = [0] * len(files)
@@ -422,7 +420,7 @@ def prepare_tabular(files: Sequence[Path], schema: Schema, out: Path, name: str 
                 np.save(vocab_dir / f"{c.name}.npy", k)
         meta = Prepared(name, Path(out), sizes, cards, problems.count, problems.examples, None, 0,
                         [c.name for c in schema.categorical], len(schema.dense),
-                        layout="multi-hot" if schema.multi_hot else "one-hot", raw=raw,
+                        layout="multi-hot" if schema.multi_hot else "one-hot", raw=raw, key=key,
                         schema={"columns": schema.to_dict(), "dense_scale": scale,
                                 "dense_names": [d for d, _ in schema.dense]})
         (partial / "meta.json").write_text(meta.to_json())

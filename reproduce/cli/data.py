@@ -107,9 +107,10 @@ def data_synth(preset, out, samples, val_samples, seed, **kw) -> None:
         total = samples + (samples // 8 if val_samples is None else val_samples)
         with tqdm(total=total, unit="sample", unit_scale=True, desc=preset) as bar:
             meta = write_synthetic(preset, spec, out, samples, val_samples, progress=bar.update)
+            reused = bar.n == 0
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    console.print(f"wrote {out}: rows {meta.rows}, {len(meta.tables)} tables, "
+    console.print(f"{'already complete, reused' if reused else 'wrote'} {out}: rows {meta.rows}, {len(meta.tables)} tables, "
                   f"{sum(meta.cardinalities):,} rows in all")
 
 
@@ -129,20 +130,30 @@ def data_synth(preset, out, samples, val_samples, seed, **kw) -> None:
 def data_reorder(source, out, tables, min_rows, batch_size, batches, hot_fraction, graph_batch, seed, **kw) -> None:
     """EL-Rec's global index reordering of SOURCE's training batches into OUT (one bijection per table); use it
     with `run --reorder OUT`."""
-    from impls.data.reorder import build_reordering
+    from impls.data.reorder import Reordering, build_reordering
     from impls.data.sources import open_source
 
+    writable_folder(out.parent, f"--out {out}: its folder")
+    options = collect_data_options(kw)
     try:
-        src = open_source(source, seed=seed, **collect_data_options(kw))
+        src = open_source(source, seed=seed, **options)
         names = list(tables) or [t.name for t in src.tables if t.num_embeddings >= min_rows]
         if not names:
             raise ValueError(f"no table of {source} has >= {min_rows:,} rows; name tables with --table")
-        r = build_reordering(src, names, batches, batch_size, hot_fraction, graph_batch, seed=seed)
+        prepared = getattr(src, "meta", None)
+        key = {"source": source, "source key": getattr(prepared, "key", None), "tables": names, "batches": batches,
+               "batch_size": batch_size, "hot_fraction": hot_fraction, "graph_batch": graph_batch, "seed": seed,
+               "data options": options}
+
+        def build() -> Reordering:
+            r = build_reordering(src, names, batches, batch_size, hot_fraction, graph_batch, seed=seed)
+            r.info["source"] = source
+            return r
+
+        _, reused = Reordering.build_or_reuse(out, key, build)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    r.info["source"] = source
-    r.save(out)
-    console.print(f"wrote {out}: bijections for {len(names)} table(s): {', '.join(names)}")
+    console.print(f"{'reused' if reused else 'wrote'} {out}: bijections for {len(names)} table(s): {', '.join(names)}")
 
 
 @data.command("stats")

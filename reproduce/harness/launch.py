@@ -15,7 +15,8 @@ from impls.api import registered_names
 from reproduce.harness.config import RunPoint
 from reproduce.harness.lifeline import die_with_parent
 from reproduce.harness.rank import rank_files
-from reproduce.harness.records import Record, Status, lock_run, log_path, read_record, record_path, write_record
+from reproduce.harness.records import (Record, Status, check_overwritable, lock_run, log_path, read_record,
+                                       record_path, release_lock, write_record)
 
 
 class RecordedElsewhere(Exception):
@@ -47,6 +48,7 @@ def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None,
     log.parent.mkdir(parents=True, exist_ok=True)
     lock = lock_run(rec_path)  # RunLocked when a live process runs it already
     try:
+        check_overwritable(rec_path)
         rec_path.unlink(missing_ok=True)
         for old in [*rank_files(rec_path, "error").values(), *rank_files(rec_path, "step").values()]:
             old.unlink()
@@ -63,7 +65,7 @@ def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None,
         oom = kills is not None and (oom_kills() or 0) > kills
         return finish_point(point, rec_path, log, code, timeout_s, time.monotonic() - t0, repeat, oom)
     finally:
-        lock.unlink(missing_ok=True)
+        release_lock(lock)
 
 
 def worker_env(point: RunPoint) -> dict[str, str]:

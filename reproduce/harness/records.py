@@ -18,6 +18,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Iterator
 
+from impls.data.lockfile import Locked, acquire, release
+
 SCHEMA_VERSION = 2  # 2: point_id in every record, code fingerprint, oversubscription
 
 
@@ -193,10 +195,36 @@ def write_json(path: str | Path, obj: dict[str, Any]) -> Path:
     return path
 
 
+def check_overwritable(path: str | Path) -> None:
+    """Refuse (ValueError) when ``path`` holds something that is not a run record: a record is only ever written over
+    a record (of the same point), never over a file of the user's."""
+    path = Path(path)
+    if path.is_dir() or (path.exists() and not _is_record_file(path)):
+        raise ValueError(f"{path} exists and is not a dlrmbench run record: refusing to overwrite it; move it away")
+
+
+def _is_record_file(path: Path) -> bool:
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return path.stat().st_size == 0 or _is_truncated_json(path)
+    return isinstance(d, dict) and "point" in d and "status" in d
+
+
+def _is_truncated_json(path: Path) -> bool:
+    """A record cut short (a crash mid-write before records were atomic): JSON text that starts as a record does."""
+    try:
+        head = path.read_text()[:200]
+    except (OSError, UnicodeDecodeError):
+        return False
+    return head.lstrip().startswith("{") and ('"point"' in head or '"status"' in head or '"code"' in head)
+
+
 def write_record(path: str | Path, record: Record) -> Path:
-    """Write a run record atomically."""
+    """Write a run record atomically (over an older record of the same run only: ``check_overwritable``)."""
     if not isinstance(record, Record):
         raise TypeError(f"write_record takes a Record, got {type(record).__name__}")
+    check_overwritable(path)
     return write_json(path, record.to_dict())
 
 
@@ -232,53 +260,19 @@ def records_in(out_dir: str | Path, only: set[str] | None = None) -> Iterator[Re
 # ---- the per-run lock: a run is launched by at most one live process at a time
 
 
-class RunLocked(RuntimeError):
+class RunLocked(Locked):
     """Another live process is running this point's repeat."""
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def lock_run(record: Path) -> Path:
-    """Take ``<record>.lock`` for this process (a lock file holding its pid); a lock held by a live process raises
-    RunLocked naming it, a stale one (its process gone) is taken over, one this process holds already is kept."""
-    lock = record.with_name(record.name + ".lock")
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    for _ in range(2):
-        try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            try:
-                pid = int(lock.read_text().strip() or 0)
-            except (OSError, ValueError):
-                pid = 0
-            if pid == os.getpid():
-                return lock  # ours already (a sweep holds it around the launch)
-            if pid and _alive(pid):
-                raise RunLocked(f"{record.name} is being run by process {pid} (lock {lock}); not started twice")
-            lock.unlink(missing_ok=True)  # stale: its process is gone
-            continue
-        with os.fdopen(fd, "w") as f:
-            f.write(f"{os.getpid()}\n")
-        return lock
-    raise RunLocked(f"{record.name}: could not take {lock}")
+    """Take ``<record>.lock`` for this process (impls/data/lockfile.py): held by another live process it raises
+    RunLocked naming it; a stale one is taken over; one this process holds already is taken again (re-entrant)."""
+    return acquire(record.with_name(record.name + ".lock"), f"{record.name} is being run", RunLocked)
 
 
 def release_lock(lock: Path) -> None:
-    """Remove ``lock`` when it is still this process's (never another process's lock taken over meanwhile)."""
-    try:
-        mine = int(lock.read_text().strip() or 0) == os.getpid()
-    except (OSError, ValueError):
-        return
-    if mine:
-        lock.unlink(missing_ok=True)
+    """Give back one take of ``lock`` (removed with the last, and never when another process holds it now)."""
+    release(lock)
 
 
 # ---- records written under an older point id

@@ -52,10 +52,10 @@ def test_a_complete_dataset_is_reused_only_for_the_same_inputs(tmp_path):
     out = tmp_path / "p"
     first = prepare_criteo("k", [raw], out, "kaggle")
     assert prepare_criteo("k", [raw], out, "kaggle") == first  # same inputs: reused
-    with pytest.raises(ValueError, match="freq_threshold: prepared from 0, asked 3"):
+    with pytest.raises(ValueError, match="freq_threshold: made from 0, asked 3"):
         prepare_criteo("k", [raw], out, "kaggle", freq_threshold=3)
     write_kaggle(raw, 40)
-    with pytest.raises(ValueError, match="raw files: prepared from"):
+    with pytest.raises(ValueError, match="raw file train.txt: made from [0-9,]+ bytes"):
         prepare_criteo("k", [raw], out, "kaggle")
     assert (out / "meta.json").exists()  # refused, never rebuilt over
 

@@ -103,7 +103,7 @@ def test_model_is_invariant_under_the_bijection():
 def test_save_load_and_bad_input(tmp_path):
     src = skewed()
     r = build_reordering(src, ["t1"], batches=1, batch_size=256)
-    r.save(tmp_path / "r")
+    r.save(tmp_path / "r", {"test": 1})
     back = Reordering.load(tmp_path / "r")
     assert np.array_equal(back.perms["t1"], r.perms["t1"]) and back.info["batch_size"] == 256
     with pytest.raises(ValueError, match="no reorder.json"):

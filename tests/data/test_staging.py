@@ -58,8 +58,12 @@ def test_a_foreign_staging_folder_is_refused_and_ours_is_replaced(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     first = write_synthetic("u", get_preset("uniform", **SPEC), empty, 8)  # an empty folder may be used
-    again = write_synthetic("u", get_preset("uniform", seed=1, **SPEC), empty, 12)  # ours: replaced
-    assert first.rows["train"] == 8 and again.rows["train"] == 12 and (empty / MARKER).exists()
+    assert write_synthetic("u", get_preset("uniform", **SPEC), empty, 8) == first  # same key: reused
+    before = {p.name: p.read_bytes() for p in empty.rglob("*") if p.is_file()}
+    with pytest.raises(ValueError, match=r"made from other inputs \(samples: made from 8, asked 12; spec: "):
+        write_synthetic("u", get_preset("uniform", seed=1, **SPEC), empty, 12)  # ours, another key: refused
+    assert {p.name: p.read_bytes() for p in empty.rglob("*") if p.is_file()} == before
+    assert first.rows["train"] == 8 and (empty / MARKER).exists()
     assert not (tmp_path / "empty.partial").exists() and not (empty / STAGING_MARK).exists()
 
 
@@ -67,9 +71,13 @@ def test_a_failed_write_leaves_nothing_and_keeps_the_old_dataset(tmp_path):
     out = tmp_path / "d"
     write_synthetic("u", get_preset("uniform", **SPEC), out, 8)
     before = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    with pytest.raises(ValueError, match="made from other inputs"):
+        with staged(out, "synthetic", {"other": 1}):
+            pass
+    new = tmp_path / "new"
     with pytest.raises(RuntimeError, match="boom"):
-        with staged(out) as partial:
-            (partial / "half.npy").write_text("half")
+        with staged(new, "synthetic", {"k": 1}) as stage:
+            (stage.path / "half.npy").write_text("half")
             raise RuntimeError("boom")
-    assert not (tmp_path / "d.partial").exists()
+    assert not (tmp_path / "new.partial").exists() and not new.exists() and not (tmp_path / "new.lock").exists()
     assert {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before

@@ -1,0 +1,87 @@
+"""An exclusive lock file: created with O_EXCL, holding ``pid host`` of its holder, so one process at a time writes
+what it guards (a dataset folder, a run's record). A lock held by a live process is refused with its holder named; a
+stale one (its process gone, on this host) is taken over; a lock of another host is never taken over (this host
+cannot see that process). Re-entrant: a process that holds a lock may take it again (a sweep holds a run's lock
+around the launch that takes it too), and it is removed when the last of its holder's takes releases it."""
+from __future__ import annotations
+
+import os
+import socket
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+_HELD: dict[Path, int] = {}  # locks this process holds -> how many takes are not released yet
+
+
+class Locked(RuntimeError):
+    """Another live process holds the lock."""
+
+
+def holder(lock: Path) -> tuple[int, str] | None:
+    """(pid, host) written in ``lock``; None when there is no lock or it cannot be read."""
+    try:
+        pid, _, host = Path(lock).read_text().strip().partition(" ")
+        return int(pid), host or socket.gethostname()  # a lock of pid only: written on this host
+    except (OSError, ValueError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def acquire(lock: Path, what: str, error: type[Locked] = Locked) -> Path:
+    """Take ``lock`` for this process; when another live process holds it, ``error`` is raised saying ``what`` (e.g.
+    "--out D is being written") "by process PID"."""
+    lock = Path(lock)
+    me = (os.getpid(), socket.gethostname())
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    for _ in range(3):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            who = holder(lock)
+            if who == me and lock in _HELD:
+                _HELD[lock] += 1
+                return lock
+            if who is not None and who != me and (who[1] != me[1] or _alive(who[0])):
+                where = "" if who[1] == me[1] else f" on host {who[1]}"
+                raise error(f"{what} by process {who[0]}{where} (lock {lock}); wait for it to end, "
+                            f"or remove the lock if that process is gone") from None
+            lock.unlink(missing_ok=True)  # stale (its process is gone), unreadable, or left by this pid's predecessor
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{me[0]} {me[1]}\n")
+        _HELD[lock] = 1
+        return lock
+    raise error(f"{what}: could not take the lock {lock}")
+
+
+def release(lock: Path) -> None:
+    """Give back one take of ``lock``; the file goes with the last one, and only while it is still this process's
+    (never a lock another process took over meanwhile)."""
+    lock = Path(lock)
+    left = _HELD.get(lock, 0) - 1
+    if left > 0:
+        _HELD[lock] = left
+        return
+    _HELD.pop(lock, None)
+    if holder(lock) == (os.getpid(), socket.gethostname()):
+        lock.unlink(missing_ok=True)
+
+
+@contextmanager
+def held(lock: Path, what: str, error: type[Locked] = Locked) -> Iterator[Path]:
+    """``lock`` held for the block."""
+    path = acquire(lock, what, error)
+    try:
+        yield path
+    finally:
+        release(path)
