@@ -153,6 +153,7 @@ class Prepared:
     synthetic: str | None = None  # the SyntheticSpec of a `data synth` export
     raw: list[list] | None = None  # [file name, bytes, sha256] of each raw file it was prepared from, in order
     schema: dict | None = None  # `data prepare tabular`: the schema, dense column names and standardization
+    warnings: list[str] = field(default_factory=list)  # said when prepared (e.g. a split with one class)
     key: dict | None = None  # what it was made from (impls/data/staging.py): raw bytes' sha256, schema, options
 
     def to_json(self) -> str:

@@ -31,9 +31,10 @@ MISSING = "\x00missing"  # the text a missing categorical value is keyed by
 
 
 def raw_files(raw: str | Path) -> list[Path]:
-    """A file, a glob (sorted), or a folder's CSV / TSV / Parquet files (sorted)."""
+    """A file, a folder's CSV / TSV / Parquet files (sorted), or a glob (sorted) when no file or folder has that name
+    (a path holding ``[`` or ``*`` is taken as written when it exists)."""
     text = str(raw)
-    if any(c in text for c in "*?["):
+    if not Path(text).exists() and any(c in text for c in "*?["):
         files = sorted(Path(p) for p in globlib.glob(text))
     elif Path(text).is_dir():
         files = sorted(p for p in Path(text).iterdir() if _kind(p, None, strict=False))
@@ -71,6 +72,7 @@ class Chunk:
                  skipped: Sequence[int] = ()) -> None:
         self.columns, self.n, self.first, self.where = columns, n, first, where
         self.header, self.skipped = header, skipped
+        self.not_utf8: dict[int, str] = {}  # row -> why (its text was not UTF-8; read as missing, the row is bad)
 
     def __len__(self) -> int:
         return self.n
@@ -96,6 +98,7 @@ def _chunks(path: Path, schema: Schema, problems: Problems, strict: bool) -> Ite
         missing = [c for c in cols if c not in f.schema_arrow.names]
         if missing:
             raise ValueError(f"{path.name}: no column(s) {missing}; it has {f.schema_arrow.names}")
+        _check_names(path.name, f.schema_arrow.names, cols)
         row = 0
         for rb in f.iter_batches(batch_size=1 << 16, columns=cols):
             yield Chunk({c: rb.column(c) for c in cols}, rb.num_rows, row, f"{path.name} row", header=0)
@@ -105,6 +108,7 @@ def _chunks(path: Path, schema: Schema, problems: Problems, strict: bool) -> Ite
     missing = [c for c in cols if c not in header]
     if missing:
         raise ValueError(f"{path.name}: no column(s) {missing} in its header {header}")
+    _check_names(f"{path.name}:1", header, cols)
     skipped: list[int] = []
     first: list[str] = []  # the first malformed line's message (strict mode raises it)
 
@@ -119,27 +123,63 @@ def _chunks(path: Path, schema: Schema, problems: Problems, strict: bool) -> Ite
     reader = pcsv.open_csv(
         path, read_options=pcsv.ReadOptions(use_threads=False, block_size=BLOCK_BYTES),
         parse_options=pcsv.ParseOptions(delimiter=kind, invalid_row_handler=bad_row),
-        convert_options=pcsv.ConvertOptions(include_columns=cols, column_types={c: pa.string() for c in cols},
+        convert_options=pcsv.ConvertOptions(include_columns=cols, column_types={c: pa.binary() for c in cols},
                                             strings_can_be_null=True))
     good = 0
     for rb in reader:
         if strict and first:
             raise MalformedInput(first[0])
-        yield Chunk({c: rb.column(c) for c in cols}, rb.num_rows, good, path.name, skipped=skipped)
+        chunk = Chunk({}, rb.num_rows, good, path.name, skipped=skipped)
+        chunk.columns = {c: _text(rb.column(c), chunk, c) for c in cols}
+        yield chunk
         good += rb.num_rows
     if strict and first:
         raise MalformedInput(first[0])
+
+
+def _text(arr, chunk: Chunk, column: str):
+    """A binary column as UTF-8 text; a value that is not UTF-8 becomes missing and its row is noted in the chunk
+    (reported as a malformed line naming the column and the byte)."""
+    import pyarrow as pa
+
+    try:
+        return arr.cast(pa.string())
+    except pa.ArrowInvalid:
+        pass
+    out = []
+    for i, v in enumerate(arr.to_pylist()):  # the slow path, only for a block holding bytes that are not UTF-8
+        try:
+            out.append(None if v is None else v.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            chunk.not_utf8.setdefault(i, f"{column}: not UTF-8 text (byte {v[exc.start]:#04x} at {exc.start}); "
+                                         f"save the file as UTF-8")
+            out.append(None)
+    return pa.array(out, pa.string())
 
 
 def _header(path: Path, delimiter: str) -> list[str]:
     import gzip
 
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8-sig", newline="") as f:
-        line = f.readline().rstrip("\r\n")
+    try:
+        with opener(path, "rt", encoding="utf-8-sig", newline="") as f:
+            line = f.readline().rstrip("\r\n")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path.name}:1: the header line is not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
+                         f"offset {exc.start}); save the file as UTF-8") from None
     if not line:
         raise ValueError(f"{path.name}: empty file (a CSV / TSV needs a header line naming its columns)")
     return [c.strip().strip('"') for c in line.split(delimiter)]
+
+
+def _check_names(where: str, names: list[str], cols: list[str]) -> None:
+    """Refuse a header that names a column the schema reads more than once (which one was meant cannot be told)."""
+    twice = {c: [i + 1 for i, n in enumerate(names) if n == c] for c in cols}
+    twice = {c: at for c, at in twice.items() if len(at) > 1}
+    if twice:
+        said = "; ".join(f"{c!r} is columns {', '.join(map(str, at))}" for c, at in twice.items())
+        raise ValueError(f"{where}: the header names a column the schema reads more than once ({said}): rename them "
+                         f"so each name is one column")
 
 
 def _floats(arr) -> tuple[np.ndarray, np.ndarray]:
@@ -151,9 +191,10 @@ def _floats(arr) -> tuple[np.ndarray, np.ndarray]:
         arr = pc.cast(arr, pa.int8())
     if pa.types.is_timestamp(arr.type) or pa.types.is_date(arr.type):
         arr = pc.cast(pc.cast(arr, pa.timestamp("s")), pa.int64())
+    present = ~np.asarray(arr.is_null().to_numpy(zero_copy_only=False), bool)
     try:
-        vals = pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False)  # nulls -> NaN
-        return vals.astype(np.float64), np.zeros(len(vals), bool)
+        vals = pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64)  # nulls -> NaN
+        return vals, present & np.isinf(vals)  # inf / -inf (or a number too large): NaN is missing, as pandas says
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         pass
     out, bad = np.full(len(arr), np.nan), np.zeros(len(arr), bool)
@@ -164,22 +205,38 @@ def _floats(arr) -> tuple[np.ndarray, np.ndarray]:
             out[i] = float(v)
         except (TypeError, ValueError):
             bad[i] = True
-    return out, bad
+    return out, bad | (present & np.isinf(out))
 
 
 def _times(arr) -> tuple[np.ndarray, np.ndarray]:
-    """(seconds as float64, bad mask): numbers, or ISO-8601 date / time text; a missing time is bad."""
+    """(seconds as float64, bad mask): numbers (seconds), or ISO-8601 date / time text (UTC unless it says its
+    offset), each value read as what it is, so one column may mix them; a missing time is bad."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     vals, bad = _floats(arr)
     if bad.any() and pa.types.is_string(arr.type):
-        try:
-            ts = pc.cast(pc.cast(arr, pa.timestamp("s")), pa.int64()).to_numpy(zero_copy_only=False)
-            vals, bad = ts.astype(np.float64), np.zeros(len(ts), bool)
+        idx = np.flatnonzero(bad)
+        text = arr.take(pa.array(idx))
+        try:  # the whole block's dates at once
+            ts = pc.cast(pc.cast(text, pa.timestamp("s")), pa.int64()).to_numpy(zero_copy_only=False)
+            vals[idx], bad[idx] = ts.astype(np.float64), False
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            pass
+            for i, v in zip(idx, text.to_pylist()):  # the slow path: dates of several forms in one block
+                t = _iso_seconds(v)
+                if t is not None:
+                    vals[i], bad[i] = t, False
     return vals, bad | np.isnan(vals)
+
+
+def _iso_seconds(text: str | None) -> float | None:
+    from datetime import datetime, timezone
+
+    try:
+        t = datetime.fromisoformat(text.strip())
+    except (AttributeError, ValueError):
+        return None
+    return (t if t.tzinfo else t.replace(tzinfo=timezone.utc)).timestamp()
 
 
 def _labels(chunk: Chunk, schema: Schema) -> tuple[np.ndarray, np.ndarray]:
@@ -243,13 +300,18 @@ class Parsed:
 
         n = len(chunk)
         bad = BadRows(n)
+        if chunk.not_utf8:
+            rows = np.zeros(n, bool)
+            rows[list(chunk.not_utf8)] = True
+            bad.flag(rows, lambda i: chunk.not_utf8[i])
         labels, badl = _labels(chunk, schema)
         col = chunk.columns[schema.label.column]
         bad.flag(badl, lambda i: f"label {schema.label} cannot be read from {col[i].as_py()!r}")
         dense = np.zeros((n, len(schema.dense)))
         for j, (name, _) in enumerate(schema.dense):
             dense[:, j], badj = _floats(chunk.columns[name])
-            bad.flag(badj, lambda i, name=name: f"dense {name} {chunk.columns[name][i].as_py()!r} is not a number")
+            bad.flag(badj, lambda i, name=name, j=j: f"dense {name} {chunk.columns[name][i].as_py()!r} is not a number"
+                                                f"{'' if np.isnan(dense[i, j]) else ' that is finite'}")
         time = None
         if schema.split.kind == "time":
             name = schema.split.column
@@ -319,6 +381,7 @@ class Writer:
         d.mkdir()
         T = len(schema.categorical)
         self.multi_hot = schema.multi_hot
+        self.positives = 0
         self.dense = np.lib.format.open_memmap(d / "dense.npy", "w+", np.float32, (n, len(schema.dense)))
         self.labels = np.lib.format.open_memmap(d / "labels.npy", "w+", np.int8, (n,))
         if self.multi_hot:
@@ -334,6 +397,7 @@ class Writer:
         """Rows ``idx`` of a chunk; ``fields``: per field (bag sizes [n], ids row-major)."""
         a, m = self.at, len(idx)
         self.labels[a : a + m] = labels[idx]
+        self.positives += int(labels[idx].sum())
         self.dense[a : a + m] = dense[idx]
         if not self.multi_hot:
             for j, (_, ids) in enumerate(fields):
@@ -377,8 +441,9 @@ def prepare_tabular(files: Sequence[Path], schema: Schema, out: Path, name: str 
         times = []
         for k, rows in _rows(files, schema, problems, strict, progress):
             per_file[k] += len(rows)
-            for v, (_, keys) in zip(vocabs, rows.fields):
-                v.update(keys)
+            for c, v, (_, keys) in zip(schema.categorical, vocabs, rows.fields):
+                if not c.hash:  # a hashed field keeps no vocabulary: pass 1's memory is the vocabularies' only
+                    v.update(keys)
             if rows.time is not None:
                 times.append(rows.time)
         total = sum(per_file)
@@ -412,6 +477,7 @@ def prepare_tabular(files: Sequence[Path], schema: Schema, out: Path, name: str 
             pos += n
         if pos != total or {s: w.at for s, w in writers.items()} != sizes:
             raise RuntimeError(f"{name}: the second pass read {pos} rows, the first {total}; did a file change?")
+        warnings = _one_class(schema, {s: (w.positives, w.at) for s, w in writers.items()})
         scale = _finish_dense(writers, schema, stats)
         vocab_dir = partial / "vocab"
         vocab_dir.mkdir()
@@ -422,9 +488,20 @@ def prepare_tabular(files: Sequence[Path], schema: Schema, out: Path, name: str 
                         [c.name for c in schema.categorical], len(schema.dense),
                         layout="multi-hot" if schema.multi_hot else "one-hot", raw=raw, key=key,
                         schema={"columns": schema.to_dict(), "dense_scale": scale,
-                                "dense_names": [d for d, _ in schema.dense]})
+                                "dense_names": [d for d, _ in schema.dense]}, warnings=warnings)
         (partial / "meta.json").write_text(meta.to_json())
     return meta
+
+
+def _one_class(schema: Schema, counts: dict[str, tuple[int, int]]) -> list[str]:
+    """Refuse a label rule that gives one class over every row (nothing to learn, AUC undefined); a split with one
+    class is a warning (its AUC is undefined). ``counts``: split -> (positives, rows)."""
+    pos, rows = sum(p for p, _ in counts.values()), sum(n for _, n in counts.values())
+    if pos in (0, rows):
+        raise ValueError(f"label {schema.label} gives one class: {pos:,} of {rows:,} rows are 1; a model needs both "
+                         f"classes (check the rule and the column)")
+    return [f"split {s}: label {schema.label} gives one class ({p:,} of {n:,} rows are 1): AUC on it is undefined"
+            for s, (p, n) in counts.items() if p in (0, n)]
 
 
 def _transform(raw: np.ndarray, schema: Schema) -> np.ndarray:
@@ -441,6 +518,11 @@ def _finish_dense(writers: dict[str, Writer], schema: Schema, stats: np.ndarray)
     mean = np.divide(s1, count, out=np.zeros_like(s1), where=count > 0)
     std = np.sqrt(np.maximum(np.divide(s2, count, out=np.zeros_like(s2), where=count > 0) - mean**2, 0))
     std = np.where(std > 0, std, 1.0)
+    huge = [name for j, (name, tf) in enumerate(schema.dense)
+            if tf == "standardize" and not (np.isfinite(mean[j]) and np.isfinite(std[j]))]
+    if huge:
+        raise ValueError(f"dense column(s) {huge}: values too large to standardize in float64 (their mean or std "
+                         f"is not finite); give them the log1p transform")
     shift = np.array([mean[j] if tf == "standardize" else 0.0 for j, (_, tf) in enumerate(schema.dense)])
     div = np.array([std[j] if tf == "standardize" else 1.0 for j, (_, tf) in enumerate(schema.dense)])
     for w in writers.values():

@@ -68,6 +68,11 @@ class Categorical:
     sep: str | None = None  # multi-hot: the separator between the values of one field
 
     def __post_init__(self) -> None:
+        for k, want in (("min_count", int), ("hash", int), ("sep", str)):
+            v = getattr(self, k)
+            if v is not None and (not isinstance(v, want) or isinstance(v, bool)):
+                raise ValueError(f"categorical {self.name!r}: {k} must be {'a whole number' if want is int else 'text'}"
+                                 f", got {v!r}")
         if self.min_count < 0 or (self.hash is not None and self.hash <= 0):
             raise ValueError(f"categorical {self.name!r}: min_count must be >= 0 and hash > 0, got {self.min_count}, "
                              f"{self.hash}")
@@ -176,13 +181,22 @@ class Schema:
             raise ValueError(f"{where}: unknown key(s) {bad}; keys: label, dense, categorical, split, delimiter")
         if "label" not in d:
             raise ValueError(f"{where}: no label (a 0/1 column, or a rule such as 'rating >= 4')")
+        if not isinstance(d.get("dense") or {}, dict) or not isinstance(d.get("categorical") or {}, dict):
+            raise ValueError(f"{where}: dense and categorical are tables (column = ...)")
         cats = []
         for name, opts in (d.get("categorical") or {}).items():
             opts = opts or {}
             if not isinstance(opts, dict) or set(opts) - {"min_count", "hash", "sep"}:
                 raise ValueError(f"{where}: categorical {name!r} takes a table of min_count, hash, sep; got {opts!r}")
-            cats.append(Categorical(name, **opts))
+            try:
+                cats.append(Categorical(name, **opts))
+            except ValueError as exc:
+                raise ValueError(f"{where}: {exc}") from None
         dense = tuple((name, tf) for name, tf in (d.get("dense") or {}).items())
+        for k, v in (("label", d["label"]), ("split", d.get("split", "random")), ("delimiter", d.get("delimiter")),
+                     *((f"dense {n!r} transform", tf) for n, tf in dense)):
+            if v is not None and not isinstance(v, str):
+                raise ValueError(f"{where}: {k} must be text, got {v!r}")
         return Schema(LabelRule.parse(str(d["label"])), dense, tuple(cats),
                       SplitSpec.parse(str(d.get("split", "random"))), d.get("delimiter"))
 
@@ -213,7 +227,10 @@ class Schema:
                 k, eq, v = m.partition("=")
                 if not eq or k not in ("min_count", "hash", "sep"):
                     raise ValueError(f"categorical {item!r}: modifiers are min_count=N, hash=N, sep=X")
-                opts[k] = v if k == "sep" else int(v)
+                try:
+                    opts[k] = v if k == "sep" else int(v)
+                except ValueError:
+                    raise ValueError(f"categorical {item!r}: {k} must be a whole number, got {v!r}") from None
             if buckets and "hash" not in opts and "min_count" not in opts:
                 opts["hash"] = buckets
             elif freq_threshold and "min_count" not in opts and "hash" not in opts:

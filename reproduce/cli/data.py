@@ -80,6 +80,8 @@ def data_prepare(name, raw, out, strict, max_ind_range, freq_threshold, schema_p
         console.print(f"read {bar.n / 2**20:,.1f} MiB in {secs:.1f} s ({bar.n / 2**20 / secs:,.1f} MiB/s over both passes)")
     else:
         console.print("already complete: reused")
+    for w in meta.warnings:
+        console.print(f"[yellow]warning:[/] {escape(w)}")
     if meta.bad_lines:
         console.print(f"[yellow]{meta.bad_lines} malformed line(s) skipped[/], e.g.:")
         for e in meta.bad_examples:
