@@ -105,6 +105,11 @@ def _tt_args(shape) -> tuple[list[int], list[int]]:
     return list(shape.q), list(shape.r)
 
 
+def _num_rows(shape) -> int:
+    """The table's rows the fused stages check items against (-1: a shape without them, digits only)."""
+    return int(getattr(shape, "num_embeddings", -1))
+
+
 def _out(out: Tensor | None, rows: int, cols: int, like: Tensor) -> Tensor:
     if out is None:
         return like.new_empty(rows, cols)
@@ -200,11 +205,14 @@ def tt_stages(
     check_indices: bool = True,
 ) -> Tensor:
     """Both stages in one pass: rows [n, D], item i = prefix(prefix_ids[item_group[i]]) times the last core's
-    slice item_last[i]. Same products as tt_prefix then tt_last, without the [G, width] prefix buffer."""
+    slice item_last[i]. Same products as tt_prefix then tt_last, without the [G, width] prefix buffer. An item
+    whose row is not below the table's rows (``shape.num_embeddings``; the cores cover prod(p)) raises ValueError
+    naming it (on a GPU only when ``check_indices``)."""
     require_kernel("tt_stages", prefix_ids.device)
     q, r = _tt_args(shape)
     out = _out(out, item_group.numel(), shape.dim, cores[0])
-    torch.ops.dlrmbench.tt_stages(list(cores), q, r, prefix_ids, item_group, item_last, out, check_indices)
+    torch.ops.dlrmbench.tt_stages(list(cores), q, r, prefix_ids, item_group, item_last, out, check_indices,
+                                  _num_rows(shape))
     if work is not None:
         g, n = prefix_ids.numel(), item_group.numel()
         work.add("fwd", "stage1", g * (shape.d - 2), g * shape.prefix_flops())
@@ -224,11 +232,13 @@ def tt_stages_backward(
     check_indices: bool = True,
 ) -> None:
     """Backward of tt_stages: recomputes the prefixes and adds into all d core gradients (item_group must be
-    non-decreasing). Same products as tt_prefix, tt_last_backward and tt_prefix_backward."""
+    non-decreasing). Same products as tt_prefix, tt_last_backward and tt_prefix_backward; rows checked as in
+    tt_stages."""
     require_kernel("tt_stages_backward", prefix_ids.device)
     q, r = _tt_args(shape)
     torch.ops.dlrmbench.tt_stages_backward(
-        list(cores), q, r, prefix_ids, item_group, item_last, grad_items, list(grad_cores), check_indices
+        list(cores), q, r, prefix_ids, item_group, item_last, grad_items, list(grad_cores), check_indices,
+        _num_rows(shape)
     )
     if work is not None:
         g, n = prefix_ids.numel(), item_group.numel()
@@ -305,12 +315,13 @@ def _tt_prefix_backward_fake(cores, q, r, prefix_ids, grad_prefix, grad_cores, c
 
 
 @torch.library.register_fake(f"{_LIB}::tt_stages")
-def _tt_stages_fake(cores, q, r, prefix_ids, item_group, item_last, out, check_indices=True):
+def _tt_stages_fake(cores, q, r, prefix_ids, item_group, item_last, out, check_indices=True, num_rows=-1):
     return None
 
 
 @torch.library.register_fake(f"{_LIB}::tt_stages_backward")
-def _tt_stages_backward_fake(cores, q, r, prefix_ids, item_group, item_last, grad_items, grad_cores, check_indices=True):
+def _tt_stages_backward_fake(cores, q, r, prefix_ids, item_group, item_last, grad_items, grad_cores, check_indices=True,
+                             num_rows=-1):
     return None
 
 

@@ -82,12 +82,16 @@ def test_backward_stages_match_autograd(device, case):
     work = TTWork()
     d_prefix = ops.tt_last_backward(prefix, cores, s, item_group, item_last, grad_items, grad_last, work)
     want_prefix, want_last = ref.tt_last_backward_ref(prefix, cores, s, item_group, item_last, grad_items)
-    close(d_prefix, want_prefix, 1e-4)
-    close(grad_last, want_last, 1e-4)
+    abs_cores = [c.abs() for c in cores]  # the same sums over |terms|: how exact a cancelling sum can be
+    mag_prefix, mag_last = ref.tt_last_backward_ref(prefix.abs(), abs_cores, s, item_group, item_last, grad_items.abs())
+    close(d_prefix, want_prefix, 1e-4, mag_prefix)
+    close(grad_last, want_last, 1e-4, mag_last)
     grads = [torch.zeros_like(c) for c in cores[:-1]]
     ops.tt_prefix_backward(cores, s, prefix_ids, d_prefix, grads, work)
-    for got, want in zip(grads, ref.tt_prefix_backward_ref(cores, s, prefix_ids, d_prefix)):
-        close(got, want if want is not None else torch.zeros_like(got), 1e-4)
+    mags = ref.tt_prefix_backward_ref(abs_cores, s, prefix_ids, d_prefix.abs())
+    for got, want, mag in zip(grads, ref.tt_prefix_backward_ref(cores, s, prefix_ids, d_prefix), mags):
+        zero = torch.zeros_like(got)
+        close(got, want if want is not None else zero, 1e-4, mag if mag is not None else zero)
     G, n = prefix_ids.numel(), item_group.numel()
     g_per, f_per = s.prefix_backward_cost()
     assert work.gemms["bwd"] == 2 * n + G * g_per
@@ -138,6 +142,32 @@ def test_fused_stages_refuse_bad_items():
         ops.tt_stages_backward(cores, s, ids, torch.tensor([-1, 0]), torch.tensor([0, 1]), torch.ones(2, 8), grads)
     with pytest.raises(ValueError, match="expected 3 core gradients"):
         ops.tt_stages_backward(cores, s, ids, torch.tensor([0, 1]), torch.tensor([0, 1]), torch.ones(2, 8), grads[:2])
+
+
+@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("p", [(6, 5, 4), (3, 2, 5, 4)])  # 3 cores: the fused CPU walk; 4: the composed stages
+def test_fused_stages_refuse_a_row_past_the_tables_rows(device, p):
+    """The cores cover prod(p) rows, the table fewer: an item reading a padding row is refused, naming it, whether
+    or not the caller asked for the range checks (a GPU checks when asked: one host read)."""
+    rows = math.prod(p) - 7
+    s = tt.TTShape.create(rows, 8, [3] * (len(p) - 1), p=p, q=(2, 2, 2) if len(p) == 3 else (2, 2, 2, 1))
+    cores = [c.to(device) for c in tt.init_cores(s, "normal", torch.Generator().manual_seed(1))]
+    grads = [torch.zeros_like(c) for c in cores]
+    last = rows - 1  # the table's last row is fine, the next one is padding
+    ids = torch.tensor([last // 4], device=device)
+    ok = torch.tensor([last % 4], device=device)
+    ops.tt_stages(cores, s, ids, torch.tensor([0], device=device), ok)
+    ops.tt_stages_backward(cores, s, ids, torch.tensor([0], device=device), ok, torch.ones(1, 8, device=device), grads)
+    pad = torch.tensor([last % 4 + 1], device=device)
+    msg = rf"item 0 reads row {rows} .*of a table of {rows} rows"
+    with pytest.raises(ValueError, match=msg):
+        ops.tt_stages(cores, s, ids, torch.tensor([0], device=device), pad)
+    with pytest.raises(ValueError, match=msg):
+        ops.tt_stages_backward(cores, s, ids, torch.tensor([0], device=device), pad, torch.ones(1, 8, device=device),
+                               grads)
+    if device == "cpu":  # unchecked: still refused on the CPU (its checks cost no sync)
+        with pytest.raises(ValueError, match=msg):
+            ops.tt_stages(cores, s, ids, torch.tensor([0], device=device), pad, check_indices=False)
 
 
 def test_untouched_core_rows_get_zero_gradient():

@@ -42,10 +42,13 @@ inline TTShape check_tt_items_args(const char* op, const at::Tensor& prefix, at:
 inline TTShape check_tt_stages_args(const char* op, at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
                                     const at::Tensor& prefix_ids, const at::Tensor& item_group,
                                     const at::Tensor& item_last, const at::Tensor& per_item,
-                                    const char* per_item_name) {
+                                    const char* per_item_name, int64_t num_rows) {
   const TTShape s = parse_tt_shape(op, cores, q, r);
   check_index(op, "prefix_ids", prefix_ids, cores[0]);
   check_items(op, s, cores, item_group, item_last, per_item, per_item_name);
+  const int64_t cover = s.num_prefixes() * s.p[s.d - 1];
+  TORCH_CHECK_VALUE(num_rows >= -1 && num_rows <= cover, op, ": num_rows = ", num_rows, " but the cores cover ", cover,
+                    " rows (-1: unchecked beyond the digits)");
   return s;
 }
 

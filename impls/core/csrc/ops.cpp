@@ -39,15 +39,18 @@ TORCH_LIBRARY(dlrmbench, m) {
       "Tensor(a!)[] grad_cores, bool check_indices=True) -> ()");
   // Both stages in one pass (tt_prefix then tt_last, without a [G, width] prefix buffer): writes rows [n, D]
   // into out; item i is the prefix product of prefix_ids[item_group[i]] times the last core's slice
-  // item_last[i].
+  // item_last[i]. num_rows (>= 0): the table's rows; an item's row prefix_ids[item_group[i]] * p_{d-1} +
+  // item_last[i] must be below it (the cores cover prod(p) >= num_rows rows: the rest is padding no id may
+  // read). -1: only the digits are checked. The stage ops alone (tt_prefix, tt_last) see prefixes or items,
+  // never both, so they check digits only.
   m.def(
       "tt_stages(Tensor[] cores, int[] q, int[] r, Tensor prefix_ids, Tensor item_group, Tensor item_last, "
-      "Tensor(a!) out, bool check_indices=True) -> ()");
+      "Tensor(a!) out, bool check_indices=True, int num_rows=-1) -> ()");
   // Backward of tt_stages (the prefixes recomputed, both stages walked back): adds into all d core gradients;
   // item_group must be non-decreasing.
   m.def(
       "tt_stages_backward(Tensor[] cores, int[] q, int[] r, Tensor prefix_ids, Tensor item_group, "
-      "Tensor item_last, Tensor grad_items, Tensor(a!)[] grad_cores, bool check_indices=True) -> ()");
+      "Tensor item_last, Tensor grad_items, Tensor(a!)[] grad_cores, bool check_indices=True, int num_rows=-1) -> ()");
   // out[s] += sum(src[index[j]] for j in segment_offsets[s]:segment_offsets[s+1]).
   m.def("gather_pool(Tensor src, Tensor index, Tensor segment_offsets, Tensor(a!) out, bool check_indices=True) -> ()");
   // out[dst_index[j]] += src[src_index[j]] for every j.

@@ -24,31 +24,47 @@ void call_prefix(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, c
   h.call(cores, q, r, ids, out, check_indices);
 }
 
+// The rows the items read against the table's rows (num_rows >= 0), after the stage ops checked the digits: on a
+// GPU only when the caller asks for checks (one host read), on the CPU always.
+void check_item_rows(const char* name, const TTShape& s, const at::Tensor& prefix_ids, const at::Tensor& item_group,
+                     const at::Tensor& item_last, int64_t num_rows, bool check_indices) {
+  if (num_rows < 0 || item_group.numel() == 0 || (!check_indices && !item_group.device().is_cpu())) return;
+  const at::Tensor rows = prefix_ids.index_select(0, item_group).mul(s.p[s.d - 1]).add(item_last);
+  const at::Tensor bad = rows.ge(num_rows).nonzero();
+  if (bad.numel() == 0) return;
+  const int64_t i = bad[0][0].item<int64_t>();
+  TORCH_CHECK_VALUE(false, name, ": item ", i, " reads row ", rows[i].item<int64_t>(), " of a table of ", num_rows,
+                    " rows: the id is out of range (rows past ", num_rows, " are the TT shape's padding)");
+}
+
 }  // namespace
 
 void tt_stages_composed(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids,
                         const at::Tensor& item_group, const at::Tensor& item_last, at::Tensor out,
-                        bool check_indices) {
-  const TTShape s = check_tt_stages_args("tt_stages", cores, q, r, prefix_ids, item_group, item_last, out, "out");
+                        bool check_indices, int64_t num_rows) {
+  const TTShape s =
+      check_tt_stages_args("tt_stages", cores, q, r, prefix_ids, item_group, item_last, out, "out", num_rows);
   const at::Tensor prefix = cores[0].new_empty({prefix_ids.numel(), s.prefix_width()});
   call_prefix(cores, q, r, prefix_ids, prefix, check_indices);
   static const auto last = op("dlrmbench::tt_last")
                                .typed<void(const at::Tensor&, at::TensorList, c10::IntArrayRef, c10::IntArrayRef,
                                            const at::Tensor&, const at::Tensor&, at::Tensor, bool)>();
   last.call(prefix, cores, q, r, item_group, item_last, out, check_indices);
+  check_item_rows("tt_stages", s, prefix_ids, item_group, item_last, num_rows, check_indices);
 }
 
 void tt_stages_backward_composed(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
                                  const at::Tensor& prefix_ids, const at::Tensor& item_group,
                                  const at::Tensor& item_last, const at::Tensor& grad_items,
-                                 at::TensorList grad_cores, bool check_indices) {
+                                 at::TensorList grad_cores, bool check_indices, int64_t num_rows) {
   const char* name = "tt_stages_backward";
   const TTShape s = check_tt_stages_args(name, cores, q, r, prefix_ids, item_group, item_last, grad_items,
-                                         "grad_items");
+                                         "grad_items", num_rows);
   check_all_core_grads(name, s, cores, grad_cores);
   const int64_t G = prefix_ids.numel();
   const at::Tensor prefix = cores[0].new_empty({G, s.prefix_width()});
   call_prefix(cores, q, r, prefix_ids, prefix, check_indices);
+  check_item_rows(name, s, prefix_ids, item_group, item_last, num_rows, check_indices);
   const at::Tensor d_prefix = cores[0].new_empty({G, s.prefix_width()});
   static const auto last_bwd =
       op("dlrmbench::tt_last_backward")

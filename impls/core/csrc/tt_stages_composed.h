@@ -9,11 +9,11 @@ namespace dlrmbench {
 
 void tt_stages_composed(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids,
                         const at::Tensor& item_group, const at::Tensor& item_last, at::Tensor out,
-                        bool check_indices);
+                        bool check_indices, int64_t num_rows);
 
 void tt_stages_backward_composed(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
                                  const at::Tensor& prefix_ids, const at::Tensor& item_group,
                                  const at::Tensor& item_last, const at::Tensor& grad_items,
-                                 at::TensorList grad_cores, bool check_indices);
+                                 at::TensorList grad_cores, bool check_indices, int64_t num_rows);
 
 }  // namespace dlrmbench

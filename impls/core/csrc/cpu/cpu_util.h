@@ -25,6 +25,20 @@ inline void check_range(const char* op, const char* name, const int64_t* v, int6
   }
 }
 
+// Raise ValueError naming the op and the first item whose row (prefix id * p_last + last digit) is not below
+// num_rows, the table's rows (its cores may cover more: padding no id may read); num_rows < 0: no such limit.
+// The items' group and last digit are in range already.
+inline void check_item_rows(const char* op, const int64_t* ids, const int64_t* grp, const int64_t* last, int64_t n,
+                            int64_t p_last, int64_t num_rows) {
+  if (num_rows < 0) return;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t row = ids[grp[i]] * p_last + last[i];
+    TORCH_CHECK_VALUE(row < num_rows, op, ": item ", i, " reads row ", row, " (prefix id ", ids[grp[i]], " * ",
+                      p_last, " + last digit ", last[i], ") of a table of ", num_rows,
+                      " rows: the id is out of range (rows past ", num_rows, " are the TT shape's padding)");
+  }
+}
+
 // A cache-line request that the compiler keeps even when nothing else uses the address (GCC drops a
 // __builtin_prefetch whose loop has no other effect).
 inline void prefetch(const void* p) {

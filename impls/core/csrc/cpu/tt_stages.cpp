@@ -47,9 +47,10 @@ inline void prefetch_stack(const std::vector<int64_t>& order, int64_t i, int64_t
 }
 
 void tt_stages_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids,
-                   const at::Tensor& item_group, const at::Tensor& item_last, at::Tensor out, bool /*check_indices*/) {
+                   const at::Tensor& item_group, const at::Tensor& item_last, at::Tensor out, bool /*check_indices*/,
+                   int64_t num_rows) {
   const char* op = "tt_stages";
-  const TTShape s = check_tt_stages_args(op, cores, q, r, prefix_ids, item_group, item_last, out, "out");
+  const TTShape s = check_tt_stages_args(op, cores, q, r, prefix_ids, item_group, item_last, out, "out", num_rows);
   const auto ids_c = prefix_ids.contiguous(), grp_c = item_group.contiguous(), last_c = item_last.contiguous();
   const int64_t G = ids_c.numel(), n = grp_c.numel();
   const int64_t *ids = ids_c.data_ptr<int64_t>(), *grp = grp_c.data_ptr<int64_t>(), *last = last_c.data_ptr<int64_t>();
@@ -57,6 +58,7 @@ void tt_stages_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
   check_range(op, "prefix_ids", ids, G, s.num_prefixes());
   check_range(op, "item_group", grp, n, G);
   check_range(op, "item_last", last, n, s.p[L]);
+  check_item_rows(op, ids, grp, last, n, s.p[L], num_rows);
   const ItemsByGroup items(grp, n, G);
   const CoreView c = core_view(s, cores);
   const int64_t N = s.q[L], K = s.r[L], width = s.prefix_width(), D = s.dim();
@@ -95,13 +97,15 @@ struct BackwardScratch {
 
 void tt_stages_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
                             const at::Tensor& prefix_ids, const at::Tensor& item_group, const at::Tensor& item_last,
-                            const at::Tensor& grad_items, at::TensorList grad_cores, bool check_indices) {
+                            const at::Tensor& grad_items, at::TensorList grad_cores, bool check_indices,
+                            int64_t num_rows) {
   const char* op = "tt_stages_backward";
   const TTShape s = check_tt_stages_args(op, cores, q, r, prefix_ids, item_group, item_last, grad_items,
-                                         "grad_items");
+                                         "grad_items", num_rows);
   check_all_core_grads(op, s, cores, grad_cores);
   if (s.d > 3) {  // the walk re-sorts the prefixes per core: the separate stage ops
-    tt_stages_backward_composed(cores, q, r, prefix_ids, item_group, item_last, grad_items, grad_cores, check_indices);
+    tt_stages_backward_composed(cores, q, r, prefix_ids, item_group, item_last, grad_items, grad_cores, check_indices,
+                                num_rows);
     return;
   }
   const auto ids_c = prefix_ids.contiguous(), grp_c = item_group.contiguous(), last_c = item_last.contiguous();
@@ -112,6 +116,7 @@ void tt_stages_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntAr
   check_range(op, "prefix_ids", ids, G, s.num_prefixes());
   check_range(op, "item_last", last, n, s.p[L]);
   const std::vector<int64_t> start = group_starts(op, grp, n, G);
+  check_item_rows(op, ids, grp, last, n, s.p[L], num_rows);
   if (G == 0) return;
   const CoreView c = core_view(s, cores);
   const int64_t M = s.Q(L - 1), qn = s.q[L], rk = s.r[L], width = s.prefix_width(), D = s.dim();
