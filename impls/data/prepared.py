@@ -31,6 +31,37 @@ def _array(path: Path, shape: tuple[int, ...]) -> np.ndarray:
     return a
 
 
+def split_arrays(path: Path, meta, split: str) -> dict[str, np.ndarray]:
+    """The memory-mapped arrays of one split, each checked against meta.json (opens, reads no data but the last
+    row offset): dense, labels and sparse (one-hot) or lengths, row_offsets and values (multi-hot)."""
+    d = Path(path) / split
+    n, T = meta.rows[split], len(meta.tables)
+    out = {"dense": _array(d / "dense.npy", (n, meta.num_dense)), "labels": _array(d / "labels.npy", (n,))}
+    if meta.layout != "multi-hot":
+        out["sparse"] = _array(d / "sparse.npy", (n, T))
+        return out
+    out["lengths"] = _array(d / "lengths.npy", (n, T))
+    out["row_offsets"] = _array(d / "row_offsets.npy", (n + 1,))
+    nnz = int(out["row_offsets"][-1])
+    values = d / "values.bin"
+    size = values.stat().st_size if values.is_file() else None
+    if size != 8 * nnz:
+        raise ValueError(f"{values}: {'missing' if size is None else f'{size:,} bytes'}, row_offsets.npy says "
+                         f"{nnz:,} int64 ids ({8 * nnz:,} bytes): cut short or from another dataset; prepare it again")
+    out["values"] = np.memmap(values, dtype="<i8", mode="r", shape=(nnz,)) if nnz else np.zeros(0, "<i8")
+    return out
+
+
+def check_prepared(path: str | Path) -> None:
+    """Every split of a complete prepared dataset opens and matches its meta.json (ValueError naming the file)."""
+    meta = load_prepared(Path(path))
+    if meta is None:
+        raise ValueError(f"{path} is not a complete prepared dataset (no {MARKER} marker): run `dlrmbench data "
+                         "prepare` (or `data synth`) first")
+    for split in meta.rows:
+        split_arrays(path, meta, split)
+
+
 class PreparedSource:
     def __init__(self, path: str | Path, split: str = "train", dim: int | None = None) -> None:
         path = Path(path)
@@ -41,27 +72,16 @@ class PreparedSource:
         if split not in meta.rows:
             raise ValueError(f"{path} has no split {split!r}; splits: {sorted(meta.rows)}")
         self.meta, self.split, self.num_dense = meta, split, meta.num_dense
-        d = path / split
-        n, T = meta.rows[split], len(meta.tables)
-        self.dense = _array(d / "dense.npy", (n, meta.num_dense))
-        self.labels = _array(d / "labels.npy", (n,))
+        arrays = split_arrays(path, meta, split)
+        self.dense, self.labels = arrays["dense"], arrays["labels"]
         if len(self.labels) == 0:
             raise ValueError(f"{path}: split {split!r} is empty")
         self.multi_hot = meta.layout == "multi-hot"
         if self.multi_hot:
-            self.lengths = _array(d / "lengths.npy", (n, T))
-            self.row_offsets = _array(d / "row_offsets.npy", (n + 1,))
-            nnz = int(self.row_offsets[-1])
-            values = d / "values.bin"
-            size = values.stat().st_size if values.is_file() else None
-            if size != 8 * nnz:
-                raise ValueError(f"{values}: {'missing' if size is None else f'{size:,} bytes'}, row_offsets.npy "
-                                 f"says {nnz:,} int64 ids ({8 * nnz:,} bytes): cut short or from another dataset; "
-                                 f"prepare it again")
-            self.values = np.memmap(values, dtype="<i8", mode="r", shape=(nnz,)) if nnz else np.zeros(0, "<i8")
+            self.lengths, self.row_offsets, self.values = arrays["lengths"], arrays["row_offsets"], arrays["values"]
             hot = self.lengths.mean(axis=0) if len(self.lengths) <= 1 << 20 else self.lengths[: 1 << 20].mean(axis=0)
         else:
-            self.sparse = _array(d / "sparse.npy", (n, T))
+            self.sparse = arrays["sparse"]
             hot = np.ones(len(meta.tables))
         dims = [dim] * len(meta.tables) if dim is not None else (meta.dims or [16] * len(meta.tables))
         self.tables = tuple(TableSpec(name, max(int(n), 1), int(dd), hotness=float(h))

@@ -58,10 +58,9 @@ def check_source(name: str, reorder: str | None = None, **options: Any) -> None:
         raise ValueError(f"{reorder} holds no reordering (no reorder.json): run `dlrmbench data reorder` first")
     path = Path(name)
     if path.is_dir():
-        from impls.data.prepare import MARKER, load_prepared
+        from impls.data.prepared import check_prepared
 
-        if load_prepared(path) is None:
-            raise ValueError(f"{name} is not a complete prepared dataset (no {MARKER} marker)")
+        check_prepared(path)
         _file_source_options(name, options)
     elif is_trace_file(name):
         if not path.is_file():

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from impls.data.lockfile import held
+from impls.data.lockfile import Locked, held
 
 MARKER = "COMPLETE"  # written last into a finished folder: {"kind": ..., "key": {...}}
 STAGING_MARK = ".dlrmbench-staging"  # inside a staging folder while it is being written
@@ -91,6 +91,10 @@ def check_output(out: Path) -> None:
                          f"folder, or remove it yourself")
 
 
+class OutputLocked(Locked, ValueError):
+    """Another live process writes this --out (a ValueError: the commands report it as a usage error)."""
+
+
 @dataclass
 class Stage:
     """Where to write (``path``), or ``reused``: ``out`` is finished with the same kind and key (write nothing)."""
@@ -105,7 +109,7 @@ def staged(out: Path, kind: str, key: dict[str, Any]) -> Iterator[Stage]:
     the differences); else yield a fresh staging folder ``<out>.partial`` that replaces ``out`` (new or empty) when
     the block ends without error, with the completion marker written last."""
     out = Path(out)
-    with held(out.with_name(out.name + ".lock"), f"--out {out} is being written"):
+    with held(out.with_name(out.name + ".lock"), f"--out {out} is being written", OutputLocked):
         done = finished(out)
         if done is not None:
             asked = {"kind": kind, **key}

@@ -27,6 +27,7 @@ from impls.data.textio import BadRows, MalformedInput, Problems
 
 SPLITS = ("train", "val", "test")
 BLOCK_BYTES = 16 << 20
+F32_MAX = float(np.finfo(np.float32).max)
 MISSING = "\x00missing"  # the text a missing categorical value is keyed by
 
 
@@ -161,9 +162,10 @@ def _header(path: Path, delimiter: str) -> list[str]:
     import gzip
 
     opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as f:
+        first = f.readline()
     try:
-        with opener(path, "rt", encoding="utf-8-sig", newline="") as f:
-            line = f.readline().rstrip("\r\n")
+        line = first.decode("utf-8-sig").rstrip("\r\n")
     except UnicodeDecodeError as exc:
         raise ValueError(f"{path.name}:1: the header line is not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
                          f"offset {exc.start}); save the file as UTF-8") from None
@@ -308,10 +310,14 @@ class Parsed:
         col = chunk.columns[schema.label.column]
         bad.flag(badl, lambda i: f"label {schema.label} cannot be read from {col[i].as_py()!r}")
         dense = np.zeros((n, len(schema.dense)))
-        for j, (name, _) in enumerate(schema.dense):
+        for j, (name, tf) in enumerate(schema.dense):
             dense[:, j], badj = _floats(chunk.columns[name])
             bad.flag(badj, lambda i, name=name, j=j: f"dense {name} {chunk.columns[name][i].as_py()!r} is not a number"
                                                 f"{'' if np.isnan(dense[i, j]) else ' that is finite'}")
+            if tf != "log1p":  # features are float32 (log1p brings any float64 into range)
+                huge = np.abs(np.nan_to_num(dense[:, j])) > F32_MAX
+                bad.flag(huge, lambda i, name=name: f"dense {name} {chunk.columns[name][i].as_py()!r} is too large "
+                                                    f"for a float32 feature (give the column the log1p transform)")
         time = None
         if schema.split.kind == "time":
             name = schema.split.column
@@ -518,11 +524,6 @@ def _finish_dense(writers: dict[str, Writer], schema: Schema, stats: np.ndarray)
     mean = np.divide(s1, count, out=np.zeros_like(s1), where=count > 0)
     std = np.sqrt(np.maximum(np.divide(s2, count, out=np.zeros_like(s2), where=count > 0) - mean**2, 0))
     std = np.where(std > 0, std, 1.0)
-    huge = [name for j, (name, tf) in enumerate(schema.dense)
-            if tf == "standardize" and not (np.isfinite(mean[j]) and np.isfinite(std[j]))]
-    if huge:
-        raise ValueError(f"dense column(s) {huge}: values too large to standardize in float64 (their mean or std "
-                         f"is not finite); give them the log1p transform")
     shift = np.array([mean[j] if tf == "standardize" else 0.0 for j, (_, tf) in enumerate(schema.dense)])
     div = np.array([std[j] if tf == "standardize" else 1.0 for j, (_, tf) in enumerate(schema.dense)])
     for w in writers.values():

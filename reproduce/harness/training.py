@@ -4,8 +4,9 @@
 ``train_loop``: a training run (``epochs`` > 0) - passes over the whole training split in shuffled whole batches,
 AUC and log loss on the whole held-out split every ``eval_every`` steps and at the end, early stop on the eval log
 loss. Both time the forward / backward / update phases of every step after the warm-up, and both stop at the
-first NaN / inf loss and hand back what they measured so far with the reason (a `diverged` record keeps its
-timings and curve). Over ranks every rank must stop at the same step: a training run agrees on it every step
+first NaN / inf loss, or at a loss that exploded while staying finite (``Explosion``: a BCE loss above ten times a
+coin flip's for 20 steps in a row, or a held-out log loss above it), and hand back what they measured so far with
+the reason (a `diverged` record keeps its timings and curve). Over ranks every rank must stop at the same step: a training run agrees on it every step
 (a one-float all-reduce outside the timed window); a benchmark runs its fixed steps and the ranks agree at the end
 on the first bad step, so that a benchmark step carries no extra collective."""
 from __future__ import annotations
@@ -28,6 +29,37 @@ class LoopResult:
     diverged: str | None = None  # why the loop stopped early on a bad loss
     info: dict[str, Any] = field(default_factory=dict)  # a training run's epochs, steps, stop reason, best eval
     loop: dict[str, Any] = field(default_factory=dict)  # a benchmark's warm-up and timed-step counts and their rule
+
+
+EXPLODED = 10 * math.log(2)  # nats per sample: ten times the log loss of predicting 0.5 (no constant does worse)
+EXPLODED_STEPS = 20  # that many training steps in a row above it: diverged (one spike may recover)
+
+
+class Explosion:
+    """The rule for a loss that explodes while staying finite (dlrm mode's BCE only: the embedding-only loss is
+    no log loss): ``EXPLODED_STEPS`` consecutive training losses above ``EXPLODED``; ``step`` says why, once."""
+
+    def __init__(self, mode: str) -> None:
+        self.on, self.run, self.first = mode == "dlrm", 0, None
+
+    def step(self, value: float, it: int) -> str | None:
+        if not self.on or not math.isfinite(value):
+            return None
+        if value <= EXPLODED:
+            self.run = 0
+            return None
+        self.run += 1
+        self.first = it if self.run == 1 else self.first
+        if self.run < EXPLODED_STEPS:
+            return None
+        return (f"the loss exploded: above {EXPLODED:.2f} nats (10 x ln 2, ten times a coin flip's log loss) for "
+                f"{EXPLODED_STEPS} steps in a row, steps {self.first + 1}-{it + 1} (last {value:.3g}); lower the "
+                f"learning rate or check the inputs")
+
+
+def held_out_exploded(logloss: float) -> bool:
+    """A held-out log loss above ``EXPLODED``: the model predicts far worse than any constant (diverged)."""
+    return logloss > EXPLODED
 
 
 class NonFinite(ArithmeticError):
@@ -94,6 +126,11 @@ class Clock:
         return loss, ((b - a) * 1e3, (c - b) * 1e3, (d - c) * 1e3, (d - a) * 1e3, cpu)
 
 
+def _exploded_eval(logloss: float, it: int) -> str:
+    return (f"the held-out log loss exploded to {logloss:.3g} after step {it} (above {EXPLODED:.2f} nats, ten times a "
+            f"coin flip's); lower the learning rate or check the inputs")
+
+
 def _bad(value: float, it: int, point, epoch: int | None = None) -> str:
     where = (f"epoch {epoch + 1}" if epoch is not None else f"of {point.warmup} warm-up + {point.iters} timed steps")
     return f"the loss became {value} at step {it + 1} ({where}); lower the learning rate or check the inputs"
@@ -137,6 +174,7 @@ def bench_loop(point, step, batches, evaluation, rank, clock: Clock, fault, me: 
     are agreed outside the timed window: one flag per extra warm-up step, the count of timed steps once."""
     res = LoopResult()
     first_bad: int | None = None
+    boom, why = Explosion(point.mode), None
     warm_ms: list[float] = []
     warmup, total, it = point.warmup, None, 0
     calm = point.warmup_max <= point.warmup
@@ -160,8 +198,10 @@ def bench_loop(point, step, batches, evaluation, rank, clock: Clock, fault, me: 
             rank.at_step(it, warmup if total is not None else -1)
         loss, times = clock.step(step, batches[it % len(batches)], batches[(it + 1) % len(batches)])
         value = float(loss.detach())  # after the timed window
-        if not math.isfinite(value):
+        exploded = boom.step(value, it) if first_bad is None else None
+        if not math.isfinite(value) or exploded:
             first_bad = it if first_bad is None else first_bad
+            why = exploded
             if rank is None:
                 break  # one process stops now; ranks run their fixed steps and agree below
         if total is None:
@@ -177,6 +217,10 @@ def bench_loop(point, step, batches, evaluation, rank, clock: Clock, fault, me: 
             except NonFinite as exc:  # single process only (eval_every is)
                 res.diverged = f"{exc} after step {it}"
                 break
+            if held_out_exploded(res.curve[-1]["logloss"]):
+                res.diverged = _exploded_eval(res.curve[-1]["logloss"], it)
+                break
+    local_bad = first_bad
     if rank is not None:
         bad = rank.gather(first_bad)
         first_bad = min((b for b in bad if b is not None), default=None)
@@ -185,7 +229,10 @@ def bench_loop(point, step, batches, evaluation, rank, clock: Clock, fault, me: 
             res.phases = {k: v[:kept] for k, v in res.phases.items()}
             res.losses = res.losses[:kept]
     if first_bad is not None:
-        res.diverged = _bad(float("nan"), first_bad, point) if rank else _bad(value, first_bad, point)
+        if why and local_bad == first_bad:  # this process's loss exploded, at the first bad step of any rank
+            res.diverged = why
+        else:
+            res.diverged = _bad(float("nan"), first_bad, point) if rank else _bad(value, first_bad, point)
     res.loop = {"warmup_steps": warmup, "warmup_settled": bool(calm), "timed_steps": len(res.phases["total"]),
                 "warmup_ms": warm_ms, "rule": loop_rule(point)}
     return res
@@ -226,6 +273,7 @@ def train_loop(point, step, source, held_out, rank, clock: Clock, fault, me: int
     evaluation, n_eval = whole_split(held_out, B, me, world)
     best: dict[str, Any] | None = None
     since_best, it, stop, window = 0, 0, "epochs done", []
+    boom = Explosion(point.mode)
 
     def evaluate(epoch: int) -> str:
         """Score the held-out split; why to stop ("early stop", "diverged"), or "epochs done" to go on."""
@@ -234,6 +282,9 @@ def train_loop(point, step, source, held_out, rank, clock: Clock, fault, me: int
             m = score(step, (b.to(device) for b in evaluation), rank, keep=n_eval)
         except NonFinite as exc:  # every rank scores the same gathered predictions: all stop here
             res.diverged = f"{exc} after step {it} (epoch {epoch + 1})"
+            return "diverged"
+        if held_out_exploded(m["logloss"]):  # the same gathered predictions on every rank: all stop here
+            res.diverged = _exploded_eval(m["logloss"], it) + f" (epoch {epoch + 1})"
             return "diverged"
         train_loss = sum(window) / len(window) if window else float("nan")
         window.clear()
@@ -257,12 +308,15 @@ def train_loop(point, step, source, held_out, rank, clock: Clock, fault, me: int
                     rank.at_step(it, point.warmup)
                 loss, times = clock.step(step, batch, nxt)
                 value = float(loss.detach())
-                bad = not math.isfinite(value)
+                exploded = boom.step(value, it)
+                bad = not math.isfinite(value) or exploded is not None
                 if rank is not None:
                     bad = rank.any(bad)  # every rank stops at the same step
                 if bad:
                     res.diverged = (_bad(value, it, point, epoch) if not math.isfinite(value) else
-                                    f"another rank's loss became non-finite at step {it + 1} (epoch {epoch + 1})")
+                                    f"{exploded} (epoch {epoch + 1})" if exploded else
+                                    f"another rank's loss became non-finite or exploded at step {it + 1} "
+                                    f"(epoch {epoch + 1})")
                     stop = "diverged"
                     break
                 it += 1

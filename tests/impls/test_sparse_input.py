@@ -74,3 +74,18 @@ def test_unchecked_paths_refuse_a_malformed_layout_before_any_table_moves(offset
             emb.optimizer_step()
         for t, w in zip(tables, before):
             assert torch.equal(emb.materialize(t.name), w), f"{name} moved table {t.name}"
+
+
+@pytest.mark.parametrize("name", ["ttrec", "elrec", "ecorec"])
+def test_an_id_in_the_tt_shapes_padding_is_refused_unchecked_too(name):
+    """A TT table of 113 rows has cores covering 4 * 5 * 6 = 120: ids 113..119 read padding rows. With
+    check_bounds=False the TT systems' native ops still refuse them, naming the row (not only ids >= 120)."""
+    from impls.api import EmbeddingOptim, TableSpec, get_impl
+
+    emb = get_impl(name)([TableSpec("a", 113, 8)], EmbeddingOptim("sgd", lr=0.1), check_bounds=False, seed=0,
+                         ranks=4, tt_min_rows=1)
+    offsets = torch.tensor([0, 2, 3])
+    emb(SparseFeatures(torch.tensor([1, 112, 3]), offsets, 2))  # the last row is a row
+    for bad in (113, 119):
+        with pytest.raises(ValueError, match=rf"reads row {bad} .*of a table of 113 rows"):
+            emb(SparseFeatures(torch.tensor([1, bad, 3]), offsets.clone(), 2))

@@ -105,3 +105,48 @@ def test_a_folder_that_cannot_be_written_is_refused_up_front_naming_it(tmp_path,
         res = CliRunner().invoke(cli, args)
         assert res.exit_code == 2 and said in res.output, (args, res.output)
     assert (tmp_path / "afile").read_text() == "mine\n"
+
+
+def _synth(tmp_path):
+    out = tmp_path / "d"
+    res = CliRunner().invoke(cli, ["data", "synth", "uniform", "--out", str(out), "--samples", "64",
+                                   "--num-tables", "2", "--rows", "50", "--dim", "4"])
+    assert res.exit_code == 0, res.output
+    return out
+
+
+@pytest.mark.parametrize("damage,match", [
+    (lambda d: (d / "meta.json").write_text('{"name": "x", "rows": {"tr'), r"meta.json is not readable JSON"),
+    (lambda d: (d / "meta.json").write_text('[1, 2]'), r"meta.json is not a dlrmbench dataset's metadata"),
+    (lambda d: (d / "meta.json").unlink(), r"meta.json is missing"),
+    (lambda d: (d / "train" / "lengths.npy").write_bytes((d / "train" / "lengths.npy").read_bytes()[:100]),
+     r"train/lengths.npy is not a readable array"),
+    (lambda d: (d / "val" / "labels.npy").unlink(), r"val/labels.npy is missing"),
+    (lambda d: (d / "train" / "values.bin").write_bytes(b"\0" * 8), r"train/values.bin: 8 bytes, row_offsets.npy says"),
+])
+@pytest.mark.parametrize("command", ["run", "train"])
+def test_a_damaged_dataset_is_named_before_anything_runs(tmp_path, damage, match, command):
+    data = _synth(tmp_path)
+    damage(data)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, [command, "--impl", "dense-torch", "--data", str(data), "--out", str(out)])
+    assert res.exit_code == 2 and match in " ".join(res.output.split()).replace(str(data) + "/", ""), res.output
+    assert not out.exists()
+
+
+def test_a_record_is_never_written_over_a_users_file(tmp_path):
+    from reproduce.harness.config import RunPoint
+    from reproduce.harness.launch import launch_point
+    from reproduce.harness.records import record_path
+
+    point = RunPoint(impl="dense-torch", data="uniform", batch_size=8, iters=1, warmup=0, num_batches=1,
+                     data_options={"num_tables": 1, "rows": 20, "dim": 4})
+    path = record_path(tmp_path, point)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("my notes, which happen to have this name")
+    with pytest.raises(ValueError, match="is not a dlrmbench run record: refusing to overwrite it"):
+        launch_point(point, tmp_path)
+    assert path.read_text() == "my notes, which happen to have this name"
+    path.unlink()
+    assert launch_point(point, tmp_path)["status"] == "ok"
+    assert launch_point(point, tmp_path)["status"] == "ok"  # a record of ours is rerun over

@@ -70,12 +70,57 @@ def test_a_diverged_run_keeps_its_timings_step_and_curve(tmp_path):
     rec = launch_point(point, tmp_path / "runs")
     assert rec["status"] == "diverged", rec
     # the loss, or the held-out predictions scored after the step, is the first to go bad
-    assert ("the loss became nan at step" in rec["reason"] or "predictions are NaN / inf" in rec["reason"]) \
-        and "(epoch 1)" in rec["reason"], rec["reason"]
-    steps, curve = rec["train"]["steps"], rec["eval_curve"]
-    assert rec["train"]["stop"] == "diverged" and 2 <= steps < 16
+    assert ("the loss became nan at step" in rec["reason"] or "predictions are NaN / inf" in rec["reason"] or
+            "the held-out log loss exploded" in rec["reason"]) and "(epoch 1)" in rec["reason"], rec["reason"]
+    steps, curve = rec["train"]["steps"], rec.get("eval_curve", [])
+    assert rec["train"]["stop"] == "diverged" and 1 <= steps < 16
     assert len(rec["iterations_ms"]["total"]) == steps and rec["timing_ms"]["total"]["median"] > 0
     assert [c["step"] for c in curve] == list(range(1, len(curve) + 1)) and len(curve) >= steps - 1
     df = summarize([rec])
     assert df["status"].iloc[0] == "diverged" and df["total_ms"].iloc[0] > 0
     assert comparison_table(df).row_count == 1
+
+
+def test_the_rule_for_a_finite_explosion():
+    """20 training losses in a row above 10 x ln 2 are divergence; one below resets the count; the embedding-only
+    loss is no log loss and never counts."""
+    from reproduce.harness.training import EXPLODED, EXPLODED_STEPS, Explosion, held_out_exploded
+
+    boom = Explosion("dlrm")
+    assert [boom.step(1e16, i) for i in range(EXPLODED_STEPS - 1)] == [None] * (EXPLODED_STEPS - 1)
+    assert boom.step(0.5, 19) is None  # recovered
+    said = [boom.step(EXPLODED * 1.01, 20 + i) for i in range(EXPLODED_STEPS)]
+    assert said[:-1] == [None] * (EXPLODED_STEPS - 1) and "steps 21-40" in said[-1] and "exploded" in said[-1]
+    quiet = Explosion("embedding-only")
+    assert all(quiet.step(1e16, i) is None for i in range(3 * EXPLODED_STEPS))
+    assert held_out_exploded(EXPLODED + 0.1) and not held_out_exploded(0.69)
+
+
+def test_a_loss_that_explodes_while_finite_ends_diverged(tmp_path):
+    """`train --lr 1e9` (Adagrad on the tables): the losses stay finite but explode; the run is `diverged`."""
+    data = tmp_path / "d"
+    res = CliRunner().invoke(cli, ["data", "synth", "uniform", "--out", str(data), "--samples", "256",
+                                   "--num-tables", "2", "--rows", "50", "--dim", "4"])
+    assert res.exit_code == 0, res.output
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["train", "--impl", "dense-torch", "--data", str(data), "--out", str(out),
+                                   "--lr", "1e9", "-b", "8", "--epochs", "2"])
+    rec = read_record(next(out.glob("*.json")))
+    assert rec["status"] == "diverged" and "exploded" in rec["reason"], rec["reason"]
+
+
+def test_the_benchmark_loop_stops_at_a_finite_explosion():
+    """The benchmark's loop applies the same rule: its losses (finite, 1e16 from step 5 on) stop it at the 20th."""
+    import torch
+
+    from reproduce.harness.training import EXPLODED_STEPS, bench_loop
+
+    class Losses:  # a clock whose steps return these losses
+        def step(self, step, batch, next_batch):
+            self.it = getattr(self, "it", -1) + 1
+            return torch.tensor(0.7 if self.it < 5 else 1e16), (1.0, 1.0, 1.0, 3.0, 3.0)
+
+    point = RunPoint(impl="dense-torch", mode="dlrm", **{**TINY, "iters": 60})
+    res = bench_loop(point, None, [None], None, None, Losses(), None, 0)
+    assert "exploded" in res.diverged and f"steps 6-{5 + EXPLODED_STEPS}" in res.diverged, res.diverged
+    assert len(res.phases["total"]) == 5 + EXPLODED_STEPS - 1 - point.warmup  # the steps before the bad one
