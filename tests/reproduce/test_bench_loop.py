@@ -15,6 +15,7 @@ class P:
     time_budget_s: float = 0.0
     max_iters: int = 50
     eval_every: int = 0
+    mode: str = "dlrm"
 
 
 class ScriptedClock:
