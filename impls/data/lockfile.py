@@ -27,6 +27,18 @@ def holder(lock: Path) -> tuple[int, str] | None:
         return None
 
 
+YOUNG = 10.0  # seconds: an unreadable lock younger than this is being written by its creator, not stale
+
+
+def _age(lock: Path) -> float:
+    import time
+
+    try:
+        return time.time() - lock.stat().st_mtime
+    except OSError:
+        return float("inf")
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -40,14 +52,16 @@ def _alive(pid: int) -> bool:
 def acquire(lock: Path, what: str, error: type[Locked] = Locked) -> Path:
     """Take ``lock`` for this process; when another live process holds it, ``error`` is raised saying ``what`` (e.g.
     "--out D is being written") "by process PID"."""
-    lock = Path(lock)
+    lock = Path(lock).absolute()
     me = (os.getpid(), socket.gethostname())
     lock.parent.mkdir(parents=True, exist_ok=True)
     for _ in range(3):
         try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            _create(lock, f"{me[0]} {me[1]}\n")
         except FileExistsError:
             who = holder(lock)
+            if who is None and _age(lock) < YOUNG:  # being created (no hard links here): its holder is alive
+                raise error(f"{what} by another process (lock {lock}, just created); wait for it to end") from None
             if who == me and lock in _HELD:
                 _HELD[lock] += 1
                 return lock
@@ -57,17 +71,33 @@ def acquire(lock: Path, what: str, error: type[Locked] = Locked) -> Path:
                             f"or remove the lock if that process is gone") from None
             lock.unlink(missing_ok=True)  # stale (its process is gone), unreadable, or left by this pid's predecessor
             continue
-        with os.fdopen(fd, "w") as f:
-            f.write(f"{me[0]} {me[1]}\n")
         _HELD[lock] = 1
         return lock
     raise error(f"{what}: could not take the lock {lock}")
 
 
+def _create(lock: Path, text: str) -> None:
+    """Create ``lock`` holding ``text`` in one step (FileExistsError when it exists): written to a file of its own,
+    then hard-linked to the lock's name, so no other process ever reads a lock that exists but is still empty (an
+    empty lock read as unreadable was taken over while its creator wrote its pid)."""
+    tmp = lock.with_name(f".{lock.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    try:
+        os.link(tmp, lock)
+    except FileExistsError:
+        raise
+    except OSError:  # a file system without hard links: create exclusively, then write (see YOUNG in acquire)
+        fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def release(lock: Path) -> None:
     """Give back one take of ``lock``; the file goes with the last one, and only while it is still this process's
     (never a lock another process took over meanwhile)."""
-    lock = Path(lock)
+    lock = Path(lock).absolute()
     left = _HELD.get(lock, 0) - 1
     if left > 0:
         _HELD[lock] = left

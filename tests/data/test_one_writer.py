@@ -137,3 +137,18 @@ def test_a_lock_of_another_host_is_never_taken_over(tmp_path):
     lock.write_text(f"{os.getpid() + 1_000_000} some-other-host\n")  # no such pid here: it may be alive there
     with pytest.raises(Locked, match="on host some-other-host"):
         acquire(lock, "x is being written")
+
+
+def test_a_lock_being_created_is_not_taken_over(tmp_path):
+    """A lock exists the moment it is linked in with its holder's pid; a lock file that is empty (a file system
+    without hard links, between its creation and its write) counts as held while young, as stale when old."""
+    from impls.data.lockfile import Locked, acquire, release
+
+    lock = tmp_path / "y.lock"
+    lock.write_text("")
+    with pytest.raises(Locked, match="just created"):
+        acquire(lock, "y is being written")
+    os.utime(lock, (1, 1))  # long ago: its creator died before writing its pid
+    assert acquire(lock, "y is being written") == lock and lock.read_text().split()[0] == str(os.getpid())
+    release(lock)
+    assert not lock.exists() and not list(tmp_path.glob(".*tmp"))
