@@ -38,6 +38,13 @@ def require_kernel(op: str, device: torch.device) -> None:
         raise NotImplementedError(f"{_LIB}::{op} has no {device.type} kernel in this build")
 
 
+def raise_index_error(device: torch.device) -> None:
+    """Raise the ValueError that an op run with ``check_indices=False`` on ``device`` left in the device's index-error
+    record (csrc/index_errors.h: a GPU kernel meeting a bad index reads zeros and notes it), and clear the record.
+    One host read on a GPU; nothing on the CPU, whose kernels raise at once."""
+    torch.ops.dlrmbench.raise_index_error(torch.empty(0, device=device))
+
+
 def bounds_check_raw(values: Tensor, offsets: Tensor, table_rows: Tensor, batch_size: int) -> Tensor:
     """The op itself: int64 [5] = (code, table, bag, position, value); code 0 means valid."""
     require_kernel("bounds_check", values.device)

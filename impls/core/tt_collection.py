@@ -268,7 +268,22 @@ class TTCollection(EmbeddingCollection):
                 out = self.dense_lookup(i, values, offsets, spec.pooling)
             outs.append(out)
         self._last_work = self._step_work
+        if not self.check_bounds and features.device.type != "cpu":
+            self.raise_unchecked_bad_ids(features.device)
         return torch.cat(outs, dim=1)
+
+    def raise_unchecked_bad_ids(self, device: torch.device) -> None:
+        """An unchecked batch (check_bounds=False) on a GPU: the kernels read zeros for a bad id and note it; read
+        the note once per step (one host sync), before backward moves a core, and raise as the CPU kernels do."""
+        try:
+            ops.raise_index_error(device)
+        except ValueError as exc:
+            rows = {}
+            for i, spec in enumerate(self.tables):
+                if str(i) in self.tt:
+                    rows.setdefault(spec.num_embeddings, []).append(spec.name)
+            named = "; ".join(f"{', '.join(names)}: {n} rows" for n, names in sorted(rows.items()))
+            raise ValueError(f"an id outside its table in this batch (TT tables {named}): {exc}") from None
 
     @torch.no_grad()
     def apply_update(self, table: TTTable) -> None:

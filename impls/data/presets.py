@@ -104,11 +104,18 @@ def trace_calibrated_tables(num_tables: int, mean_hotness: float, rows_lo: float
 
 
 def _meta(year: str, num_tables: int | None = None, dim: int = 64, hotness: float | None = None,
-          **kw: Any) -> SyntheticSpec:
-    """Meta-trace-like lookups (the `trace-calibrated` locality model); ``hotness`` overrides the mean bag."""
+          largest: int | None = None, **kw: Any) -> SyntheticSpec:
+    """Meta-trace-like lookups (the `trace-calibrated` locality model); ``hotness`` overrides the mean bag;
+    ``largest``: only that many of the tables, those with the most rows (ties: the first), in table order (EcoRec's
+    Figure 11 times the trace's 28 largest)."""
     m = META_TRACES[year]
     tables = trace_calibrated_tables(int(num_tables or m["tables"]), float(hotness or m["hotness"]), m["rows_lo"],
                                      m["rows_hi"], dim)
+    if largest is not None:
+        if not 0 < int(largest) <= len(tables):
+            raise ValueError(f"largest must be in 1..{len(tables)} (the preset's tables), got {largest}")
+        keep = sorted(sorted(range(len(tables)), key=lambda i: -tables[i].num_embeddings)[: int(largest)])
+        tables = tuple(tables[i] for i in keep)
     kw.setdefault("alpha", META_ALPHA)
     kw.setdefault("bag_sizes", "random")
     return SyntheticSpec(tables, **kw)

@@ -36,6 +36,7 @@ def flatten(record: Record | dict[str, Any]) -> dict[str, Any]:
         "label": p.get("label") or p["impl"],
         "data": p["data"],
         "batch_size": p["batch_size"],
+        "device_kind": "cuda" if str(p.get("device") or "cpu").startswith("cuda") else "cpu",
         "mode": p.get("mode"),
         "optimizer": p.get("optimizer"),
         "iters": p.get("iters"),
@@ -77,6 +78,8 @@ def flatten(record: Record | dict[str, Any]) -> dict[str, Any]:
         if d:
             row["comm_bytes_per_step"] = d.get("comm_bytes_per_step")
             row["param_bytes_all_ranks"] = d["param_bytes_all_ranks"]
+        if record.get("syncs"):  # a GPU run: host-device syncs of one step
+            row["syncs_per_step"] = record["syncs"]["per_step"]
         row["device"] = record["env"].get("cuda_device") or record["env"].get("cpu")
         row["threads"] = record["env"].get("torch_threads")
         if record.get("train"):

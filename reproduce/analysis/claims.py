@@ -118,6 +118,9 @@ def evaluate_claim(c: dict, root: Path, machine: str, state=None) -> dict[str, A
         return {**row, "verdict": "not measured yet",
                 "why": f"results/{c['experiment']}/{machine}/ has no records: run the experiment"}
     pairs = claim_pairs(reps, c)
+    listed = per_group_paper(c, pairs)
+    if c.get("at"):  # the claim's value is the one group the paper's value is for; the rest are listed
+        pairs = [pair for pair in pairs if _matches(c, pair[0])]
     if not pairs:
         return {**row, "verdict": "not measured yet", "why": "no group measured both sides"}
     transform = (lambda r: 1 - r) if c["kind"] == "reduction" else (lambda r: r)
@@ -132,8 +135,15 @@ def evaluate_claim(c: dict, root: Path, machine: str, state=None) -> dict[str, A
     if timed and level and level["noise"] > _difference(c, value):
         row["noise"] = (f"the measured difference ({_difference(c, value):.0%}) is within this machine's noise "
                         f"({level['noise']:.0%} SGEMM spread)")
-    if not c.get("comparable", False):
-        return {**row, "verdict": "not comparable", "why": c["not_comparable"]}
+    if listed:
+        row["why"] = listed
+    comparable = c.get("comparable", False)
+    if comparable == "gpu":  # comparable when every run of the set ran on a GPU
+        kinds = set(reps["device_kind"].dropna()) if "device_kind" in reps else {"cpu"}
+        comparable = kinds == {"cuda"}
+    if not comparable:
+        return {**row, "verdict": "not comparable",
+                "why": "; ".join(x for x in (c["not_comparable"], listed) if x)}
     if state is not None and state.is_stale:
         return {**row, "verdict": "STALE: no verdict", "why": "; ".join(state.stale) + ": rerun the experiment"}
     verdict = band_verdict(lo, hi, c["paper_value"])
@@ -142,7 +152,27 @@ def evaluate_claim(c: dict, root: Path, machine: str, state=None) -> dict[str, A
         f"[{BAND[0] * c['paper_value']:.3g}, {BAND[1] * c['paper_value']:.3g}]")
     if row["runs"] < 2:
         why = (why + "; " if why else "") + "one run per point: no interval from repeats"
-    return {**row, "verdict": verdict, "why": why}
+    return {**row, "verdict": verdict, "why": "; ".join(x for x in (why, listed) if x)}
+
+
+def _matches(c: dict, key: tuple) -> bool:
+    """Whether a group's key is the claim's ``at`` setting (``at = { column = value }``, columns of ``group``)."""
+    return all(key[c["group"].index(col)] == value for col, value in c["at"].items())
+
+
+def per_group_paper(c: dict, pairs) -> str:
+    """``paper_by_group = "fig11"``: each measured group's value beside the paper artifact's own value for it."""
+    if c.get("paper_by_group") != "fig11":
+        return ""
+    from reproduce.analysis import fig11_artifact
+
+    parts = []
+    for key, num, den, power in pairs:
+        batch = int(key[c["group"].index("batch_size")])
+        if batch in fig11_artifact.TOTAL_MS:
+            ours = (float(np.median(num)) / float(np.median(den))) ** power
+            parts.append(f"{batch}: {ours:.3g} vs {fig11_artifact.ratio(c['numerator'], batch):.3g}")
+    return ("per batch, ours vs the artifact's: " + ", ".join(parts)) if parts else ""
 
 
 def spread(groups: list[tuple[tuple, float]]) -> str:

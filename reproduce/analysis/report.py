@@ -27,7 +27,7 @@ from reproduce.harness.noise import load_probes, noise_level
 from reproduce.analysis.tables import machine_line, measured_tables
 
 BLOCK = re.compile(r"(<!-- report:(?P<name>[a-z0-9-]+) -->\n)(?P<body>.*?)(<!-- /report:(?P=name) -->)", re.S)
-EXPERIMENTS = ("sc24", "recsys24", "sc24_table1", "table_size", "accuracy", "accuracy_real", "train_defaults")
+EXPERIMENTS = ("sc24", "recsys24", "sc24_table1", "sc24_fig11", "table_size", "accuracy", "accuracy_real", "train_defaults")
 
 
 def _fmt(x: Any) -> str:

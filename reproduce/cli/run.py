@@ -33,9 +33,10 @@ def comparison_table(df) -> Table:
     n = int(df["runs"].max()) if "runs" in df and len(df) else 1
     t = Table(title="dlrmbench run (medians over timed iterations" + (
         f", then over {n} interleaved repeats; [95 % bootstrap interval])" if n > 1 else "; one run each: no interval)"))
-    quality = [c for c in ("epochs", "auc", "logloss") if c in df.columns]
+    quality = [c for c in ("syncs_per_step", "epochs", "auc", "logloss") if c in df.columns]
     cols = ["impl", "status", "fwd ms", "bwd ms", "update ms", "total ms", "samples/s", "peak RSS Δ MiB",
-            "analytic MiB", "param MiB", "speedup"] + [{"auc": "AUC", "logloss": "log loss"}.get(c, c) for c in quality]
+            "analytic MiB", "param MiB", "speedup"] + [{"auc": "AUC", "logloss": "log loss", "syncs_per_step": "syncs/step"}.get(c, c)
+                                                   for c in quality]
     for col in cols:
         t.add_column(col, justify="left" if col in ("impl", "status") else "right")
     for _, r in df.iterrows():
@@ -49,7 +50,8 @@ def comparison_table(df) -> Table:
             _fmt(r["total_ms"]) + _ci(r, "total_ms"), _fmt(r["samples_per_s"], ",.0f"), _fmt(r["peak_rss_delta_bytes"], ",.0f", 2**20),
             _fmt(r["analytic_bytes"], ",.0f", 2**20), _fmt(r["param_bytes"], ",.0f", 2**20), _fmt(r["speedup"], ".2f") + "×" + _ci(r, "speedup"),
         ]
-        t.add_row(*row, *(_fmt(r.get(c), ".2f" if c == "epochs" else ".4f") for c in quality))
+        spec = {"epochs": ".2f", "syncs_per_step": ".0f"}
+        t.add_row(*row, *(_fmt(r.get(c), spec.get(c, ".4f")) for c in quality))
     return t
 
 

@@ -20,7 +20,8 @@ PACKAGES = ("impls", "reproduce", "benchmarks")
 # ...) only files results.
 # tests/reproduce/test_freshness.py makes every harness module the worker reaches appear in one list.
 MEASURING = ("reproduce.harness.worker", "reproduce.harness.training", "reproduce.harness.rank",
-             "reproduce.harness.memory", "reproduce.harness.torchrun", "reproduce.harness.launch")
+             "reproduce.harness.memory", "reproduce.harness.torchrun", "reproduce.harness.launch",
+             "reproduce.harness.syncs")
 BOOKKEEPING = ("reproduce.harness.records", "reproduce.harness.config", "reproduce.harness.machine",
                "reproduce.harness.lifeline", "reproduce.harness.fault", "reproduce.harness.code",
                "reproduce.harness", "reproduce")

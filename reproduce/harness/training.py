@@ -29,6 +29,7 @@ class LoopResult:
     diverged: str | None = None  # why the loop stopped early on a bad loss
     info: dict[str, Any] = field(default_factory=dict)  # a training run's epochs, steps, stop reason, best eval
     loop: dict[str, Any] = field(default_factory=dict)  # a benchmark's warm-up and timed-step counts and their rule
+    syncs: dict[str, Any] | None = None  # on a GPU: host-device syncs of warm-up step 1 (syncs.py)
 
 
 EXPLODED = 10 * math.log(2)  # nats per sample: ten times the log loss of predicting 0.5 (no constant does worse)
@@ -167,11 +168,13 @@ def loop_rule(point) -> str:
     return f"{warm}; {timed}"
 
 
-def bench_loop(point, step, batches, evaluation, rank, clock: Clock, fault, me: int) -> LoopResult:
+def bench_loop(point, step, batches, evaluation, rank, clock: Clock, fault, me: int,
+               count_syncs: bool = False) -> LoopResult:
     """Warm-up (``warmup`` steps; with ``warmup_max`` more, until the step time settles on every rank), then the
     timed steps (``iters``, or with ``time_budget_s`` as many as fill it), cycling ``batches``; with ``eval_every``,
     AUC / log loss on ``evaluation`` after every that many steps (outside the timed window). Over ranks the decisions
-    are agreed outside the timed window: one flag per extra warm-up step, the count of timed steps once."""
+    are agreed outside the timed window: one flag per extra warm-up step, the count of timed steps once.
+    ``count_syncs`` (a GPU): the first warm-up step's host-device syncs are counted (syncs.py); none without one."""
     res = LoopResult()
     first_bad: int | None = None
     boom, why = Explosion(point.mode), None
@@ -196,7 +199,13 @@ def bench_loop(point, step, batches, evaluation, rank, clock: Clock, fault, me: 
             fault.at_step(me, it)
         if rank:
             rank.at_step(it, warmup if total is not None else -1)
-        loss, times = clock.step(step, batches[it % len(batches)], batches[(it + 1) % len(batches)])
+        now, after = batches[it % len(batches)], batches[(it + 1) % len(batches)]
+        if it == 0 and count_syncs and point.warmup > 0:
+            from reproduce.harness.syncs import counted
+
+            (loss, times), res.syncs = counted(lambda: clock.step(step, now, after))
+        else:
+            loss, times = clock.step(step, now, after)
         value = float(loss.detach())  # after the timed window
         exploded = boom.step(value, it) if first_bad is None else None
         if not math.isfinite(value) or exploded:

@@ -182,7 +182,8 @@ def run_point(point: RunPoint, out: str | None = None) -> Record | None:
     if point.epochs:
         res = train_loop(point, step, data.source, data.held, at.rank, at.clock, at.fault, at.me, at.world, at.device)
     else:
-        res = bench_loop(point, step, data.batches, data.evaluation, at.rank, at.clock, at.fault, at.me)
+        res = bench_loop(point, step, data.batches, data.evaluation, at.rank, at.clock, at.fault, at.me,
+                         count_syncs=at.device.type == "cuda")
     return make_record(point, at, data, emb, step, res, base, build_s)
 
 
@@ -225,6 +226,8 @@ def make_record(point: RunPoint, at: Place, data: Data, emb, step, res, base: Me
     }
     if res.loop:
         body["loop"] = res.loop
+    if res.syncs is not None:
+        body["syncs"] = res.syncs
     if res.info:
         body["train"] = res.info
     if dist_part:

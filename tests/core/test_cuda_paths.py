@@ -204,3 +204,45 @@ def test_cuda_ops_trusting_their_indices_never_synchronize():
         ops.scatter_add_rows(src, index, dst, out, check_indices=False)
     finally:
         torch.cuda.set_sync_debug_mode("default")
+
+
+# --- unchecked bad ids (check_indices=False): one behaviour on both devices ---------------------------------------
+def test_raise_index_error_has_nothing_to_raise_on_the_cpu():
+    """The CPU kernels raise at the op even when told not to check (no sync to save); the record read is a no-op."""
+    s = _shape((3, 4, 5), (2, 2, 2), [3, 3])
+    with pytest.raises(ValueError, match=r"prefix_ids\[1\] = 12 is outside \[0, 12\)"):
+        ops.tt_prefix(_cores(s, "cpu"), s, torch.tensor([0, 12]), check_indices=False)
+    ops.raise_index_error(torch.device("cpu"))
+
+
+@pytest.mark.gpu
+def test_cuda_unchecked_bad_ids_read_zeros_and_raise_when_the_record_is_read():
+    s = _shape((3, 4, 5), (2, 2, 2), [3, 3])
+    cores = _cores(s, "cuda")
+    dev = torch.device("cuda")
+    ids = lambda *x: torch.tensor(x, dtype=torch.int64, device="cuda")  # noqa: E731
+    ops.raise_index_error(dev)  # an empty record raises nothing
+    prefix = ops.tt_prefix(cores, s, ids(0, 12, -3), check_indices=False)
+    assert not prefix[1:].any() and prefix[0].any()  # bad prefix ids read zeros
+    with pytest.raises(ValueError, match=r"tt_prefix: prefix_ids\[[12]\] = (12|-3) is outside \[0, 12\)"):
+        ops.raise_index_error(dev)
+    ops.raise_index_error(dev)  # read once, cleared
+    out = ops.tt_last(prefix[:1], cores, s, ids(0, 1), ids(0, 0), check_indices=False)
+    assert not out[1].any()
+    with pytest.raises(ValueError, match=r"tt_last: item_group\[1\] = 1 is outside \[0, 1\)"):
+        ops.raise_index_error(dev)
+    padded = tt.TTShape.create(55, 8, [3, 3], p=(3, 4, 5), q=(2, 2, 2))  # rows 55..59 are padding
+    ops.tt_stages(cores, padded, ids(11), ids(0), ids(4), check_indices=False)
+    with pytest.raises(ValueError, match="tt_stages: item 0 reads row 59 of a table of 55 rows"):
+        ops.raise_index_error(dev)
+    # backward: a bad prefix adds nothing; the good one's gradient equals the CPU's
+    grad_items = torch.randn(2, s.dim, device="cuda")
+    grads = [torch.zeros_like(c) for c in cores]
+    ops.tt_stages_backward(cores, s, ids(0, 12), ids(0, 1), ids(2, 3), grad_items, grads, check_indices=False)
+    with pytest.raises(ValueError, match=r"prefix_ids\[1\] = 12 is outside"):
+        ops.raise_index_error(dev)
+    want = [torch.zeros_like(c).cpu() for c in cores]
+    ops.tt_stages_backward([c.cpu() for c in cores], s, torch.tensor([0]), torch.tensor([0]), torch.tensor([2]),
+                           grad_items[:1].cpu(), want)
+    for got, w in zip(grads, want):
+        _close(got, w)

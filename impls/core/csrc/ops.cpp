@@ -51,6 +51,9 @@ TORCH_LIBRARY(dlrmbench, m) {
   m.def(
       "tt_stages_backward(Tensor[] cores, int[] q, int[] r, Tensor prefix_ids, Tensor item_group, "
       "Tensor item_last, Tensor grad_items, Tensor(a!)[] grad_cores, bool check_indices=True, int num_rows=-1) -> ()");
+  // Raises the ValueError an unchecked bad index left in like's device's record, and clears it (index_errors.h);
+  // nothing to do on the CPU, whose kernels raise at once.
+  m.def("raise_index_error(Tensor like) -> ()");
   // out[s] += sum(src[index[j]] for j in segment_offsets[s]:segment_offsets[s+1]).
   m.def("gather_pool(Tensor src, Tensor index, Tensor segment_offsets, Tensor(a!) out, bool check_indices=True) -> ()");
   // out[dst_index[j]] += src[src_index[j]] for every j.

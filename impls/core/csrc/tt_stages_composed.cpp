@@ -2,10 +2,11 @@
 #include "tt_stages_composed.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <torch/library.h>
 
 #include <vector>
 
+#include "composed.h"
+#include "index_errors.h"
 #include "op_args.h"
 
 namespace dlrmbench {
@@ -24,11 +25,18 @@ void call_prefix(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, c
   h.call(cores, q, r, ids, out, check_indices);
 }
 
-// The rows the items read against the table's rows (num_rows >= 0), after the stage ops checked the digits: on a
-// GPU only when the caller asks for checks (one host read), on the CPU always.
+// The rows the items read against the table's rows (num_rows >= 0), after the stage ops checked the digits: on the
+// CPU always, on a GPU when the caller asks for checks (one host read); else a GPU kernel notes a bad row in the
+// device's index-error record (index_errors.h), read once per step.
 void check_item_rows(const char* name, const TTShape& s, const at::Tensor& prefix_ids, const at::Tensor& item_group,
                      const at::Tensor& item_last, int64_t num_rows, bool check_indices) {
-  if (num_rows < 0 || item_group.numel() == 0 || (!check_indices && !item_group.device().is_cpu())) return;
+  if (num_rows < 0 || item_group.numel() == 0) return;
+  if (!check_indices && !item_group.device().is_cpu()) {
+#ifdef WITH_CUDA
+    note_bad_rows_cuda(prefix_ids, item_group, item_last, s.p[s.d - 1], num_rows);
+#endif
+    return;
+  }
   const at::Tensor rows = prefix_ids.index_select(0, item_group).mul(s.p[s.d - 1]).add(item_last);
   const at::Tensor bad = rows.ge(num_rows).nonzero();
   if (bad.numel() == 0) return;
@@ -78,13 +86,9 @@ void tt_stages_backward_composed(at::TensorList cores, c10::IntArrayRef q, c10::
   prefix_bwd.call(cores, q, r, prefix_ids, d_prefix, grad_cores.slice(0, s.d - 1), check_indices);
 }
 
-#ifdef WITH_CUDA
 // On a GPU the stages stay separate kernels (as EcoRec's and EL-Rec's CUDA code run them): the prefix buffer
 // lives in device memory either way, and the stage kernels are where the GPU's work is.
-TORCH_LIBRARY_IMPL(dlrmbench, CUDA, m) {
-  m.impl("tt_stages", &tt_stages_composed);
-  m.impl("tt_stages_backward", &tt_stages_backward_composed);
-}
-#endif
+DLRMBENCH_COMPOSED("tt_stages", tt_stages_composed)
+DLRMBENCH_COMPOSED("tt_stages_backward", tt_stages_backward_composed)
 
 }  // namespace dlrmbench

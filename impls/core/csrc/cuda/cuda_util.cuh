@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "../index_errors.h"
 #include "../tt_args.h"
 
 namespace dlrmbench {
@@ -88,7 +89,23 @@ struct Dims {
     for (int k = 0; k <= t; ++k) v *= q[k];
     return v;
   }
+  __host__ __device__ int64_t num_prefixes() const {
+    int64_t v = 1;
+    for (int k = 0; k < d - 1; ++k) v *= p[k];
+    return v;
+  }
 };
+
+// An unchecked index found outside its range (index_errors.h): the first thread to find one fills the record.
+__device__ inline void note_bad(int64_t* rec, int64_t what, int64_t pos, int64_t value, int64_t limit) {
+  if (atomicCAS(reinterpret_cast<unsigned long long*>(rec), 0ull, static_cast<unsigned long long>(what)) == 0ull) {
+    rec[1] = pos;
+    rec[2] = value;
+    rec[3] = limit;
+  }
+}
+
+inline int64_t* error_record_of(const at::Tensor& t) { return index_error_record(t.device()).data_ptr<int64_t>(); }
 
 struct Cores {
   const float* c[4];

@@ -1,4 +1,4 @@
-// CUDA implementation of dlrmbench::jagged_unique (schema in ../ops.cpp), composed of ATen device ops:
+// jagged_unique on a GPU (schema in ops.cpp), composed of ATen device ops:
 // two stable sorts give the (table, id, position) order, run starts give the unique ids, and a scatter
 // writes the inverse. Same outputs as the CPU kernel.
 #include <ATen/core/Tensor.h>
@@ -15,20 +15,20 @@
 #include <ATen/ops/sort.h>
 #include <ATen/ops/sub.h>
 #include <ATen/ops/zeros.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <torch/library.h>
+#include <c10/core/DeviceGuard.h>
 
 #include <tuple>
 
-#include "../op_args.h"
+#include "composed.h"
+#include "op_args.h"
 
 namespace dlrmbench {
 namespace {
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> jagged_unique_cuda(
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> jagged_unique_composed(
     const at::Tensor& values, const at::Tensor& offsets, int64_t num_tables, int64_t batch_size) {
   check_jagged_unique_args(values, offsets, num_tables, batch_size);
-  const c10::cuda::CUDAGuard guard(values.device());
+  const c10::DeviceGuard guard(values.device());
   const auto v = values.contiguous();
   const int64_t nnz = v.numel();
   const auto opts = v.options();
@@ -65,6 +65,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> jagged_un
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(dlrmbench, CUDA, m) { m.impl("jagged_unique", &jagged_unique_cuda); }
+DLRMBENCH_COMPOSED("jagged_unique", jagged_unique_composed)
 
 }  // namespace dlrmbench
