@@ -13,15 +13,17 @@
 # least 180 s of the 600 s stay unused (the machine's start and the transfers are outside the command):
 #   preflight  10 s  three lookups and one `import torch` (about 3 s).
 #   build     140 s  16 C++ and 3 CUDA translation units with MAX_JOBS = every core: as long as the slowest unit.
-#                    On this project's 2-core machine `make cuda-check` compiles cuda/tt.cu for sm_90 in about 60 s
-#                    and each C++ unit in 15-30 s; ninja runs them side by side, then one link (~5 s).
-#   gpu-tests  80 s  the gpu-marked tests, once: about 40 hypothesis cases of 30 small examples each (ms apiece on
-#                    a GPU), the system tests' CPU-vs-CUDA steps on tables of a few thousand rows (a few s each),
-#                    plus one CUDA context (~5 s).
-#   op-tests   30 s  the CPU op tests without the gpu ones (tests/core -m "not gpu": 21 s on the 2-core machine).
+#                    On this project's 2-core machine (Zen 5) `touch cuda/tt.cu; make cuda-check` takes 43 s (tt.cu
+#                    for sm_90 and the link), and `make ext` compiles the 16 C++ units in ~2 min (~15 s per unit per
+#                    core); ninja runs them side by side, so a 16-core machine needs ~35-60 s; 140 s leaves room for a
+#                    slower compiler host.
+#   gpu-tests  75 s  the gpu-marked tests, once: hypothesis cases of 30 small examples each (ms apiece on a GPU),
+#                    the full-size op paths (a few s each), and ~60 three-step trainings on 60k-row tables whose
+#                    CPU halves take 7 s in all on the 2-core machine; plus one CUDA context (~5 s).
+#   op-tests   45 s  the CPU op tests without the gpu ones (tests/core -m "not gpu": 18-22 s on the 2-core machine).
 #   benchmark  80 s  `dlrmbench run`, five cold worker processes one after another (import torch + CUDA context
 #                    ~8 s each), 10M rows, 2 warm-up + 5 timed steps of B = 16,384 (well under 1 s per step).
-#   fig11      80 s  the sc24_fig11 gpu profile: B = 65,536 for ecorec, elrec, ttrec first (three cold workers, one
+#   fig11      70 s  the sc24_fig11 gpu profile: B = 65,536 for ecorec, elrec, ttrec first (three cold workers, one
 #                    warm-up + three timed steps each; the artifact's FBTT takes 11.8 s per step there on its GPU,
 #                    so TT-Rec's point may not finish: the summary then says TIMED OUT and the records of the
 #                    finished points are kept), then the smaller batches while time is left.
@@ -106,10 +108,10 @@ else
   if [ -n "$why_no_cuda" ]; then
     skip gpu-tests "$why_no_cuda"
   else
-    step gpu-tests 80 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests --junitxml="$WORK/gpu-tests.xml"
+    step gpu-tests 75 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests --junitxml="$WORK/gpu-tests.xml"
   fi
   # the CPU op tests (this machine's CPU kernels), none of the gpu ones again
-  step op-tests 30 "$PY" -m pytest -q -p no:cacheprovider -m "not gpu" tests/core --junitxml="$WORK/op-tests.xml"
+  step op-tests 45 "$PY" -m pytest -q -p no:cacheprovider -m "not gpu" tests/core --junitxml="$WORK/op-tests.xml"
 fi
 
 if missing click || missing rich || missing pandas; then
@@ -127,7 +129,7 @@ else
     --lr 0.001 -b 16384 --iters 5 --warmup 2 --device cuda -o ttrec.ranks=32 -o elrec.ranks=32 -o ecorec.ranks=32 \
     --out "$WORK/run"
   # EcoRec's Figure 11 on one GPU: the point comparable with the artifact's results.txt
-  step fig11 80 "$PY" -m reproduce sweep reproduce/experiments/sc24_fig11.toml --profile gpu --root "$WORK/fig11"
+  step fig11 70 "$PY" -m reproduce sweep reproduce/experiments/sc24_fig11.toml --profile gpu --root "$WORK/fig11"
 fi
 
 cp "$SUMMARY" "$OUT/summary.txt"

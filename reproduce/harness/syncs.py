@@ -6,12 +6,15 @@ from __future__ import annotations
 import os
 import warnings
 from collections import Counter
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
 HOW = ("torch.cuda.set_sync_debug_mode('warn') over warm-up step 1 (untimed), each warning counted by the line that "
-       "called the syncing op; the clock's own synchronizations left out")
+       "called the syncing op (syncs inside autograd's backward by the backward call); the clock's own "
+       "synchronizations left out")
+_ROOT = Path(__file__).resolve().parents[2]
 _CLOCK = os.path.join("reproduce", "harness", "training.py")
 
 
@@ -33,9 +36,6 @@ def counted(run: Callable[[], Any]) -> tuple[Any, dict[str, Any]]:
 
 
 def _short(path: str) -> str:
-    """A path from the checkout's root (impls/..., reproduce/...), else the file's name."""
-    parts = path.replace(os.sep, "/").split("/")
-    for i, part in enumerate(parts):
-        if part in ("impls", "reproduce"):
-            return "/".join(parts[i:])
-    return parts[-1]
+    """A path from the checkout's root (impls/..., tests/...), else the file's name."""
+    p = Path(path)
+    return str(p.relative_to(_ROOT)) if p.is_relative_to(_ROOT) else p.name
