@@ -121,6 +121,10 @@ def evaluate_claim(c: dict, root: Path, machine: str, state=None) -> dict[str, A
     listed = per_group_paper(c, pairs)
     if c.get("at"):  # the claim's value is the one group the paper's value is for; the rest are listed
         pairs = [pair for pair in pairs if _matches(c, pair[0])]
+        if not pairs:
+            at = ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in c["at"].items())
+            return {**row, "verdict": "not measured yet",
+                    "why": "; ".join(x for x in (f"no run at {at} (the paper's value is for it)", listed) if x)}
     if not pairs:
         return {**row, "verdict": "not measured yet", "why": "no group measured both sides"}
     transform = (lambda r: 1 - r) if c["kind"] == "reduction" else (lambda r: r)

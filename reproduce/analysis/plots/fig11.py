@@ -17,7 +17,9 @@ PAIRS = (("elrec", "EL-Rec / EcoRec"), ("ttrec", "TT-Rec (FBTT) / EcoRec"))
 def measured_ratios(runs: pd.DataFrame) -> pd.DataFrame:
     """Per (device, batch): the median total ms of each system over its repeats, and the two ratios over EcoRec."""
     rows = []
-    for (device, batch), g in runs.groupby(["device", "batch_size"]):
+    runs = runs.assign(on=runs["device"].astype(str) + ", " + (runs["device_kind"].astype(str) if "device_kind" in runs
+                                                                else "cpu"))
+    for (device, batch), g in runs.groupby(["on", "batch_size"]):
         med = g.groupby("impl")["total_ms"].median()
         if "ecorec" not in med:
             continue
