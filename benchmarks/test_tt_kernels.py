@@ -7,7 +7,10 @@ Shapes are the SC24 Table-1 table: N = 1e8, D = 32, ranks 32 (p = (400, 500, 500
 a = 2*q1*r1*q2*r2 = 16384 and b = 2*q1*q2*r2*q3 = 2048 FLOPs. Stage 1 gets G sorted distinct prefix
 ids (EcoRec's E1 of a large batch); stage 2 gets 4 items per prefix. "stages" / "stages-bwd" are the fused
 ops the TT systems run (both stages per stack of prefixes, the backward with the prefixes recomputed, its
-FLOPs counted as such). Outputs go to preallocated buffers, as in the schedules, so the allocator is not timed."""
+FLOPs counted as such). Outputs go to preallocated buffers, as in the schedules, so the allocator is not timed.
+Every TT kernel runs once per round in each vector ISA build of the library (``stage2 [avx512]``, ``stage2 [avx2]``:
+ops.cpu_isas(), the native one first; an AVX-512 build carries an AVX2 one), so the builds are compared side by
+side in the same rounds."""
 import torch
 
 from benchmarks.conftest import report, timed
@@ -54,6 +57,33 @@ def flops_of(kernel, st):
     }[kernel]
 
 
+TT_KERNELS = ["stage1", "stage2", "stage2-bwd", "stage1-bwd", "stages", "stages-bwd"]
+ISAS = ops.cpu_isas()
+
+
+def labels() -> list[str]:
+    """Every kernel, the TT ones once per ISA build ("stage2 [avx2]"), in the order a round runs them."""
+    return [k for k in KERNELS if k not in TT_KERNELS] + [f"{k} [{i}]" for k in TT_KERNELS for i in ISAS]
+
+
+def kernel_of(label: str) -> tuple[str, str | None]:
+    """("stage2", "avx2") for "stage2 [avx2]", ("sgemm", None) for "sgemm"."""
+    name, _, isa = label.partition(" [")
+    return name, (isa.rstrip("]") or None)
+
+
+def in_isa(isa, fn):
+    """fn run in the CPU kernels of ISA build ``isa`` (as is when None)."""
+    if isa is None:
+        return fn
+
+    def call():
+        with ops.use_cpu_isa(isa):
+            return fn()
+
+    return call
+
+
 def runner(kernel, st):
     s, c = st["s"], st["cores"]
     if kernel == "sgemm":
@@ -86,15 +116,15 @@ ROUNDS, CALLS = 9, 3  # per round each kernel's best of CALLS calls (the first c
 
 
 def measure_rounds(st, rounds=ROUNDS, calls=CALLS) -> dict[str, list[float]]:
-    """GFLOP/s per kernel per round, kernels in turn within every round (A B C A B C)."""
-    fns = {k: runner(k, st) for k in KERNELS}
+    """GFLOP/s per kernel (and ISA build) per round, kernels in turn within every round (A B C A B C)."""
+    fns = {lab: in_isa(kernel_of(lab)[1], runner(kernel_of(lab)[0], st)) for lab in labels()}
     for f in fns.values():
         f()
-    rates: dict[str, list[float]] = {k: [] for k in KERNELS}
+    rates: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(rounds):
         for k, f in fns.items():
             best = min(timed(f) for _ in range(calls))
-            rates[k].append(flops_of(k, st) / best / 1e9)
+            rates[k].append(flops_of(kernel_of(k)[0], st) / best / 1e9)
     return rates
 
 
@@ -102,7 +132,7 @@ def test_tt_kernel_roofline(benchmark):
     st = setup()
     rates = benchmark.pedantic(measure_rounds, args=(st,), rounds=1, iterations=1)
     stats: dict[str, dict] = {}
-    for k in KERNELS:
+    for k in labels():
         shares = sorted(r / g for r, g in zip(rates[k], rates["sgemm"]))
         gf = sorted(rates[k])
         stats[k] = {"GFLOP/s": gf[len(gf) // 2], "of SGEMM": shares[len(shares) // 2], "of SGEMM min": shares[0],
@@ -110,5 +140,7 @@ def test_tt_kernel_roofline(benchmark):
         row = {"kernel": k, "GFLOP/s": stats[k]["GFLOP/s"], "of SGEMM": stats[k]["of SGEMM"],
                "range": f"{shares[0]:.2f}-{shares[-1]:.2f}"}
         report(SECTION, row, f"threads: {torch.get_num_threads()}; shapes p=(400,500,500) q=(2,4,4) r=32, G={G}; "
-                             f"{ROUNDS} interleaved rounds, share of the same round's SGEMM (median, range)")
-    benchmark.extra_info.update(kernels=stats, threads=torch.get_num_threads(), per_round=rates)
+                             f"{ROUNDS} interleaved rounds, share of the same round's SGEMM (median, range); "
+                             f"TT kernels per ISA build [..], native: {ISAS[0]}")
+    benchmark.extra_info.update(kernels=stats, threads=torch.get_num_threads(), per_round=rates, isas=ISAS,
+                                native_isa=ISAS[0])

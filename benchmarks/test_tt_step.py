@@ -9,6 +9,7 @@ import torch
 
 from benchmarks.conftest import report, timed
 from impls.api import EmbeddingOptim, SparseFeatures, TableSpec, get_impl
+from impls.core import ops
 
 B, L, D, ROUNDS = 8192, 46, 32, 5
 SYSTEMS = ("ecorec", "elrec", "ttrec", "dense-fbgemm")
@@ -94,4 +95,5 @@ def test_tt_step_against_flops_and_dense(benchmark, rows):
                          "params MiB": s["param_bytes"] / 2**20},
                f"B={B}, {L} lookups/sample, D={D}, TT ranks 32, SGD, embedding-only; {ROUNDS} interleaved rounds; "
                f"threads {torch.get_num_threads()}")
-    benchmark.extra_info.update(rows=rows, systems=summary, missing=res["missing"], per_round=res["systems"])
+    benchmark.extra_info.update(rows=rows, systems=summary, missing=res["missing"], per_round=res["systems"],
+                                kernel_isa=ops.cpu_isa())

@@ -7,7 +7,8 @@ to build it; it is never replaced by the pure-torch reference (that lives in ref
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from contextlib import contextmanager
+from typing import Iterator, NamedTuple, Sequence
 
 import torch
 from torch import Tensor
@@ -36,6 +37,29 @@ def require_kernel(op: str, device: torch.device) -> None:
     key = {"cpu": "CPU", "cuda": "CUDA"}.get(device.type)
     if key is None or not torch._C._dispatch_has_kernel_for_dispatch_key(f"{_LIB}::{op}", key):
         raise NotImplementedError(f"{_LIB}::{op} has no {device.type} kernel in this build")
+
+
+def cpu_isas() -> list[str]:
+    """The vector ISA builds of the CPU TT kernels in this library, the native one (what the compiler targeted:
+    "avx512", "avx2" or "portable") first; an AVX-512 build carries an AVX2 build beside it."""
+    return list(torch.ops.dlrmbench.cpu_isas())
+
+
+def cpu_isa() -> str:
+    """The ISA build the CPU TT kernels run now (records and benchmarks name it)."""
+    return str(torch.ops.dlrmbench.cpu_isa())
+
+
+@contextmanager
+def use_cpu_isa(isa: str) -> Iterator[None]:
+    """Run the CPU TT kernels of build ``isa`` (one of cpu_isas()) inside the block, process-wide; the build
+    before it after. ValueError naming the builds for one this library lacks."""
+    before = cpu_isa()
+    torch.ops.dlrmbench.set_cpu_isa(isa)
+    try:
+        yield
+    finally:
+        torch.ops.dlrmbench.set_cpu_isa(before)
 
 
 def raise_index_error(device: torch.device) -> None:

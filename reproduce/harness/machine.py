@@ -61,6 +61,16 @@ def isa(flags: set[str]) -> str:
     return "scalar"
 
 
+def _kernel_isa() -> str | None:
+    """The vector ISA build the CPU TT kernels run (impls.core.ops.cpu_isa); None where the native library is not
+    built (a command that runs no kernel)."""
+    try:
+        from impls.core import ops
+    except ImportError:
+        return None
+    return ops.cpu_isa()
+
+
 def fingerprint() -> dict[str, Any]:
     """This machine and its software stack (imports torch)."""
     import torch
@@ -77,6 +87,7 @@ def fingerprint() -> dict[str, Any]:
         "cpu": model,
         "cores": cores(),
         "isa": isa(flags),
+        "kernel_isa": _kernel_isa(),
         "memory_bytes": _mem_bytes(),
         "gpu": torch.cuda.get_device_name(0) if gpus else None,
         "gpu_count": gpus,

@@ -11,6 +11,8 @@ from impls.core import ops, tt
 from impls.core import reference as ref
 from tests.core.test_tt_ops import close
 
+ISAS = ops.cpu_isas()  # every ISA build of the CPU TT kernels (AVX-512 builds carry an AVX2 one)
+
 SHAPES = {  # d: (p, q, ranks)
     2: ((40, 30), (4, 4), [8]),
     3: ((6, 5, 7), (2, 4, 4), [8, 8]),
@@ -56,19 +58,21 @@ def assert_identical(runs, what):
             assert torch.equal(a, b), f"{what}: output {i} of call {k} differs by {float((a - b).abs().max()):.3g}"
 
 
+@pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("d", [2, 3, 4])
-def test_tt_backward_is_bit_identical_across_calls_and_threads(d):
-    args = case(d, "cpu")
-    runs = [with_threads(t, backward, *args) for t in (2, 1, 2, 2)]
-    assert_identical(runs, f"d={d} TT backward on the CPU (threads 2, 1, 2, 2)")
-    # and it is the right sum
-    s, cores, prefix_ids, item_group, item_last, grad_items = args
-    prefix = ops.tt_prefix(cores, s, prefix_ids)
-    want_prefix, want_last = ref.tt_last_backward_ref(prefix, cores, s, item_group, item_last, grad_items)
-    close(runs[0][0], want_prefix, 1e-4)
-    close(runs[0][-1], want_last, 1e-4)
-    for got, want in zip(runs[0][1:-1], ref.tt_prefix_backward_ref(cores, s, prefix_ids, want_prefix)):
-        close(got, want, 1e-4)
+def test_tt_backward_is_bit_identical_across_calls_and_threads(d, isa):
+    with ops.use_cpu_isa(isa):
+        args = case(d, "cpu")
+        runs = [with_threads(t, backward, *args) for t in (2, 1, 2, 2)]
+        assert_identical(runs, f"d={d} TT backward on the CPU, {isa} (threads 2, 1, 2, 2)")
+        # and it is the right sum
+        s, cores, prefix_ids, item_group, item_last, grad_items = args
+        prefix = ops.tt_prefix(cores, s, prefix_ids)
+        want_prefix, want_last = ref.tt_last_backward_ref(prefix, cores, s, item_group, item_last, grad_items)
+        close(runs[0][0], want_prefix, 1e-4)
+        close(runs[0][-1], want_last, 1e-4)
+        for got, want in zip(runs[0][1:-1], ref.tt_prefix_backward_ref(cores, s, prefix_ids, want_prefix)):
+            close(got, want, 1e-4)
 
 
 def fused_backward(s, cores, prefix_ids, item_group, item_last, grad_items):
@@ -77,13 +81,15 @@ def fused_backward(s, cores, prefix_ids, item_group, item_last, grad_items):
     return grads
 
 
+@pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("d", [2, 3, 4])
-def test_fused_tt_backward_is_bit_identical_across_calls_and_threads(d):
-    args = case(d, "cpu")
-    runs = [with_threads(t, fused_backward, *args) for t in (2, 1, 2, 2)]
-    assert_identical(runs, f"d={d} fused TT backward on the CPU (threads 2, 1, 2, 2)")
-    for got, want in zip(runs[0], backward(*args)[1:]):  # the same sums as the separate stage ops
-        close(got, want, 1e-4)
+def test_fused_tt_backward_is_bit_identical_across_calls_and_threads(d, isa):
+    with ops.use_cpu_isa(isa):
+        args = case(d, "cpu")
+        runs = [with_threads(t, fused_backward, *args) for t in (2, 1, 2, 2)]
+        assert_identical(runs, f"d={d} fused TT backward on the CPU, {isa} (threads 2, 1, 2, 2)")
+        for got, want in zip(runs[0], backward(*args)[1:]):  # the same sums as the separate stage ops
+            close(got, want, 1e-4)
 
 
 def scatter(src, si, di, rows):

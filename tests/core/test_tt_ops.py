@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from impls.core import ops, tt
 from impls.core import reference as ref
 from impls.core.counters import TTWork
-from tests.conftest import devices
+from tests.conftest import devices, on_target, tt_targets
 
 
 @st.composite
@@ -23,6 +23,26 @@ def tt_cases(draw):
     n = draw(st.integers(0, 30))
     seed = draw(st.integers(0, 2**16))
     return s, G, n, seed
+
+
+@st.composite
+def wide_tt_cases(draw):
+    """Shapes of real tables: ranks 8-64 (multiples of 16 among them), q products of 8 and more, a 4-wide last
+    core, widths past 16 and 32: the wide register tiles, the AVX-512 stage-2 kernels and their remainders."""
+    d = draw(st.integers(2, 4))
+    p = draw(st.lists(st.integers(1, 5), min_size=d, max_size=d))
+    q = draw(st.lists(st.sampled_from([1, 2, 4, 8]), min_size=d - 1, max_size=d - 1))
+    q.append(draw(st.sampled_from([4, 4, 2, 8])))  # mostly a 4-wide last core
+    r = draw(st.lists(st.sampled_from([8, 16, 24, 32, 48, 64]), min_size=d - 1, max_size=d - 1))
+    s = tt.TTShape.create(math.prod(p), math.prod(q), r, p=p, q=q)
+    G = draw(st.integers(0, 10))
+    n = draw(st.integers(0, 24))
+    seed = draw(st.integers(0, 2**16))
+    return s, G, n, seed
+
+
+def any_tt_case():
+    return st.one_of(tt_cases(), wide_tt_cases())
 
 
 def make(case, device):
@@ -49,11 +69,18 @@ def close(a, b, rtol, magnitude=None):
     torch.testing.assert_close(a.cpu(), b.cpu(), rtol=rtol, atol=1e-6 * scale)
 
 
-@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("target", tt_targets(), ids=lambda t: "-".join(x for x in t if x))
 @settings(max_examples=150, deadline=None)
-@given(case=tt_cases())
+@given(case=any_tt_case())
 @example(case=(tt.TTShape.create(3, 1, [3, 1], p=(1, 1, 3), q=(1, 1, 1)), 1, 0, 15))  # a prefix summing to ~0
-def test_forward_stages_match_reference(device, case):
+@example(case=(tt.TTShape.create(27, 32, [32, 32], p=(3, 3, 3), q=(2, 4, 4)), 6, 13, 7))  # sc24's: AVX-512 lanes
+def test_forward_stages_match_reference(target, case):
+    device, scope = on_target(target)
+    with scope:
+        _forward_stages_match_reference(device, case)
+
+
+def _forward_stages_match_reference(device, case):
     s, cores, prefix_ids, item_group, item_last, _ = make(case, device)
     work = TTWork()
     prefix = ops.tt_prefix(cores, s, prefix_ids, work)
@@ -71,10 +98,16 @@ def test_forward_stages_match_reference(device, case):
     assert work.flops["fwd"] == G * s.prefix_flops() + n * s.last_flops()
 
 
-@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("target", tt_targets(), ids=lambda t: "-".join(x for x in t if x))
 @settings(max_examples=150, deadline=None)
-@given(case=tt_cases())
-def test_backward_stages_match_autograd(device, case):
+@given(case=any_tt_case())
+def test_backward_stages_match_autograd(target, case):
+    device, scope = on_target(target)
+    with scope:
+        _backward_stages_match_autograd(device, case)
+
+
+def _backward_stages_match_autograd(device, case):
     s, cores, prefix_ids, item_group, item_last, gen = make(case, device)
     prefix = ops.tt_prefix(cores, s, prefix_ids)
     grad_items = torch.randn(item_group.numel(), s.dim, generator=gen).to(device)
@@ -98,12 +131,18 @@ def test_backward_stages_match_autograd(device, case):
     assert work.flops["bwd"] == 2 * n * s.last_flops() + G * f_per
 
 
-@pytest.mark.parametrize("device", devices())
+@pytest.mark.parametrize("target", tt_targets(), ids=lambda t: "-".join(x for x in t if x))
 @settings(max_examples=150, deadline=None)
-@given(case=tt_cases(), shuffle=st.booleans())
-def test_fused_stages_match_the_separate_stages(device, case, shuffle):
+@given(case=any_tt_case(), shuffle=st.booleans())
+def test_fused_stages_match_the_separate_stages(target, case, shuffle):
     """tt_stages = tt_prefix then tt_last (items in any order); tt_stages_backward = tt_prefix,
     tt_last_backward, tt_prefix_backward (items by group); both equal autograd through the references."""
+    device, scope = on_target(target)
+    with scope:
+        _fused_stages_match_the_separate_stages(device, case, shuffle)
+
+
+def _fused_stages_match_the_separate_stages(device, case, shuffle):
     s, cores, prefix_ids, item_group, item_last, gen = make(case, device)
     G, n = prefix_ids.numel(), item_group.numel()
     perm = torch.randperm(n, generator=gen).to(device) if shuffle else torch.arange(n, device=device)
@@ -238,3 +277,22 @@ def test_bad_arguments_raise_value_errors():
         ops.gather_pool(torch.zeros(3, 2), torch.tensor([0, 1]), torch.tensor([0, 1]), torch.zeros(1, 2))
     with pytest.raises(ValueError, match=r"dst_index\[0\] = 4"):
         ops.scatter_add_rows(torch.zeros(3, 2), torch.tensor([0]), torch.tensor([4]), torch.zeros(4, 2))
+
+
+def test_cpu_isa_builds_are_named_and_chosen():
+    """The library names its ISA builds (native first: what the compiler targeted, as the machine's flags say),
+    runs the chosen one inside use_cpu_isa and the one before after it, and refuses a build it lacks by name."""
+    from reproduce.harness.machine import fingerprint
+
+    isas = ops.cpu_isas()
+    assert isas[0] in ("avx512", "avx2", "portable") and len(set(isas)) == len(isas)
+    assert isas[1:] in ([], ["avx2"]) and (len(isas) == 2) == (isas[0] == "avx512")
+    assert ops.cpu_isa() == isas[0] == fingerprint()["kernel_isa"]
+    for isa in isas:
+        with ops.use_cpu_isa(isa):
+            assert ops.cpu_isa() == isa
+        assert ops.cpu_isa() == isas[0]
+    with pytest.raises(ValueError, match=r"'sse' is not built into this library \(built: " + ", ".join(isas)):
+        with ops.use_cpu_isa("sse"):
+            pass
+    assert ops.cpu_isa() == isas[0]

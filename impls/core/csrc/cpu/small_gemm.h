@@ -1,19 +1,18 @@
-// The small-GEMM micro-kernels every TT op shares (fp32, row-major). Register-tiled over 8-float
-// vectors (AVX2+FMA when the compiler targets it, plain loops otherwise), no allocation: callers
-// pass scratch. Sizes are those of TT core slices: one dimension is often tiny (q_k = 2..8), so each
+// The small-GEMM micro-kernels every TT op shares (fp32, row-major). Register-tiled over the widest vectors the
+// build targets (isa.h: 16 floats with AVX-512, 8 with AVX2 + FMA, plain loops otherwise), no allocation:
+// callers pass scratch. Sizes are those of TT core slices: one dimension is often tiny (q_k = 2..8), so each
 // entry point picks the orientation that keeps the long dimension in the vector lanes.
 #pragma once
 
 #include <cstdint>
 
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#endif
+#include "isa.h"
 
 namespace dlrmbench {
+inline namespace DLRMBENCH_ISA_NS {
 namespace gemm {
 
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(DLRMBENCH_AVX512) || defined(DLRMBENCH_AVX2)
 struct V4 {
   __m128 v;
   static constexpr int width = 4;
@@ -63,13 +62,36 @@ inline VN<W> fma(VN<W> a, VN<W> b, VN<W> c) {
   for (int i = 0; i < W; ++i) c.v[i] += a.v[i] * b.v[i];
   return c;
 }
-using V4 = VN<4>;
-using V8 = VN<8>;
-inline float hsum(V8 x) {
+template <int W>
+inline float hsum(VN<W> x) {
   float t = 0.f;
-  for (int i = 0; i < 8; ++i) t += x.v[i];
+  for (int i = 0; i < W; ++i) t += x.v[i];
   return t;
 }
+using V4 = VN<4>;
+using V8 = VN<8>;
+#endif
+
+#if defined(DLRMBENCH_AVX512)
+struct V16 {
+  __m512 v;
+  static constexpr int width = 16;
+};
+inline V16 load(const float* p, V16) { return {_mm512_loadu_ps(p)}; }
+inline V16 bcast(float a, V16) { return {_mm512_set1_ps(a)}; }
+inline void store(float* p, V16 x) { _mm512_storeu_ps(p, x.v); }
+inline V16 fma(V16 a, V16 b, V16 c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
+// (Masked forms with a full mask, here and in stage2_kernels.h: the same instructions as the plain intrinsics,
+// whose "undefined" pass-through operand GCC 12 reports as maybe-uninitialized.)
+inline float hsum(V16 x) {
+  const __m512d d = _mm512_castps_pd(x.v);
+  const __m256 lo = _mm256_castpd_ps(_mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xF, d, 0));
+  const __m256 hi = _mm256_castpd_ps(_mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xF, d, 1));
+  return hsum(V8{_mm256_add_ps(lo, hi)});
+}
+using VW = V16;  // the widest vector of this build
+#else
+using VW = V8;
 #endif
 
 // Operand views. A: element (i, k); B: row k; C: row i. Strided views cover plain and transposed
@@ -153,13 +175,26 @@ inline void col_block(int64_t M, int64_t n0, int64_t n1, int64_t K, const AT& A,
   }
 }
 
-// C[M x N] (+)= A[M x K] * B[K x N] over any operand views. Register tiles of 8-float vectors (8 rows
-// when C is one vector wide, else 6 x 16, 4 x 16, 2 x 32), a 4-float vector for 4 remaining columns,
-// scalar loops for the rest.
+// C[M x N] (+)= A[M x K] * B[K x N] over any operand views. Register tiles of the widest vectors: with AVX-512
+// 16 rows when C is one vector wide, else 6 x 32 columns, then 4 x 32, 2 x 64, .. (6 x 32 measured faster than
+// 8 or 12 rows on a Zen 4, whose 512-bit FMAs run as two 256-bit halves); with AVX2 (16 registers) 8 rows when
+// C is one vector wide, else 6 x 16, 4 x 16, 2 x 32. Then an 8-float vector (AVX-512) and a 4-float vector for
+// the remaining columns, scalar loops for the rest.
 template <typename AT, typename BT, typename CT>
 inline void nn_view(int64_t M, int64_t N, int64_t K, const AT& A, const BT& B, const CT& C, bool accumulate) {
+#if defined(DLRMBENCH_AVX512)
+  const int64_t N16 = N / 16 * 16;
+  if (N16 == 16) {
+    col_block<V16, 16, 1, true>(M, 0, 16, K, A, B, C, accumulate);
+  } else if (N16 > 0) {
+    const int64_t M6 = M / 6 * 6;
+    if (M6) col_block<V16, 6, 2, false>(M6, 0, N16, K, A, B, C, accumulate);
+    if (M > M6) col_block<V16, 4, 2, true>(M - M6, 0, N16, K, A.from(M6), B, C.from(M6), accumulate);
+  }
+  const int64_t N8 = N16 + ((N - N16) >= 8 ? 8 : 0);
+  if (N8 > N16) col_block<V8, 8, 1, true>(M, N16, N8, K, A, B, C, accumulate);
+#else
   const int64_t N8 = N / 8 * 8;
-  const int64_t N4 = N8 + ((N - N8) >= 4 ? 4 : 0);
   if (N8 == 8) {
     col_block<V8, 8, 1, true>(M, 0, 8, K, A, B, C, accumulate);
   } else if (N8 > 0) {
@@ -167,6 +202,8 @@ inline void nn_view(int64_t M, int64_t N, int64_t K, const AT& A, const BT& B, c
     if (M6) col_block<V8, 6, 2, false>(M6, 0, N8, K, A, B, C, accumulate);
     if (M > M6) col_block<V8, 4, 2, true>(M - M6, 0, N8, K, A.from(M6), B, C.from(M6), accumulate);
   }
+#endif
+  const int64_t N4 = N8 + ((N - N8) >= 4 ? 4 : 0);
   if (N4 > N8) col_block<V4, 8, 1, true>(M, N8, N4, K, A, B, C, accumulate);
   if (N4 == N) return;
   for (int64_t m = 0; m < M; ++m) {
@@ -184,35 +221,56 @@ inline void nn_strided(int64_t M, int64_t N, int64_t K, const float* A, int64_t 
   nn_view(M, N, K, StridedA{A, ars, acs}, StridedB{B, ldb}, StridedC{C, ldc}, accumulate);
 }
 
-// C[M x N] (+)= A[M x K] * B[N x K]^T as dot products along K (both operands contiguous in K).
+// C[M x N] (+)= A[M x K] * B[N x K]^T as dot products along K (both operands contiguous in K), in the widest
+// vectors, then 8-float vectors (AVX-512) and scalars for the rest of K.
+template <typename V>
+inline void dot4(const float* a, const float* b0, int64_t ldb, int64_t k0, int64_t k1, float r[4]) {
+  constexpr int W = V::width;
+  V s0 = bcast(0.f, V{}), s1 = s0, s2 = s0, s3 = s0;
+  for (int64_t k = k0; k < k1; k += W) {
+    const V av = load(a + k, V{});
+    s0 = fma(av, load(b0 + k, V{}), s0);
+    s1 = fma(av, load(b0 + ldb + k, V{}), s1);
+    s2 = fma(av, load(b0 + 2 * ldb + k, V{}), s2);
+    s3 = fma(av, load(b0 + 3 * ldb + k, V{}), s3);
+  }
+  r[0] += hsum(s0);
+  r[1] += hsum(s1);
+  r[2] += hsum(s2);
+  r[3] += hsum(s3);
+}
+
+template <typename V>
+inline float dot1(const float* a, const float* b, int64_t k0, int64_t k1) {
+  constexpr int W = V::width;
+  V s = bcast(0.f, V{});
+  for (int64_t k = k0; k < k1; k += W) s = fma(load(a + k, V{}), load(b + k, V{}), s);
+  return hsum(s);
+}
+
 template <typename AR, typename CT>
 inline void nt_dot_view(int64_t M, int64_t N, int64_t K, const AR& Arow, const float* B, int64_t ldb, const CT& Cv,
                         bool accumulate) {
-  const int64_t K8 = K / 8 * 8;
+  constexpr int W = VW::width;
+  const int64_t KW = K / W * W, K8 = KW + (K - KW) / 8 * 8;
   for (int64_t m = 0; m < M; ++m) {
     const float* a = Arow(m);
     float* crow = Cv.row(m);
     int64_t n = 0;
     for (; n + 4 <= N; n += 4) {
       const float* b0 = B + n * ldb;
-      V8 s0 = bcast(0.f, V8{}), s1 = s0, s2 = s0, s3 = s0;
-      for (int64_t k = 0; k < K8; k += 8) {
-        const V8 av = load(a + k, V8{});
-        s0 = fma(av, load(b0 + k, V8{}), s0);
-        s1 = fma(av, load(b0 + ldb + k, V8{}), s1);
-        s2 = fma(av, load(b0 + 2 * ldb + k, V8{}), s2);
-        s3 = fma(av, load(b0 + 3 * ldb + k, V8{}), s3);
-      }
-      float r[4] = {hsum(s0), hsum(s1), hsum(s2), hsum(s3)};
+      float r[4] = {0.f, 0.f, 0.f, 0.f};
+      if (KW) dot4<VW>(a, b0, ldb, 0, KW, r);
+      if (K8 > KW) dot4<V8>(a, b0, ldb, KW, K8, r);
       for (int64_t k = K8; k < K; ++k)
         for (int j = 0; j < 4; ++j) r[j] += a[k] * b0[j * ldb + k];
       for (int j = 0; j < 4; ++j) crow[n + j] = (accumulate ? crow[n + j] : 0.f) + r[j];
     }
     for (; n < N; ++n) {
       const float* b = B + n * ldb;
-      V8 s = bcast(0.f, V8{});
-      for (int64_t k = 0; k < K8; k += 8) s = fma(load(a + k, V8{}), load(b + k, V8{}), s);
-      float r = hsum(s);
+      float r = 0.f;
+      if (KW) r += dot1<VW>(a, b, 0, KW);
+      if (K8 > KW) r += dot1<V8>(a, b, KW, K8);
       for (int64_t k = K8; k < K; ++k) r += a[k] * b[k];
       crow[n] = (accumulate ? crow[n] : 0.f) + r;
     }
@@ -259,68 +317,6 @@ inline void tn(int64_t M, int64_t N, int64_t K, const float* A, const float* B, 
   nn_strided(K, N, M, A, 1, K, B, N, C, N, accumulate);
 }
 
-// Stage 2 of TT lookups whose last core is 4 wide: C0[M x 4] = A[M x K] B0[K x 4] and C1 = A B1, two items
-// of one prefix A in one pass, their 4-wide rows side by side in 8-float vectors (rows of A broadcast). C1 may
-// be null (one item: half the lanes idle, as in a 4-float product). All row-major and contiguous; no call
-// into the generic tiles (a per-item call and its register spills cost more than this product).
-#if defined(__AVX2__) && defined(__FMA__)
-template <int MR>
-inline void n4_rows(int64_t K, const float* A, const float* B0, const float* B1, float* C0, float* C1) {
-  __m256 c[MR];
-  for (int m = 0; m < MR; ++m) c[m] = _mm256_setzero_ps();
-  const float* b1 = B1 ? B1 : B0;
-  for (int64_t k = 0; k < K; ++k) {
-    const __m256 b = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(B0 + 4 * k)), _mm_loadu_ps(b1 + 4 * k), 1);
-    for (int m = 0; m < MR; ++m) c[m] = _mm256_fmadd_ps(_mm256_broadcast_ss(A + m * K + k), b, c[m]);
-  }
-  for (int m = 0; m < MR; ++m) {
-    _mm_storeu_ps(C0 + 4 * m, _mm256_castps256_ps128(c[m]));
-    if (C1) _mm_storeu_ps(C1 + 4 * m, _mm256_extractf128_ps(c[m], 1));
-  }
-}
-
-// C[4 x N] += A^T B for A[M x 4] and B[M x N] (N a multiple of 8), row-major: the last-core gradient of one
-// item (C = dGt[j], A = dE, B = P), inlined like n4_pair.
-template <int NV>
-inline void t4_acc_cols(int64_t M, const float* A, const float* B, int64_t N, float* C, int64_t n) {
-  __m256 c[4][NV];
-  for (int v = 0; v < 4; ++v)
-    for (int t = 0; t < NV; ++t) c[v][t] = _mm256_loadu_ps(C + v * N + n + 8 * t);
-  for (int64_t m = 0; m < M; ++m) {
-    __m256 b[NV];
-    for (int t = 0; t < NV; ++t) b[t] = _mm256_loadu_ps(B + m * N + n + 8 * t);
-    for (int v = 0; v < 4; ++v) {
-      const __m256 a = _mm256_broadcast_ss(A + m * 4 + v);
-      for (int t = 0; t < NV; ++t) c[v][t] = _mm256_fmadd_ps(a, b[t], c[v][t]);
-    }
-  }
-  for (int v = 0; v < 4; ++v)
-    for (int t = 0; t < NV; ++t) _mm256_storeu_ps(C + v * N + n + 8 * t, c[v][t]);
-}
-
-inline void t4_acc(int64_t M, int64_t N, const float* A, const float* B, float* C) {
-  int64_t n = 0;
-  for (; n + 16 <= N; n += 16) t4_acc_cols<2>(M, A, B, N, C, n);
-  for (; n + 8 <= N; n += 8) t4_acc_cols<1>(M, A, B, N, C, n);
-  if (n < N) nn_strided(4, N - n, M, A, 1, 4, B + n, N, C + n, N, true);
-}
-
-inline void n4_pair(int64_t M, int64_t K, const float* A, const float* B0, const float* B1, float* C0, float* C1) {
-  int64_t m = 0;
-  for (; m + 8 <= M; m += 8) n4_rows<8>(K, A + m * K, B0, B1, C0 + 4 * m, C1 ? C1 + 4 * m : nullptr);
-  for (; m + 2 <= M; m += 2) n4_rows<2>(K, A + m * K, B0, B1, C0 + 4 * m, C1 ? C1 + 4 * m : nullptr);
-  if (m < M) n4_rows<1>(K, A + m * K, B0, B1, C0 + 4 * m, C1 ? C1 + 4 * m : nullptr);
-}
-#else
-inline void n4_pair(int64_t M, int64_t K, const float* A, const float* B0, const float* B1, float* C0, float* C1) {
-  nn_strided(M, 4, K, A, K, 1, B0, 4, C0, 4, false);
-  if (C1) nn_strided(M, 4, K, A, K, 1, B1, 4, C1, 4, false);
-}
-
-inline void t4_acc(int64_t M, int64_t N, const float* A, const float* B, float* C) {
-  nn_strided(4, N, M, A, 1, 4, B, N, C, N, true);
-}
-#endif
-
 }  // namespace gemm
+}  // namespace DLRMBENCH_ISA_NS
 }  // namespace dlrmbench

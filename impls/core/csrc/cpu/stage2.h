@@ -1,6 +1,7 @@
 // Stage 2 of the TT lookups of one prefix, forward and backward, shared by tt_last / tt_last_backward and
 // the fused tt_stages / tt_stages_backward (so the separate and fused ops run the same kernels).
-//   forward:  row_k = P (M x rk) G_last[j_k] (rk x qn), two items per pass when the last core is 4 wide;
+//   forward:  row_k = P (M x rk) G_last[j_k] (rk x qn); a 4-wide last core through stage2_kernels.h (P's rows in
+//             the lanes with AVX-512, else two items per pass);
 //   backward: dP (M x rk) = sum_k dE_k (M x qn) Gt[j_k] (qn x rk), one register-tiled GEMM over the items
 //             (their columns and rows gathered by pointer), and dGt[j_k] (qn x rk) += dE_k^T P per item, into
 //             the last core's gradient kept transposed (a full-width product), added back by add_transposed.
@@ -12,32 +13,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "stage2_kernels.h"
 #include "tt_chain.h"
 
 namespace dlrmbench {
-
-// Items [k0, k1) of one prefix P; item(k) is the output row's index, last[item] its last digit.
-template <typename ItemAt>
-inline void stage2_items(const TTShape& s, const CoreView& c, const float* P, int64_t k0, int64_t k1, ItemAt item,
-                         const int64_t* last, float* out, float* tmp) {
-  const int L = s.d - 1;
-  const int64_t M = s.Q(L - 1), N = s.q[L], K = s.r[L], D = s.dim();
-  int64_t k = k0;
-  if (N == 4) {
-    for (; k + 1 < k1; k += 2) {
-      const int64_t i0 = item(k), i1 = item(k + 1);
-      gemm::n4_pair(M, K, P, c.row(L, last[i0]), c.row(L, last[i1]), out + i0 * D, out + i1 * D);
-    }
-    if (k < k1) {
-      const int64_t i0 = item(k++);
-      gemm::n4_pair(M, K, P, c.row(L, last[i0]), nullptr, out + i0 * D, nullptr);
-    }
-  }
-  for (; k < k1; ++k) {
-    const int64_t i = item(k);
-    gemm::nn(M, N, K, P, c.row(L, last[i]), out + i * D, false, tmp);
-  }
-}
+inline namespace DLRMBENCH_ISA_NS {
 
 // The last core with each slice transposed to (qn x rk).
 inline std::vector<float> transposed_last_core(const TTShape& s, const CoreView& c) {
@@ -48,6 +28,64 @@ inline std::vector<float> transposed_last_core(const TTShape& s, const CoreView&
     for (int64_t j = lo; j < hi; ++j) gemm::transpose(rk, qn, c.row(L, j), Gt.data() + j * wl);
   });
   return Gt;
+}
+
+// One call's forward stage 2: the shapes, and the last core transposed where the lanes kernels serve the shape
+// (stage2_kernels.h: AVX-512, a 4-wide last core).
+struct Stage2Forward {
+  const CoreView& c;
+  int L;
+  int64_t M, N, K, D, wl;
+  bool lanes;
+  std::vector<float> Gt;
+  Stage2Forward(const TTShape& s, const CoreView& cores)
+      : c(cores), L(s.d - 1), M(s.Q(s.d - 2)), N(s.q[s.d - 1]), K(s.r[s.d - 1]), D(s.dim()),
+        wl(s.core_width(s.d - 1)), lanes(gemm::lanes_fit(M, N, K)),
+        Gt(lanes ? transposed_last_core(s, cores) : std::vector<float>()) {}
+};
+
+// One thread's forward stage-2 scratch: a prefix in lanes, a transposed slice.
+struct Stage2Scratch {
+  std::vector<float> X, tmp;
+  explicit Stage2Scratch(const Stage2Forward& f) : X(f.lanes ? f.M * f.K : 0), tmp(f.K * f.N) {}
+};
+
+// Items [k0, k1) of one prefix P; item(k) is the output row's index, last[item] its last digit.
+template <typename ItemAt>
+inline void stage2_items(const Stage2Forward& f, const float* P, int64_t k0, int64_t k1, ItemAt item,
+                         const int64_t* last, float* out, Stage2Scratch& w) {
+  if (k0 == k1) return;
+  const int64_t M = f.M, N = f.N, K = f.K, D = f.D;
+  int64_t k = k0;
+#if defined(DLRMBENCH_AVX512)
+  if (f.lanes) {
+    gemm::prefix_lanes(M, K, P, w.X.data());
+    const float* Gt = f.Gt.data();
+    for (; k + 1 < k1; k += 2) {
+      const int64_t i0 = item(k), i1 = item(k + 1);
+      gemm::lanes_item_pair(M, K, w.X.data(), Gt + last[i0] * f.wl, Gt + last[i1] * f.wl, out + i0 * D, out + i1 * D);
+    }
+    if (k < k1) {
+      const int64_t i0 = item(k);
+      gemm::lanes_item(M, K, w.X.data(), Gt + last[i0] * f.wl, out + i0 * D);
+    }
+    return;
+  }
+#endif
+  if (N == 4) {
+    for (; k + 1 < k1; k += 2) {
+      const int64_t i0 = item(k), i1 = item(k + 1);
+      gemm::n4_pair(M, K, P, f.c.row(f.L, last[i0]), f.c.row(f.L, last[i1]), out + i0 * D, out + i1 * D);
+    }
+    if (k < k1) {
+      const int64_t i0 = item(k++);
+      gemm::n4_pair(M, K, P, f.c.row(f.L, last[i0]), nullptr, out + i0 * D, nullptr);
+    }
+  }
+  for (; k < k1; ++k) {
+    const int64_t i = item(k);
+    gemm::nn(M, N, K, P, f.c.row(f.L, last[i]), out + i * D, false, w.tmp.data());
+  }
 }
 
 // dG_last (p x rk*qn) += the transposed gradient dGt (p x qn*rk).
@@ -91,4 +129,5 @@ inline void stage2_items_backward(const TTShape& s, const float* Gt, const float
   }
 }
 
+}  // namespace DLRMBENCH_ISA_NS
 }  // namespace dlrmbench

@@ -10,7 +10,6 @@
 // chunked_scatter_add). Either way the gradients are bit-identical from run to run and for any thread count.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <cstring>
@@ -20,9 +19,10 @@
 #include "cpu_util.h"
 #include "stage2.h"
 #include "tt_chain.h"
+#include "tt_kernels.h"
 
 namespace dlrmbench {
-namespace {
+inline namespace DLRMBENCH_ISA_NS {
 
 constexpr int64_t kGrain = 16;
 
@@ -161,11 +161,6 @@ void tt_prefix_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntAr
   });
 }
 
-}  // namespace
-
-TORCH_LIBRARY_IMPL(dlrmbench, CPU, m) {
-  m.impl("tt_last_backward", &tt_last_backward_cpu);
-  m.impl("tt_prefix_backward", &tt_prefix_backward_cpu);
-}
+}  // namespace DLRMBENCH_ISA_NS
 
 }  // namespace dlrmbench

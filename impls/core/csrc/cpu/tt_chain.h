@@ -12,6 +12,7 @@
 #include "small_gemm.h"
 
 namespace dlrmbench {
+inline namespace DLRMBENCH_ISA_NS {
 
 struct CoreView {
   const float* data[4];
@@ -190,4 +191,5 @@ inline void stacked_step(const TTShape& s, const CoreView& c, int t, int64_t j, 
                     false);
 }
 
+}  // namespace DLRMBENCH_ISA_NS
 }  // namespace dlrmbench

@@ -4,7 +4,6 @@
 // Each system decides what a "prefix id" and an "item" is (an occurrence, a unique id, a prefix group).
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
-#include <torch/library.h>
 
 #include <cstring>
 
@@ -12,9 +11,10 @@
 #include "cpu_util.h"
 #include "stage2.h"
 #include "tt_chain.h"
+#include "tt_kernels.h"
 
 namespace dlrmbench {
-namespace {
+inline namespace DLRMBENCH_ISA_NS {
 
 constexpr int64_t kGrain = 32;
 
@@ -63,23 +63,19 @@ void tt_last_cpu(const at::Tensor& prefix, at::TensorList cores, c10::IntArrayRe
   // Items by group, run by run of one prefix (stage2.h); chunks of the order need no alignment (each item's
   // row has one writer).
   const std::vector<int64_t> order = order_by_group(grp, n, prefix.size(0));
+  const Stage2Forward f(s, c);
   at::parallel_for(0, n, kGrain, [&](int64_t lo, int64_t hi) {
-    std::vector<float> tmp(s.r[L] * s.q[L]);
+    Stage2Scratch w(f);
     for (int64_t i = lo; i < hi;) {
       const int64_t g = grp[order[i]];
       int64_t e = i + 1;
       while (e < hi && grp[order[e]] == g) ++e;
-      stage2_items(s, c, P + g * width, i, e, [&](int64_t k) { return order[k]; }, last, o, tmp.data());
+      stage2_items(f, P + g * width, i, e, [&](int64_t k) { return order[k]; }, last, o, w);
       i = e;
     }
   });
 }
 
-}  // namespace
-
-TORCH_LIBRARY_IMPL(dlrmbench, CPU, m) {
-  m.impl("tt_prefix", &tt_prefix_cpu);
-  m.impl("tt_last", &tt_last_cpu);
-}
+}  // namespace DLRMBENCH_ISA_NS
 
 }  // namespace dlrmbench

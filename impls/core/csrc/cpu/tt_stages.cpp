@@ -11,7 +11,6 @@
 // copy, reduced in chunk order (cpu_util.h: chunked_scatter_add).
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
-#include <torch/library.h>
 
 #include <algorithm>
 #include <vector>
@@ -21,9 +20,10 @@
 #include "cpu_util.h"
 #include "stage2.h"
 #include "tt_chain.h"
+#include "tt_kernels.h"
 
 namespace dlrmbench {
-namespace {
+inline namespace DLRMBENCH_ISA_NS {
 
 constexpr int64_t kGrain = 16;
 constexpr int64_t kChunks = 8;  // the backward's chunks at most (each with its own dG_0 and dG_last copy)
@@ -61,12 +61,14 @@ void tt_stages_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
   check_item_rows(op, ids, grp, last, n, s.p[L], num_rows);
   const ItemsByGroup items(grp, n, G);
   const CoreView c = core_view(s, cores);
-  const int64_t N = s.q[L], K = s.r[L], width = s.prefix_width(), D = s.dim();
+  const int64_t width = s.prefix_width(), D = s.dim();
   float* o = out.data_ptr<float>();
   const std::vector<int64_t> order = order_by_last_prefix_digit(s, ids, G);
+  const Stage2Forward f(s, c);
   at::parallel_for(0, G, kGrain, [&](int64_t lo, int64_t hi) {
     PrefixStack stack(s, c);
-    std::vector<float> P(kStack * width), tmp(K * N);
+    Stage2Scratch w(f);
+    std::vector<float> P(kStack * width);
     for_each_run(order, lo, hi, [&](int64_t x) { return ids[x] % s.p[s.d - 2]; }, [&](int64_t i, int64_t e, int64_t j) {
       prefetch_stack(order, i, e, items.start, [&](int64_t k) {
         const int64_t item = items.order[k];
@@ -76,8 +78,8 @@ void tt_stages_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
       stack.run(ids, order.data(), i, e, j, [&](int64_t b) { return P.data() + (b - i) * width; });
       for (int64_t b = i; b < e; ++b) {
         const int64_t x = order[b];
-        stage2_items(s, c, P.data() + (b - i) * width, items.start[x], items.start[x + 1],
-                     [&](int64_t k) { return items.order[k]; }, last, o, tmp.data());
+        stage2_items(f, P.data() + (b - i) * width, items.start[x], items.start[x + 1],
+                     [&](int64_t k) { return items.order[k]; }, last, o, w);
       }
     });
   });
@@ -197,11 +199,6 @@ void tt_stages_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntAr
   add_transposed(s, acc.data() + last_at, grad_cores[L].data_ptr<float>());
 }
 
-}  // namespace
-
-TORCH_LIBRARY_IMPL(dlrmbench, CPU, m) {
-  m.impl("tt_stages", &tt_stages_cpu);
-  m.impl("tt_stages_backward", &tt_stages_backward_cpu);
-}
+}  // namespace DLRMBENCH_ISA_NS
 
 }  // namespace dlrmbench
