@@ -12,23 +12,20 @@ namespace dlrmbench {
 inline namespace DLRMBENCH_ISA_NS {
 namespace gemm {
 
+// A W-float vector V over register type T and intrinsic prefix P (_mm, _mm256, _mm512): load, store, bcast, fma.
+#define DLRMBENCH_VECTOR(V, T, W, P)                                                         \
+  struct V {                                                                                 \
+    T v;                                                                                     \
+    static constexpr int width = W;                                                          \
+  };                                                                                         \
+  inline V load(const float* p, V) { return {P##_loadu_ps(p)}; }                            \
+  inline void store(float* p, V x) { P##_storeu_ps(p, x.v); }                               \
+  inline V bcast(float a, V) { return {P##_set1_ps(a)}; }                                   \
+  inline V fma(V a, V b, V c) { return {P##_fmadd_ps(a.v, b.v, c.v)}; }
+
 #if defined(DLRMBENCH_AVX512) || defined(DLRMBENCH_AVX2)
-struct V4 {
-  __m128 v;
-  static constexpr int width = 4;
-};
-inline V4 load(const float* p, V4) { return {_mm_loadu_ps(p)}; }
-inline void store(float* p, V4 x) { _mm_storeu_ps(p, x.v); }
-inline V4 bcast(float a, V4) { return {_mm_set1_ps(a)}; }
-inline V4 fma(V4 a, V4 b, V4 c) { return {_mm_fmadd_ps(a.v, b.v, c.v)}; }
-struct V8 {
-  __m256 v;
-  static constexpr int width = 8;
-};
-inline V8 load(const float* p, V8) { return {_mm256_loadu_ps(p)}; }
-inline V8 bcast(float a, V8) { return {_mm256_set1_ps(a)}; }
-inline void store(float* p, V8 x) { _mm256_storeu_ps(p, x.v); }
-inline V8 fma(V8 a, V8 b, V8 c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }
+DLRMBENCH_VECTOR(V4, __m128, 4, _mm)
+DLRMBENCH_VECTOR(V8, __m256, 8, _mm256)
 inline float hsum(V8 x) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(x.v), _mm256_extractf128_ps(x.v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -73,14 +70,7 @@ using V8 = VN<8>;
 #endif
 
 #if defined(DLRMBENCH_AVX512)
-struct V16 {
-  __m512 v;
-  static constexpr int width = 16;
-};
-inline V16 load(const float* p, V16) { return {_mm512_loadu_ps(p)}; }
-inline V16 bcast(float a, V16) { return {_mm512_set1_ps(a)}; }
-inline void store(float* p, V16 x) { _mm512_storeu_ps(p, x.v); }
-inline V16 fma(V16 a, V16 b, V16 c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
+DLRMBENCH_VECTOR(V16, __m512, 16, _mm512)
 // (Masked forms with a full mask, here and in stage2_kernels.h: the same instructions as the plain intrinsics,
 // whose "undefined" pass-through operand GCC 12 reports as maybe-uninitialized.)
 inline float hsum(V16 x) {

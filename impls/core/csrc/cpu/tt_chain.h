@@ -69,12 +69,26 @@ inline void prefix_chain(const TTShape& s, const CoreView& c, const int64_t* dig
 }
 
 
+// Every prefix id's d-1 digits (first most significant), decoded once per call: an op reads them several times
+// per prefix (the order, its runs, the stage-1 operands, the gradient rows), and a 64-bit division per read is a
+// visible share of a prefix's stage-1 work.
+struct PrefixDigits {
+  int n;
+  std::vector<int64_t> d;
+  PrefixDigits(const TTShape& s, const int64_t* ids, int64_t G) : n(s.d - 1), d(G * (s.d - 1)) {
+    at::parallel_for(0, G, 4096, [&](int64_t lo, int64_t hi) {
+      for (int64_t x = lo; x < hi; ++x) s.prefix_digits(ids[x], d.data() + x * n);
+    });
+  }
+  const int64_t* of(int64_t x) const { return d.data() + x * n; }
+  int64_t last(int64_t x) const { return d[x * n + n - 1]; }
+};
+
 // Prefix ids ordered by their last digit (the B operand of the last chain step), stably.
 // Kernels walk this order in runs that share that core slice, so it stays in cache and a run's products
 // stack into one taller GEMM (each product is still computed exactly once).
-inline std::vector<int64_t> order_by_last_prefix_digit(const TTShape& s, const int64_t* ids, int64_t G) {
-  const int64_t radix = s.p[s.d - 2];
-  return order_by_key(G, radix, [&](int64_t i) { return ids[i] % radix; });
+inline std::vector<int64_t> order_by_last_prefix_digit(const TTShape& s, const PrefixDigits& pd, int64_t G) {
+  return order_by_key(G, s.p[s.d - 2], [&](int64_t i) { return pd.last(i); });
 }
 
 // Items ordered by group (identity when already non-decreasing), stably.
@@ -145,16 +159,16 @@ struct PrefixStack {
         arows(kStack * (shape.d > 2 ? shape.Q(shape.d - 3) : 1)), crows(arows.size()) {}
 
   template <typename Dst>
-  void run(const int64_t* ids, const int64_t* order, int64_t i, int64_t e, int64_t j, Dst dst) {
+  void run(const PrefixDigits& pd, const int64_t* order, int64_t i, int64_t e, int64_t j, Dst dst) {
     if (s.d == 2) {
-      for (int64_t b = i; b < e; ++b) std::memcpy(dst(b), c.row(0, ids[order[b]]), sizeof(float) * s.prefix_width());
+      for (int64_t b = i; b < e; ++b)
+        std::memcpy(dst(b), c.row(0, pd.of(order[b])[0]), sizeof(float) * s.prefix_width());
       return;
     }
     const int t = s.d - 2;
     const int64_t Mi = s.Q(t - 1), K = s.r[t], N = s.q[t] * s.r[t + 1];
-    int64_t digits[4];
     for (int64_t b = i; b < e; ++b) {
-      s.prefix_digits(ids[order[b]], digits);
+      const int64_t* digits = pd.of(order[b]);
       const float* a = c.row(0, digits[0]);  // d = 3: P_0 is core 0's slice, read in place
       if (s.d > 3) {
         float* slot = inner.data() + (b - i) * Mi * K;

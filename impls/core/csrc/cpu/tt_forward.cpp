@@ -36,11 +36,12 @@ void tt_prefix_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
     return;
   }
   // Runs of prefixes sharing the last prefix digit, each one tall GEMM (PrefixStack).
-  const std::vector<int64_t> order = order_by_last_prefix_digit(s, g, G);
+  const PrefixDigits pd(s, g, G);
+  const std::vector<int64_t> order = order_by_last_prefix_digit(s, pd, G);
   at::parallel_for(0, G, kGrain, [&](int64_t lo, int64_t hi) {
     PrefixStack stack(s, c);
-    for_each_run(order, lo, hi, [&](int64_t x) { return g[x] % s.p[s.d - 2]; }, [&](int64_t i, int64_t e, int64_t j) {
-      stack.run(g, order.data(), i, e, j, [&](int64_t b) { return o + order[b] * width; });
+    for_each_run(order, lo, hi, [&](int64_t x) { return pd.last(x); }, [&](int64_t i, int64_t e, int64_t j) {
+      stack.run(pd, order.data(), i, e, j, [&](int64_t b) { return o + order[b] * width; });
     });
   });
 }

@@ -63,19 +63,20 @@ void tt_stages_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
   const CoreView c = core_view(s, cores);
   const int64_t width = s.prefix_width(), D = s.dim();
   float* o = out.data_ptr<float>();
-  const std::vector<int64_t> order = order_by_last_prefix_digit(s, ids, G);
+  const PrefixDigits pd(s, ids, G);
+  const std::vector<int64_t> order = order_by_last_prefix_digit(s, pd, G);
   const Stage2Forward f(s, c);
   at::parallel_for(0, G, kGrain, [&](int64_t lo, int64_t hi) {
     PrefixStack stack(s, c);
     Stage2Scratch w(f);
     std::vector<float> P(kStack * width);
-    for_each_run(order, lo, hi, [&](int64_t x) { return ids[x] % s.p[s.d - 2]; }, [&](int64_t i, int64_t e, int64_t j) {
+    for_each_run(order, lo, hi, [&](int64_t x) { return pd.last(x); }, [&](int64_t i, int64_t e, int64_t j) {
       prefetch_stack(order, i, e, items.start, [&](int64_t k) {
         const int64_t item = items.order[k];
         prefetch(last + item);
         prefetch(o + item * D);
       });
-      stack.run(ids, order.data(), i, e, j, [&](int64_t b) { return P.data() + (b - i) * width; });
+      stack.run(pd, order.data(), i, e, j, [&](int64_t b) { return P.data() + (b - i) * width; });
       for (int64_t b = i; b < e; ++b) {
         const int64_t x = order[b];
         stage2_items(f, P.data() + (b - i) * width, items.start[x], items.start[x + 1],
@@ -131,9 +132,9 @@ void tt_stages_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntAr
   const int64_t last_at = s.p[0] * w0, total = last_at + s.p[L] * wl, rows = (total + kRow - 1) / kRow;
   std::vector<float> acc(rows * kRow, 0.f);
   // d = 3: prefixes by digit 1, whose runs share G_1[j] (the stacked step's B operand and dG_1 row).
-  const std::vector<int64_t> order = order_by_last_prefix_digit(s, ids, G);
-  const int64_t radix = s.p[s.d - 2];
-  auto key = [&](int64_t b) { return ids[order[b]] % radix; };
+  const PrefixDigits pd(s, ids, G);
+  const std::vector<int64_t> order = order_by_last_prefix_digit(s, pd, G);
+  auto key = [&](int64_t b) { return pd.last(order[b]); };
   // Chunks of about equal work (a prefix's stage-1 work plus its items'), cut at run starts: a fixed number
   // (kChunks, fewer for a small call) so the per-chunk copies stay a small part of the work.
   const int64_t stage1_work = 6 * width * s.r[1], item_work = 4 * M * rk * qn;
@@ -163,7 +164,7 @@ void tt_stages_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntAr
         prefetch(dE + k * D);
         prefetch(dE + k * D + 16);
       });
-      w.stack.run(ids, order.data(), i, e, j, [&](int64_t b) { return w.P.data() + (b - i) * width; });
+      w.stack.run(pd, order.data(), i, e, j, [&](int64_t b) { return w.P.data() + (b - i) * width; });
       for (int64_t b = i; b < e; ++b) {  // stage 2 backward of the stack's items
         const int64_t x = order[b];
         stage2_items_backward(s, Gt.data(), w.P.data() + (b - i) * width, dE, last, start[x], start[x + 1],
@@ -172,11 +173,8 @@ void tt_stages_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntAr
       if (s.d == 2) {  // the prefix is core 0's slice: dP is its gradient
         for (int64_t b = i; b < e; ++b) add_row(dG0 + ids[order[b]] * w0, w.dP.data() + (b - i) * width, w0);
       } else {  // the stacked stage-1 step: dG_1[j] += [P_0; ..]^T [dP; ..], dP_0 = dP G_1[j]^T into dG_0
-        int64_t digits[4];
-        for (int64_t b = i; b < e; ++b) {
-          s.prefix_digits(ids[order[b]], digits);
-          w.rows.set(b - i, c.row(0, digits[0]), s.r[1], w.dP.data() + (b - i) * width, s.q[1] * s.r[2]);
-        }
+        for (int64_t b = i; b < e; ++b)
+          w.rows.set(b - i, c.row(0, pd.of(order[b])[0]), s.r[1], w.dP.data() + (b - i) * width, s.q[1] * s.r[2]);
         const float* slice_t = nullptr;
         if (e - i >= kLongRun) {
           if (w.slice_digit != j) gemm::transpose(s.r[1], s.q[1] * s.r[2], c.row(1, j), w.slice_t.data());
@@ -184,10 +182,7 @@ void tt_stages_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntAr
           slice_t = w.slice_t.data();
         }
         stacked_step(s, c, 1, j, e - i, w.rows, dG1, w.dP0.data(), slice_t);
-        for (int64_t b = i; b < e; ++b) {
-          s.prefix_digits(ids[order[b]], digits);
-          add_row(dG0 + digits[0] * w0, w.dP0.data() + (b - i) * w0, w0);
-        }
+        for (int64_t b = i; b < e; ++b) add_row(dG0 + pd.of(order[b])[0] * w0, w.dP0.data() + (b - i) * w0, w0);
       }
       i = e;
     }
