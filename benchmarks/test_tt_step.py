@@ -3,7 +3,8 @@ one table of 1e7 (and 1e8) rows x D=32, ranks 32, B=8192 samples of 46 lookups d
 (EcoRec's Table-1 setting, embedding-only, SGD), every system stepped once per round in turn (A B C D A B C D)
 beside an SGEMM timed in the same round. Reported per system: the median step, the step over its FLOP-time
 (the step's counted FLOPs at the same round's SGEMM rate), and the step over dense-fbgemm's in the same round
-(median and range of the per-round ratios)."""
+(median and range of the per-round ratios). A TT system is timed once per ISA build of the CPU kernels
+("ecorec [avx512]", "ecorec [avx2]": ops.cpu_isas()), in the same rounds."""
 import pytest
 import torch
 
@@ -37,8 +38,18 @@ def step(emb, sf, upstream) -> None:
     emb.optimizer_step()
 
 
-def step_once(emb, sf, upstream) -> float:
-    return timed(step, emb, sf, upstream)
+def step_once(emb, sf, upstream, isa: str | None = None) -> float:
+    """One step's seconds, the TT kernels of ISA build ``isa`` (the native one when None)."""
+    with ops.use_cpu_isa(isa or ops.cpu_isa()):
+        return timed(step, emb, sf, upstream)
+
+
+def labels(name: str) -> list[tuple[str, str | None]]:
+    """(label, ISA build) per way a system is timed: a TT system once per ISA build of the CPU kernels
+    ("ecorec [avx2]"), a dense table once."""
+    if name.startswith("dense"):
+        return [(name, None)]
+    return [(f"{name} [{isa}]", isa) for isa in ops.cpu_isas()]
 
 
 def sgemm_rate() -> float:
@@ -49,18 +60,19 @@ def sgemm_rate() -> float:
 
 def run_rounds(rows: int) -> dict:
     sf, upstream = batch(rows), torch.randn(B, D, generator=torch.Generator().manual_seed(1))
-    models, missing = {}, {}
+    models, isas, missing = {}, {}, {}
     for name in SYSTEMS:
-        emb, why = build(name, rows)
-        if emb is None:
-            missing[name] = why
-            continue
-        step_once(emb, sf, upstream)  # warm-up (and the first step's allocations)
-        models[name] = emb
+        for label, isa in labels(name):
+            emb, why = build(name, rows)
+            if emb is None:
+                missing[name] = why
+                break
+            step_once(emb, sf, upstream, isa)  # warm-up (and the first step's allocations)
+            models[label], isas[label] = emb, isa
     out = {k: {"step_s": [], "flops": 0, "over_flop_time": [], "over_dense": []} for k in models}
     for _ in range(ROUNDS):
         rate = sgemm_rate()
-        times = {k: step_once(m, sf, upstream) for k, m in models.items()}
+        times = {k: step_once(m, sf, upstream, isas[k]) for k, m in models.items()}
         for k, m in models.items():
             out[k]["step_s"].append(times[k])
             flops = m.work_report().flops
@@ -96,4 +108,4 @@ def test_tt_step_against_flops_and_dense(benchmark, rows):
                f"B={B}, {L} lookups/sample, D={D}, TT ranks 32, SGD, embedding-only; {ROUNDS} interleaved rounds; "
                f"threads {torch.get_num_threads()}")
     benchmark.extra_info.update(rows=rows, systems=summary, missing=res["missing"], per_round=res["systems"],
-                                kernel_isa=ops.cpu_isa())
+                                isas=ops.cpu_isas(), native_isa=ops.cpu_isa())
