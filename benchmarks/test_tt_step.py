@@ -13,6 +13,7 @@ from impls.api import EmbeddingOptim, SparseFeatures, TableSpec, get_impl
 from impls.core import ops
 
 B, L, D, ROUNDS = 8192, 46, 32, 5
+WARMUP = 3  # steps before the rounds: a 1e8-row dense table's pages are first touched by its early steps
 SYSTEMS = ("ecorec", "elrec", "ttrec", "dense-fbgemm")
 SECTION = "TT step over its FLOP-time and over dense-fbgemm (median over interleaved rounds; range)"
 
@@ -67,7 +68,8 @@ def run_rounds(rows: int) -> dict:
             if emb is None:
                 missing[name] = why
                 break
-            step_once(emb, sf, upstream, isa)  # warm-up (and the first step's allocations)
+            for _ in range(WARMUP):  # the first steps' allocations and first-touch page faults
+                step_once(emb, sf, upstream, isa)
             models[label], isas[label] = emb, isa
     out = {k: {"step_s": [], "flops": 0, "over_flop_time": [], "over_dense": []} for k in models}
     for _ in range(ROUNDS):
