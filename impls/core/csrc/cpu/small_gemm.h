@@ -165,6 +165,22 @@ inline void col_block(int64_t M, int64_t n0, int64_t n1, int64_t K, const AT& A,
   }
 }
 
+// Columns [0, NW) of C, NW = N in whole V vectors: a one-vector-wide C in tiles of TALL rows, a wider one in tiles of
+// 6 rows x 2 vectors, then 4 x 2 and smaller for the last rows. Returns NW.
+template <typename V, int TALL, typename AT, typename BT, typename CT>
+inline int64_t whole_vectors(int64_t M, int64_t N, int64_t K, const AT& A, const BT& B, const CT& C, bool accumulate) {
+  constexpr int W = V::width;
+  const int64_t NW = N / W * W;
+  if (NW == W) {
+    col_block<V, TALL, 1, true>(M, 0, W, K, A, B, C, accumulate);
+  } else if (NW > 0) {
+    const int64_t M6 = M / 6 * 6;
+    if (M6) col_block<V, 6, 2, false>(M6, 0, NW, K, A, B, C, accumulate);
+    if (M > M6) col_block<V, 4, 2, true>(M - M6, 0, NW, K, A.from(M6), B, C.from(M6), accumulate);
+  }
+  return NW;
+}
+
 // C[M x N] (+)= A[M x K] * B[K x N] over any operand views. Register tiles of the widest vectors: with AVX-512
 // 16 rows when C is one vector wide, else 6 x 32 columns, then 4 x 32, 2 x 64, .. (6 x 32 measured faster than
 // 8 or 12 rows on a Zen 4, whose 512-bit FMAs run as two 256-bit halves); with AVX2 (16 registers) 8 rows when
@@ -173,25 +189,11 @@ inline void col_block(int64_t M, int64_t n0, int64_t n1, int64_t K, const AT& A,
 template <typename AT, typename BT, typename CT>
 inline void nn_view(int64_t M, int64_t N, int64_t K, const AT& A, const BT& B, const CT& C, bool accumulate) {
 #if defined(DLRMBENCH_AVX512)
-  const int64_t N16 = N / 16 * 16;
-  if (N16 == 16) {
-    col_block<V16, 16, 1, true>(M, 0, 16, K, A, B, C, accumulate);
-  } else if (N16 > 0) {
-    const int64_t M6 = M / 6 * 6;
-    if (M6) col_block<V16, 6, 2, false>(M6, 0, N16, K, A, B, C, accumulate);
-    if (M > M6) col_block<V16, 4, 2, true>(M - M6, 0, N16, K, A.from(M6), B, C.from(M6), accumulate);
-  }
+  const int64_t N16 = whole_vectors<V16, 16>(M, N, K, A, B, C, accumulate);
   const int64_t N8 = N16 + ((N - N16) >= 8 ? 8 : 0);
   if (N8 > N16) col_block<V8, 8, 1, true>(M, N16, N8, K, A, B, C, accumulate);
 #else
-  const int64_t N8 = N / 8 * 8;
-  if (N8 == 8) {
-    col_block<V8, 8, 1, true>(M, 0, 8, K, A, B, C, accumulate);
-  } else if (N8 > 0) {
-    const int64_t M6 = M / 6 * 6;
-    if (M6) col_block<V8, 6, 2, false>(M6, 0, N8, K, A, B, C, accumulate);
-    if (M > M6) col_block<V8, 4, 2, true>(M - M6, 0, N8, K, A.from(M6), B, C.from(M6), accumulate);
-  }
+  const int64_t N8 = whole_vectors<V8, 8>(M, N, K, A, B, C, accumulate);
 #endif
   const int64_t N4 = N8 + ((N - N8) >= 4 ? 4 : 0);
   if (N4 > N8) col_block<V4, 8, 1, true>(M, N8, N4, K, A, B, C, accumulate);
