@@ -18,6 +18,7 @@ the step loops over ranks only to cut one buffer into per-rank blocks. Keys trav
 embark.fwd / embark.bwd (hierarchical: embark.fwd.intra / .rail, embark.bwd.rail / .intra), emb.dp."""
 from __future__ import annotations
 
+import time
 from typing import Any, Sequence
 
 import torch
@@ -29,7 +30,7 @@ from impls.core import ops
 from impls.core.pooling import bag_lengths
 from impls.embark import hier
 from impls.embark.columns import Columns
-from impls.embark.engines import STORAGES, RBEngine, UBEngine, build_store, shard_spec
+from impls.embark.engines import STORAGES, RBEngine, UBEngine, build_store, default_storage, shard_spec
 from impls.embark.routing import Routed, ShardLayout, route
 from impls.embark.shards import Cluster, Plan, shard_rows
 from impls.sharding.comm import Comm
@@ -37,6 +38,23 @@ from impls.sharding.context import DistContext
 from impls.sharding.data_parallel import DataParallelCollection
 from impls.sharding.gather import Block, assemble_table
 from impls.sharding.reports import merge_memory, merge_work
+
+
+COSTS = ("calibrated", "hugectr")
+
+
+def on_rank0(comm: Comm, rank: int, fn):
+    """``fn()`` on rank 0, its result on every rank; a ValueError it raises is raised on every rank (none waits)."""
+    out = None
+    if rank == 0:
+        try:
+            out = (True, fn())
+        except ValueError as exc:
+            out = (False, exc)
+    ok, value = comm.broadcast_object(out)
+    if not ok:
+        raise value
+    return value
 
 
 @register
@@ -48,12 +66,13 @@ class EmbarkCollection(ShardedCollection):
 
     def __init__(self, tables: Sequence[TableSpec], optim: EmbeddingOptim, ctx: DistContext | None = None, *,
                  plan: Plan | None = None, comm: Comm | None = None, device: str | torch.device = "cpu",
-                 check_bounds: bool = True, seed: int = 0, storage: str = "dense",
+                 check_bounds: bool = True, seed: int = 0, storage: str | None = None,
                  storage_options: dict | None = None, fp16_comm: bool = False) -> None:
         super().__init__(tables, optim, ctx, check_bounds=check_bounds, seed=seed)
         if ctx is None or plan is None:
             raise ValueError("embark shards tables over ranks: run it with --world-size >= 2 (it needs a plan "
                              "and a process group)")
+        storage = storage or default_storage()
         if storage not in STORAGES:
             raise ValueError(f"storage must be one of {sorted(STORAGES)}, got {storage!r}")
         if plan.world_size != ctx.world_size:
@@ -100,33 +119,65 @@ class EmbarkCollection(ShardedCollection):
 
     @classmethod
     def build_distributed(cls, tables, optim, ctx, comm, *, stats=None, strategy: str = "embark",
-                          hw: str = "cpu-gloo", column_wise: bool = False, rho: float | None = None,
-                          mem_cap_gib: float | None = None, **options: Any) -> "EmbarkCollection":
-        """Plan the tables for this world (the global batch from the sampled batch's size) and build. ``rho``: the
-        cost model's memory / network bandwidth ratio (HugeCTR takes one value from the user; default the hardware
-        profile's), ``mem_cap_gib``: GiB per GPU for embeddings (default the profile's)."""
+                          cost: str = "hugectr", calibration: str | None = None, hw: str = "cpu-gloo",
+                          column_wise: bool = False, rho: float | None = None, mem_cap_gib: float | None = None,
+                          **options: Any) -> "EmbarkCollection":
+        """Plan the tables for this world (the global batch from the sampled batch's size) and build.
+
+        ``cost``: ``hugectr`` (default: HugeCTR's greedy on its own cost function, with the hardware profile ``hw``)
+        or ``calibrated`` (the planner's search over every candidate plan, scored by ``calibration``: the profile
+        `dlrmbench calibrate` measured on this machine, results/calibration/<machine>/<backend>.json; search.py).
+        ``rho``: HugeCTR's memory / network bandwidth ratio (default the hardware profile's), ``mem_cap_gib``: GiB per
+        GPU for embeddings (default the profile's). A simple strategy (round_robin, ...) is built as it is; given a
+        calibration, its record also carries the calibrated prediction."""
+        from impls.embark.calibrated import Profile, table_loads
         from impls.embark.cost import HARDWARE, CostModel, evaluate
         from impls.embark.planner import make_plan
+        from impls.embark.search import Search, calibrated_plan, notes_for
 
         if hw not in HARDWARE:
             raise ValueError(f"unknown hardware profile {hw!r}; known: {', '.join(HARDWARE)}")
+        if cost not in COSTS:
+            raise ValueError(f"unknown cost {cost!r}; choose one of {', '.join(COSTS)}")
+        if cost == "calibrated" and strategy == "embark" and calibration is None:
+            raise ValueError("embark's calibrated planner (cost=calibrated) needs a calibration profile: run `dlrmbench "
+                             "calibrate` on this machine and pass its file (-o embark.calibration=results/calibration/"
+                             "<machine>/gloo.json)")
+        storage = options["storage"] = options.get("storage") or default_storage()
         batch = comm.broadcast_object(stats.batch_size if stats is not None else None)
         if not batch:
             raise ValueError("embark's planner needs the sampled global batch on rank 0")
         model = CostModel(HARDWARE[hw], ctx.world_size, ctx.local_world_size, batch,
                           optimizer_bytes=8 if optim.kind == "adagrad" else 4,
                           elem_bytes=2 if options.get("fp16_comm") else 4,
-                          storage="tt" if options.get("storage") == "tt" else "dense",
+                          storage="tt" if storage == "tt" else "dense",
                           tt_ranks=int((options.get("storage_options") or {}).get("ranks", 32)),
                           rho=None if rho is None else float(rho),
                           mem_cap=None if mem_cap_gib is None else float(mem_cap_gib) * 2**30)
-        plan, secs = make_plan(tables, model, strategy, column_wise=column_wise)
+        search = None
+        if calibration is not None:  # rank 0 reads the sample and plans; every rank takes its plan
+            profile = Profile.load(calibration)
+            loads = on_rank0(comm, ctx.rank, lambda: table_loads(tables, batch, ctx.world_size, stats))
+            search = Search(tables, loads, profile, model, storage, model.elem_bytes)
+        t0 = time.perf_counter()
+        if cost == "calibrated" and strategy == "embark":
+            plan = on_rank0(comm, ctx.rank, lambda: calibrated_plan(tables, search))
+        else:
+            plan, _ = make_plan(tables, model, strategy, column_wise=column_wise)
+        secs = time.perf_counter() - t0
         coll = cls(tables, optim, ctx, plan=plan, comm=comm, **options)
         ev = evaluate(plan, tables, model)
-        coll._plan_info = {"strategy": strategy, "hw": hw, "hierarchical": plan.hierarchical, "dp": len(plan.dp),
-                          "ub": sum(p.cluster == "ub" for p in plan.mp), "rb": sum(p.cluster == "rb" for p in plan.mp),
-                          "shards": len(plan.shards()), "planning_s": secs, "predicted_step_ms": ev.step_s * 1e3,
-                          "max_cost": ev.max_cost, "oom_predicted": ev.oom}
+        coll._plan_info = {"strategy": strategy, "cost": cost, "storage": storage, "hw": hw,
+                           "hierarchical": plan.hierarchical, "dp": len(plan.dp),
+                           "ub": sum(p.cluster == "ub" for p in plan.mp), "rb": sum(p.cluster == "rb" for p in plan.mp),
+                           "shards": len(plan.shards()), "planning_s": secs,
+                           "hugectr_predicted_step_ms": ev.step_s * 1e3, "max_cost": ev.max_cost,
+                           "oom_predicted": ev.oom}
+        if search is not None:
+            coll._plan_info.update(plan.notes if plan.notes.get("cost") == "calibrated" else notes_for(plan, search))
+        predicted = (coll._plan_info.get("predicted") or {}).get("total_ms")
+        coll._plan_info["predicted_by"] = "calibrated" if predicted is not None else "hugectr"
+        coll._plan_info["predicted_step_ms"] = predicted if predicted is not None else ev.step_s * 1e3
         return coll
 
     # --- the step -----------------------------------------------------------------------------------

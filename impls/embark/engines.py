@@ -2,7 +2,8 @@
 storage collection, looked up once per step for every sample of the global batch (its partial sums, the shards
 side by side); its UB shards of one width are ONE table (their rows concatenated), looked up once per step for
 the unique keys of every source (one unique and one lookup over the concatenated key space per width).
-Storage: ``dense`` (dense-torch), ``fbgemm`` (dense-fbgemm: one TBE with its fused optimizer) or ``tt`` (ecorec);
+Storage: ``dense`` (dense-torch), ``fbgemm`` (dense-fbgemm: one TBE with its fused optimizer; the default where
+fbgemm_gpu is installed, default_storage) or ``tt`` (ecorec);
 a dense shard starts from the rows and columns of the table the single-device model starts from, drawn directly
 (dense_table_init on the shard's block).
 
@@ -21,6 +22,16 @@ from impls.core.init import dense_table_init
 from impls.embark.shards import Shard, shard_rows
 
 STORAGES = {"dense": "dense-torch", "fbgemm": "dense-fbgemm", "tt": "ecorec"}
+
+
+def default_storage() -> str:
+    """The fastest storage installed: fbgemm's fused TBE (HugeCTR's clusters run fused kernels too) where fbgemm_gpu
+    loads, else dense-torch."""
+    try:
+        get_impl("dense-fbgemm")
+    except ImportError:
+        return "dense"
+    return "fbgemm"
 
 
 def shard_spec(spec: TableSpec, s: Shard) -> TableSpec:

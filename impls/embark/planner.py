@@ -81,7 +81,7 @@ def _to_plan(where, st: Splits, model: CostModel, dp, ub, name: str) -> Plan:
     return Plan(model.world_size, L, tuple(dp), tuple(sorted(mp, key=lambda p: p.table)), name, model.hierarchical)
 
 
-def _uniform(rb, model: CostModel, dp, ub, name="uniform") -> Plan:
+def uniform_plan(rb, model: CostModel, dp, ub, name="uniform") -> Plan:
     G = model.world_size
     mp = [TablePlacement(t, tuple(range(G)), 1, Cluster.RB) for t in rb]
     mp += [TablePlacement(t, tuple(range(G)), 1, Cluster.UB) for t in ub]
@@ -99,7 +99,7 @@ def embark_plan(tables: Sequence[TableSpec], model: CostModel, dp: Sequence[int]
     n = model.num_buckets
     base_mem = model.shared_bytes(tables, dp, ub) * (model.gpus_per_node if model.hierarchical else 1)
     candidates: list[tuple[float, int, Plan]] = []
-    uni = _uniform(rb, model, dp, ub, "uniform")
+    uni = uniform_plan(rb, model, dp, ub, "uniform")
     ev = evaluate(uni, tables, model)
     if not ev.oom:
         candidates.append((ev.max_cost, 0, uni))
@@ -187,7 +187,7 @@ def make_plan(tables: Sequence[TableSpec], model: CostModel, strategy: str = "em
             model = dataclasses.replace(model, hierarchical=True)
         plan = embark_plan(tables, model, dp, ub, rb, max_iter, column_wise)
     elif strategy == "uniform":
-        plan = _uniform(rb, model, dp, ub)
+        plan = uniform_plan(rb, model, dp, ub)
     elif strategy == "round_robin":
         plan = round_robin(tables, model, dp, ub, rb)
     else:

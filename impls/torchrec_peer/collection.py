@@ -1,7 +1,9 @@
 """``torchrec``: TorchRec's DistributedModelParallel over an EmbeddingBagCollection in the same harness, as a peer of
-the clusters in impls/embark (pytorch/torchrec's sharding types and planner). Sharding is one TorchRec sharding type
-for every table (``sharding``: table_wise, column_wise, data_parallel on CPU; row_wise and table_row_wise on GPU,
-never run here), placed by TorchRec's own planner under that constraint; the optimizer is fused into backward
+the clusters in impls/embark (pytorch/torchrec's sharding types and planner). ``sharding`` is one TorchRec sharding
+type for every table (table_wise, column_wise, data_parallel on CPU; row_wise and table_row_wise on GPU, never run
+here), placed by TorchRec's own planner under that constraint, or ``planner``: TorchRec's EmbeddingShardingPlanner
+(its estimators, proposers and partitioner) chooses each table's type among those the device supports, on the same
+topology; the record keeps the chosen plan (plan_info); the optimizer is fused into backward
 (TorchRec's apply_optimizer_in_backward: SGD or Adagrad) for sharded tables; data-parallel tables get plain
 gradients from TorchRec (it leaves them to the user's dense optimizer), which ``optimizer_step`` sums over the ranks
 in one all-reduce and applies. Tables start from dense-torch's weights (table_seed), so a run equals the
@@ -51,8 +53,9 @@ class TorchRecCollection(ShardedCollection):
         comm_ops.set_gradient_division(False)
         dev = torch.device(device)
         allowed = CPU_SHARDINGS + (GPU_SHARDINGS if dev.type == "cuda" else ())
-        if sharding not in allowed:
-            raise ValueError(f"torchrec sharding {sharding!r} is not available on {dev.type}; choose one of {allowed}")
+        if sharding not in allowed + ("planner",):
+            raise ValueError(f"torchrec sharding {sharding!r} is not available on {dev.type}; choose one of "
+                             f"{allowed + ('planner',)}")
         configs = [EmbeddingBagConfig(name=t.name, embedding_dim=t.dim, num_embeddings=t.num_embeddings,
                                       feature_names=[t.name],
                                       pooling=PoolingType.MEAN if t.pooling == "mean" else PoolingType.SUM)
@@ -67,7 +70,8 @@ class TorchRecCollection(ShardedCollection):
                 raise ValueError("torchrec's fused Adagrad (fbgemm) starts the accumulator at 0; got "
                                  f"initial_accumulator={optim.initial_accumulator}")
             apply_optimizer_in_backward(torch.optim.Adagrad, ebc.parameters(), {"lr": optim.lr, "eps": optim.eps})
-        constraints = {t.name: ParameterConstraints(sharding_types=[sharding]) for t in self.tables}
+        types = list(allowed) if sharding == "planner" else [sharding]
+        constraints = {t.name: ParameterConstraints(sharding_types=types) for t in self.tables}
         topology = Topology(world_size=ctx.world_size, compute_device=dev.type,
                             local_world_size=ctx.local_world_size)
         # checked batches have every id validated before TorchRec sees them (bounds_check), so its TBEs skip
@@ -80,9 +84,13 @@ class TorchRecCollection(ShardedCollection):
         self.plan = planner.collective_plan(ebc, [sharder], ctx.group or torch.distributed.GroupMember.WORLD)
         self.model = DistributedModelParallel(ebc, device=dev, plan=self.plan, sharders=[sharder])
         self.sharding = sharding
+        self._plan_info = {"sharding": sharding, "tables": plan_summary(self.plan)}
         self.comm = comm or Comm(ctx)
         self._dp_state: dict[int, Tensor | None] = {}
         self._load_initial(seed)
+
+    def plan_info(self) -> dict[str, Any]:
+        return self._plan_info
 
     @torch.no_grad()
     def _load_initial(self, seed: int) -> None:
@@ -136,3 +144,13 @@ class TorchRecCollection(ShardedCollection):
     def memory_report(self) -> MemoryReport:
         params = sum(w.numel() * w.element_size() for _, t in self._weights() for _, w in self._local_shards(t))
         return MemoryReport(params=params, optimizer_state=params if self.optim.kind == "adagrad" else 0)
+
+
+def plan_summary(plan) -> dict[str, dict[str, Any]]:
+    """Per table: TorchRec's sharding type and the ranks of its shards (from its ShardingPlan)."""
+    out = {}
+    for module_plan in plan.plan.values():
+        for name, ps in module_plan.items():
+            ranks = sorted({r for r in (ps.ranks or [])}) if getattr(ps, "ranks", None) else []
+            out[name] = {"type": str(ps.sharding_type), "ranks": ranks}
+    return out

@@ -161,6 +161,7 @@ TABLE1 = [Col("EL-Rec / EcoRec time", "elrec", den="ecorec"), Col("EL-Rec / EcoR
 RECSYS24 = [Col("table_row_wise / planner time", "table_row_wise", den="embark planner"),
             Col("round_robin / planner time", "round_robin", den="embark planner"),
             Col("planner / TorchRec table-wise time", "embark planner", den="torchrec table-wise"),
+            Col("planner / TorchRec planner time", "embark planner", den="torchrec planner"),
             Col("round_robin (our table-wise) / TorchRec table-wise time", "round_robin", den="torchrec table-wise"),
             Col("planner step ms", "embark planner", unit=""),
             Col("TorchRec step ms", "torchrec table-wise", unit="")]
@@ -216,7 +217,8 @@ def measured_tables(root: Path, machine: str, states: dict | None = None) -> dic
 
 
 def spearman(root: Path, machine: str) -> list[str]:
-    """How well the EMBark cost model (cpu-gloo profile) ranks the measured plans."""
+    """How well the cost model the plans were predicted with ranks the measured plans (and, calibrated, its error per
+    term)."""
     path = Path(root) / "results" / "recsys24" / machine / "summary.csv"
     if not path.exists():
         return []
@@ -225,11 +227,32 @@ def spearman(root: Path, machine: str) -> list[str]:
         return []
     rho, lo, hi = spearman_ci(ok["predicted_step_ms"], ok["total_ms"])
     agree, pairs = ordered_pairs(ok, ["data", "world_size"])
-    return ["", f"The cost model (cpu-gloo profile) ranks the {len(ok)} measured EMBark plans with Spearman ρ = "
+    by = sorted(set(ok["predicted_by"].dropna())) if "predicted_by" in ok else []
+    model = {"calibrated": "the calibrated cost model (this machine's profile)",
+             "hugectr": "HugeCTR's cost model (cpu-gloo profile)"}
+    what = " and ".join(model.get(b, b) for b in by) or "HugeCTR's cost model (cpu-gloo profile)"
+    return ["", f"Predicted by {what}: the {len(ok)} measured EMBark plans rank with Spearman ρ = "
                 f"{rho:.2f} [bootstrap 95 % interval {lo:.2f}, {hi:.2f}] "
                 f"(figures/recsys24/{machine}/predicted_vs_measured); most of that is workload size. Within one "
                 f"workload and world (the choice a planner makes) it orders {agree} of {pairs} pairs of plans as "
-                f"measured."]
+                f"measured." + term_errors(ok)]
+
+
+def term_errors(ok: pd.DataFrame) -> str:
+    """The calibrated model's error per term over the plans it predicted: communication against the busiest rank's
+    blocked communication, compute against the rest of the step, and the whole step."""
+    if "predicted_by" not in ok:
+        return ""
+    cal = ok[ok["predicted_by"] == "calibrated"]
+    parts = []
+    for pred, meas, what in (("predicted_comm_ms", "comm_blocked_ms", "communication"),
+                             ("predicted_compute_ms", "compute_ms", "compute"), ("predicted_step_ms", "total_ms", "step")):
+        both = cal[[pred, meas]].dropna() if pred in cal and meas in cal else cal[:0]
+        if len(both) >= 2:
+            err = (both[pred] - both[meas]).abs()
+            parts.append(f"{what} {err.mean():.2f} ms mean absolute error ({(err / both[meas]).median():.0%} median "
+                         f"relative)")
+    return f" The calibrated model over its {len(cal)} plans: " + "; ".join(parts) + "." if parts else ""
 
 
 def scale_model(root: Path, machine: str) -> list[str]:

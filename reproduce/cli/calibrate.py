@@ -1,66 +1,62 @@
-"""`dlrmbench calibrate`: the numbers behind the cpu-gloo hardware profile of EMBark's cost model, measured on this
-machine: memory bandwidth (a large tensor copy, read + write) and the bytes per second one gloo rank sends in an
-all_to_all among ``world`` processes on this host."""
+"""`dlrmbench calibrate`: measure this machine for EMBark's calibrated cost model and write its profile
+(reproduce/harness/calibration.py), results/calibration/<machine>/<backend>.json unless --out says otherwise."""
 from __future__ import annotations
 
-import json
-import statistics
-import tempfile
-import time
+from pathlib import Path
 
 import click
 
-
-def _copy_bw(mb: int = 256, reps: int = 5) -> float:
-    import torch
-
-    a = torch.ones(mb * 2**20 // 4)
-    b = torch.empty_like(a)
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        b.copy_(a)
-        times.append(time.perf_counter() - t0)
-    return 2 * a.numel() * 4 / statistics.median(times)  # bytes read + written per second
-
-
-def _a2a_rank(rank, world, init, mb, reps, out):
-    import torch
-    import torch.distributed as dist
-
-    from impls.sharding.context import DistContext
-
-    torch.set_num_threads(1)
-    ctx = DistContext.init(rank, world, init, timeout_s=120)
-    x = torch.ones(mb * 2**20 // 4)
-    y = torch.empty_like(x)
-    times = []
-    for _ in range(reps):
-        dist.barrier()
-        t0 = time.perf_counter()
-        dist.all_to_all_single(y, x)
-        times.append(time.perf_counter() - t0)
-    if rank == 0:
-        out.put((world - 1) / world * x.numel() * 4 / statistics.median(times))
-    ctx.close()
-
-
-def _a2a_bw(world: int, mb: int = 64, reps: int = 5) -> float:
-    import torch.multiprocessing as mp
-
-    ctx = mp.get_context("spawn")
-    out = ctx.SimpleQueue()
-    with tempfile.TemporaryDirectory() as d:
-        mp.start_processes(_a2a_rank, args=(world, f"file://{d}/rdzv", mb, reps, out), nprocs=world,
-                           start_method="spawn", join=True)
-    return out.get()
+from reproduce.cli.output import console
 
 
 @click.command("calibrate")
-@click.option("--world", type=int, default=2, show_default=True, help="gloo processes in the all_to_all")
-def calibrate(world) -> None:
-    """Measure this machine for the cpu-gloo profile (memory and gloo all_to_all bandwidth)."""
-    mem = _copy_bw()
-    a2a = _a2a_bw(world)
-    click.echo(json.dumps({"mem_bw": mem, "intra_bw": a2a, "inter_bw": a2a, "world": world,
-                           "rho": mem / a2a}, indent=1))
+@click.option("--world", "worlds", type=int, multiple=True, default=(2, 4), show_default=True,
+              help="process counts the collectives are measured at (repeat the option)")
+@click.option("--threads", type=int, default=1, show_default=True, help="intra-op threads per rank (compute terms)")
+@click.option("--backend", type=click.Choice(["auto", "gloo", "nccl"]), default="auto", show_default=True,
+              help="auto: nccl where CUDA is available, else gloo")
+@click.option("--machine", default=None, help="profile name (default: this machine's slug, the one runs read)")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="profile file to write")
+@click.option("--if-missing", is_flag=True, help="do nothing when the profile exists")
+def calibrate(worlds, threads, backend, machine, out, if_missing) -> None:
+    """Measure collectives (latency, bandwidth by message and world size), lookups per storage (forward, backward;
+    per bag, key and byte), dedup and pooling on this machine, and write the profile EMBark's planner reads."""
+    import torch
+
+    from impls.api import get_impl
+    from reproduce.harness.calibration import calibrate as measure
+    from reproduce.harness.calibration import profile_path
+    from reproduce.harness.code import ROOT
+    from reproduce.harness.machine import this_machine
+    from reproduce.harness.records import write_json
+
+    if any(w < 2 for w in worlds) or threads < 1:
+        raise click.BadParameter("world sizes must be >= 2 and threads >= 1")
+    if backend == "auto":
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if backend == "nccl" and torch.cuda.device_count() < max(worlds):
+        raise click.BadParameter(f"nccl at world {max(worlds)} needs that many GPUs; this machine has "
+                                 f"{torch.cuda.device_count()}", param_hint="--world")
+    machine = this_machine(machine)
+    path = out or profile_path(ROOT / "results", machine, backend)  # where the runs of this checkout read it
+    if if_missing and path.exists():
+        console.print(f"calibration profile exists: {path}")
+        return
+    storages = ["dense"]
+    try:
+        get_impl("dense-fbgemm")
+        storages.append("fbgemm")
+    except ImportError as exc:
+        console.print(f"fbgemm storage not calibrated: {exc}")
+    profile = measure(sorted(set(worlds)), threads, machine, backend, storages,
+                      progress=lambda s: console.print(f"calibrate: {s}"))
+    write_json(path, profile)
+    for name, per in profile["collectives"].items():
+        for w, line in per.items():
+            console.print(f"{name:>10} x{w}: latency {line['fixed_s'] * 1e6:8.1f} us, "
+                          f"{1 / line['per_unit_s'] / 1e9 if line['per_unit_s'] else float('inf'):6.2f} GB/s")
+    for s, per in profile["lookup"].items():
+        for k, c in per.items():
+            console.print(f"lookup {s} {k}: fixed {c['fixed_s'] * 1e6:.1f} us, bag {c['per_bag_s'] * 1e9:.1f} ns, "
+                          f"key {c['per_key_s'] * 1e9:.1f} ns, byte {c['per_byte_s'] * 1e12:.1f} ps")
+    console.print(f"wrote {path}")

@@ -25,8 +25,13 @@ WORKLOADS = {"dcnv2": "dcnv2-multihot", "t180": "embark-t180", "t200": "embark-t
 @click.option("--adagrad", is_flag=True, help="8 bytes per element (weights + accumulator)")
 @click.option("--fp16", is_flag=True, help="half-precision payloads")
 @click.option("--show-gpus", type=int, default=8, show_default=True, help="GPUs listed in the per-GPU table")
+@click.option("--calibration", type=click.Path(dir_okay=False), default=None,
+              help="a profile from `dlrmbench calibrate`: also run the calibrated search (one node) and list every "
+                   "candidate's predicted step")
+@click.option("--storage", type=click.Choice(["fbgemm", "dense"]), default="fbgemm", show_default=True,
+              help="the storage the calibrated search predicts lookups of")
 def plan(workload, nodes, gpus_per_node, hw, local_batch, strategy, hierarchical, column_wise, adagrad, fp16,
-         show_gpus) -> None:
+         show_gpus, calibration, storage) -> None:
     """Plan a workload's embedding sharding and print per-GPU cost and memory, the planning time and the
     predicted embedding step time against table_row_wise (a model, not a measurement)."""
     from impls.data.presets import get_preset
@@ -69,3 +74,33 @@ def plan(workload, nodes, gpus_per_node, hw, local_batch, strategy, hierarchical
     console.print(t)
     console.print(f"predicted embedding step: {ev.step_s * 1e3:.2f} ms; table_row_wise {ev_base.step_s * 1e3:.2f} ms "
                   f"-> {ev_base.step_s / ev.step_s:.2f}x (modeled)")
+    if calibration:
+        _calibrated(tables, model, calibration, storage)
+
+
+def _calibrated(tables, model, path: str, storage: str) -> None:
+    """The calibrated search on the same tables and world: every candidate's predicted step, the chosen breakdown."""
+    import dataclasses
+
+    from impls.embark.calibrated import Profile, table_loads
+    from impls.embark.search import Search, calibrated_plan
+
+    model = dataclasses.replace(model, hierarchical=False)
+    try:
+        search = Search(tables, table_loads(tables, model.batch_size, model.world_size), Profile.load(path), model,
+                        storage, model.elem_bytes)
+        chosen = calibrated_plan(tables, search)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    t = Table(title=f"calibrated ({path}, sha {search.profile.digest}): predicted step per candidate")
+    t.add_column("candidate")
+    t.add_column("predicted ms", justify="right")
+    for name, ms in sorted(chosen.notes["candidates"].items(), key=lambda x: x[1]):
+        t.add_row(name, f"{ms:.3f}")
+    console.print(t)
+    parts = ", ".join(f"{k.removesuffix('_ms')} {v:.3f}" for k, v in chosen.notes["predicted"].items()
+                      if k != "total_ms")
+    console.print(f"calibrated plan (from {chosen.notes['start']}, {chosen.notes['moves']} table moves): DP "
+                  f"{len(chosen.dp)}, UB {sum(p.cluster == 'ub' for p in chosen.mp)}, RB "
+                  f"{sum(p.cluster == 'rb' for p in chosen.mp)}; predicted {chosen.notes['predicted']['total_ms']:.3f}"
+                  f" ms ({parts})")

@@ -211,3 +211,31 @@ def check_build_generates_own_shards_only(ctx) -> None:
     # each shard is drawn at most twice (its storage's own init, then the rows of the whole table) and never more
     assert max(drawn) <= max(own, dp), (drawn, own, dp)
     assert sum(drawn) <= 2 * own + dp, (sum(drawn), own, dp)
+
+
+def check_calibrated_planner(ctx, profile_path: str) -> None:
+    """The calibrated planner (build_distributed, cost=calibrated, a sampled batch on rank 0): every rank takes rank
+    0's plan, which executes to the single-device numbers; the record's plan names the cost, the profile (path and
+    digest), the storage, every candidate's prediction and the chosen plan's breakdown."""
+    B = 12
+    batch = global_batch(B, 9, tables=TABLES)
+    optim = EmbeddingOptim("sgd", lr=0.5)
+    ref = get_impl("dense-torch")(TABLES, optim, None, seed=3)
+    ref_loss = float(TrainStep(ref, mode="embedding-only", seed=3)(batch))
+    comm = Comm(ctx)
+    coll = EmbarkCollection.build_distributed(TABLES, optim, ctx, comm, stats=batch.sparse if ctx.rank == 0 else None,
+                                              strategy="embark", cost="calibrated",
+                                              calibration=profile_path, seed=3)
+    info = coll.plan_info()
+    assert info["cost"] == "calibrated" and info["profile"] == profile_path and len(info["profile_sha"]) == 12
+    assert info["storage"] in ("dense", "fbgemm") and info["predicted_by"] == "calibrated"
+    assert {"round_robin", "table_row_wise", "uniform", "balanced"} <= set(info["candidates"])
+    assert info["predicted_step_ms"] == info["predicted"]["total_ms"] <= min(info["candidates"].values()) * (1 + 1e-9)
+    plans = comm.all_gather_object(coll.plan)
+    assert all(p == plans[0] for p in plans)
+    step = TrainStep(coll, mode="embedding-only", seed=3, comm=comm, global_batch=B)
+    loss = torch.tensor([step(rank_slice(batch, ctx.rank, ctx.world_size))], dtype=torch.float64)
+    dist.all_reduce(loss)
+    assert abs(float(loss) - ref_loss) <= 1e-5 * max(1.0, abs(ref_loss)), (float(loss), ref_loss)
+    for t in TABLES:
+        close(coll.gather_table(t.name), ref.materialize(t.name), f"calibrated plan, table {t.name}")

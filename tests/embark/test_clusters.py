@@ -39,5 +39,15 @@ def test_planner_and_baseline_plans_execute_exactly(tmp_path, strategy):
     run_ranks(tmp_path, 4, cc.check_strategy_plans, strategy, L=2)
 
 
+def test_calibrated_planner_executes_exactly(tmp_path):
+    import json
+
+    from tests.embark.test_calibrated import profile
+
+    path = tmp_path / "gloo.json"
+    path.write_text(json.dumps(profile(a2a=(1e-4, 1e-9), ar=(1e-4, 1e-9)).to_dict()))
+    run_ranks(tmp_path / "ranks", 2, cc.check_calibrated_planner, str(path))
+
+
 def test_build_draws_only_the_ranks_own_shards(tmp_path):
     run_ranks(tmp_path, 4, cc.check_build_generates_own_shards_only)

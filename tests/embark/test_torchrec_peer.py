@@ -1,6 +1,6 @@
 """TorchRec as a peer: KJT adapters both ways, and DistributedModelParallel (table-wise, column-wise,
-data-parallel) equal
-to the single-device model for forward, loss and one SGD step on 2 gloo ranks."""
+data-parallel, and TorchRec's own planner choosing among them) equal to the single-device model for forward, loss
+and one SGD step on 2 gloo ranks."""
 import pytest
 import torch
 
@@ -29,7 +29,8 @@ def test_kjt_round_trip():
 
 
 @pytest.mark.parametrize("sharding,optim", [("table_wise", "sgd"), ("column_wise", "sgd"), ("data_parallel", "sgd"),
-                                            ("table_wise", "adagrad"), ("data_parallel", "adagrad")])
+                                            ("table_wise", "adagrad"), ("data_parallel", "adagrad"),
+                                            ("planner", "sgd")])
 def test_dmp_equals_single_device(tmp_path, sharding, optim):
     run_ranks(tmp_path, 2, tc.check_torchrec, sharding, optim)
 

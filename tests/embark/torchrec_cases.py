@@ -25,6 +25,11 @@ def check_torchrec(ctx, sharding: str, optim_kind: str = "sgd") -> None:
         ref_out = ref(batch.sparse).clone()
     ref_loss = float(ref_step(batch))
     coll = TorchRecCollection(TR_TABLES, optim, ctx, seed=3, sharding=sharding)
+    chosen = coll.plan_info()["tables"]  # the record's plan: every table's sharding type and ranks
+    assert set(chosen) == {t.name for t in TR_TABLES}
+    for name, c in chosen.items():
+        assert c["type"] in (("table_wise", "column_wise", "data_parallel") if sharding == "planner" else (sharding,))
+        assert c["ranks"] and set(c["ranks"]) <= set(range(ctx.world_size)), (name, c)
     from impls.sharding.comm import Comm
 
     step = TrainStep(coll, mode="embedding-only", seed=3, comm=Comm(ctx), global_batch=B)
