@@ -139,7 +139,7 @@ class EmbarkCollection(ShardedCollection):
             raise ValueError(f"unknown hardware profile {hw!r}; known: {', '.join(HARDWARE)}")
         if cost not in COSTS:
             raise ValueError(f"unknown cost {cost!r}; choose one of {', '.join(COSTS)}")
-        if cost == "calibrated" and strategy == "embark" and calibration is None:
+        if cost == "calibrated" and calibration is None:
             raise ValueError("embark's calibrated planner (cost=calibrated) needs a calibration profile: run `dlrmbench "
                              "calibrate` on this machine and pass its file (-o embark.calibration=results/calibration/"
                              "<machine>/gloo.json)")
