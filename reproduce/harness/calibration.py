@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from impls.embark.calibrated import COLLECTIVES, DIRECTIONS, Line, Lookup, Profile
+
 SIZES = tuple(2**k for k in (6, 10, 14, 16, 18, 20, 22, 24))  # bytes per rank
 REPEATS = 7
 WARMUP = 2
@@ -169,33 +171,31 @@ def copy_bandwidth(mb: int = 256) -> float:
     return 2 * a.numel() * 4 / _median_time(lambda: b.copy_(a), reps=5, warmup=1)
 
 
-def fit_line(points: Sequence[tuple[float, float]]) -> dict[str, float]:
-    fixed, per = fit_nonneg([(1.0, x) for x, _ in points], [t for _, t in points])
-    return {"fixed_s": fixed, "per_unit_s": per}
+def fit_line(points: Sequence[tuple[float, float]]) -> Line:
+    return Line(*fit_nonneg([(1.0, x) for x, _ in points], [t for _, t in points]))
 
 
-def fit_lookup(points: Sequence[dict[str, float]], key: str) -> dict[str, float]:
+def fit_lookup(points: Sequence[dict[str, float]], key: str) -> Lookup:
     rows = [(1.0, p["bags"], p["keys"], p["row_bytes"]) for p in points]
-    c = fit_nonneg(rows, [max(p[key], 1e-7) for p in points])
-    return dict(zip(("fixed_s", "per_bag_s", "per_key_s", "per_byte_s"), c))
+    return Lookup(*fit_nonneg(rows, [max(p[key], 1e-7) for p in points]))
 
 
 def calibrate(worlds: Sequence[int], threads: int, machine: str, backend: str, storages: Sequence[str],
               progress: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
-    """Measure and fit every term; the profile as a dict (impls.embark.calibrated.Profile.from_dict reads it)."""
+    """Measure and fit every term; the profile as a dict (Profile.to_dict, with the machine's fingerprint and the
+    date beside it)."""
     import torch
 
-    from impls.embark.calibrated import PROFILE_VERSION
     from reproduce.harness.machine import cores, fingerprint
 
     measured: dict[str, Any] = {"collectives": {}, "lookup": {}}
-    fitted_c: dict[str, dict[str, Any]] = {"all_to_all": {}, "all_reduce": {}, "all_gather": {}}
+    fitted_c: dict[str, dict[int, Line]] = {name: {} for name in COLLECTIVES}
     for w in worlds:
         progress(f"collectives, {w} {backend} processes")
         res = collectives(w, backend)
         measured["collectives"][str(w)] = res
         for name, pts in res.items():
-            fitted_c[name][str(w)] = fit_line(pts)
+            fitted_c[name][w] = fit_line(pts)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
@@ -204,16 +204,15 @@ def calibrate(worlds: Sequence[int], threads: int, machine: str, backend: str, s
             progress(f"lookups, {s}")
             pts = lookup_points(s, "cuda" if backend == "nccl" else "cpu")
             measured["lookup"][s] = pts
-            lookups[s] = {k: fit_lookup(pts, f"{k}_s") for k in ("fwd", "bwd")}
+            lookups[s] = {k: fit_lookup(pts, f"{k}_s") for k in DIRECTIONS}
         progress("dedup and pooling")
         measured["dedup"], measured["pool"] = dedup_points(), pool_points()
         measured["copy_bytes_per_s"] = copy_bandwidth()
     finally:
         torch.set_num_threads(before)
-    return {"version": PROFILE_VERSION, "machine": machine, "backend": backend, "cores": cores(), "threads": threads,
-            "collectives": fitted_c, "lookup": lookups, "dedup": fit_line(measured["dedup"]),
-            "pool": fit_line(measured["pool"]), "measured": measured, "env": fingerprint(),
-            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    profile = Profile(machine, backend, cores(), threads, fitted_c, lookups, fit_line(measured["dedup"]),
+                      fit_line(measured["pool"]), measured=measured)
+    return {**profile.to_dict(), "env": fingerprint(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
 def profile_path(results: Path, machine: str, backend: str) -> Path:

@@ -160,16 +160,16 @@ def test_nonnegative_fit_recovers_known_terms():
 
     pts = [(x, 2e-5 + 3e-10 * x) for x in (64, 1024, 2**16, 2**20, 2**24)]
     line = fit_line(pts)
-    assert line["fixed_s"] == pytest.approx(2e-5, rel=1e-6) and line["per_unit_s"] == pytest.approx(3e-10, rel=1e-6)
+    assert line.fixed_s == pytest.approx(2e-5, rel=1e-6) and line.per_unit_s == pytest.approx(3e-10, rel=1e-6)
     grid = [{"bags": b, "keys": k, "row_bytes": k * d * 4} for b in (256, 4096) for k in (1000, 50_000)
             for d in (16, 128)]
     for g in grid:
         g["fwd_s"] = 1e-5 + 2e-9 * g["bags"] + 5e-9 * g["keys"] + 1e-11 * g["row_bytes"]
     c = fit_lookup(grid, "fwd_s")
-    assert c == pytest.approx({"fixed_s": 1e-5, "per_bag_s": 2e-9, "per_key_s": 5e-9, "per_byte_s": 1e-11}, rel=1e-5)
+    assert (c.fixed_s, c.per_bag_s, c.per_key_s, c.per_byte_s) == pytest.approx((1e-5, 2e-9, 5e-9, 1e-11), rel=1e-5)
     # a term the data cannot support stays at zero rather than going negative
     flat = fit_line([(x, 1e-3) for x in (1, 10, 100)])
-    assert flat["per_unit_s"] >= 0 and flat["fixed_s"] == pytest.approx(1e-3, rel=1e-6)
+    assert flat.per_unit_s >= 0 and flat.fixed_s == pytest.approx(1e-3, rel=1e-6)
 
 
 def test_plan_cli_lists_the_calibrated_candidates(tmp_path):
