@@ -72,6 +72,7 @@ test: install
 
 # the record lands in this machine's result set: results/bench/<machine>/benchmarks.json
 bench: install redundancy
+	$(VENV)/bin/dlrmbench calibrate --if-missing $(MACHINE_ARG)
 	dir=results/bench/$$($(PY) -m reproduce.harness.machine $(MACHINE)) && mkdir -p $$dir && \
 	$(PY) -m pytest -q -p no:cacheprovider benchmarks --benchmark-only --benchmark-columns=median,iqr,rounds \
 		--benchmark-json=$$dir/benchmarks.json
@@ -112,9 +113,12 @@ reproduce-table-size: install
 
 reproduce: reproduce-sc24 reproduce-recsys24
 
-# RecSys'24 (EMBark): the planner vs its baselines measured on 4 gloo ranks (scaled workloads), then the modeled
-# 8-128 GPU DGX-H100 speedups over table_row_wise
+# RecSys'24 (EMBark): this machine's calibration profile when it has none (the planner plans on it; about 2 min;
+# on a cluster run `dlrmbench calibrate --machine NAME` on a node first: the sweep says so otherwise),
+# the planner vs its baselines measured on gloo ranks (scaled workloads), then the modeled 8-128 GPU DGX-H100
+# speedups over table_row_wise
 reproduce-recsys24: install
+	$(if $(filter local,$(LAUNCHER)),$(VENV)/bin/dlrmbench calibrate --if-missing --root $(ROOT) $(MACHINE_ARG))
 	$(SWEEP) reproduce/experiments/recsys24.toml
 	$(PY) -m reproduce.analysis.recsys24_model $(ROOT)
 

@@ -1,7 +1,8 @@
 """EMBark's engine against TorchRec on the same gloo world: the same tables (HugeCTR's DCNv2 workload, rows capped
 so it fits this machine), the same local batch, embedding-only SGD steps. Sides: TorchRec table-wise (its own
 planner's placement, fbgemm TBE), our table-wise plan (round_robin: every table whole on one rank) and our
-planner's plan, both with fbgemm storage (the same kernels as TorchRec's). Every rank steps each side once per
+planner's plan (on this machine's calibration profile: `make bench` writes it first when missing), both with fbgemm
+storage (the same kernels as TorchRec's). Every rank steps each side once per
 round in turn (A B C A B C); per round each side's step is the slowest rank's, and its ratio to TorchRec's in
 that round is reported as the median and range over rounds."""
 import pytest
@@ -15,7 +16,7 @@ DATA = "dcnv2-multihot"
 SECTION = "EMBark vs TorchRec, one gloo world (median over interleaved rounds; range)"
 
 
-def _sides(ctx, tables, B):
+def _sides(ctx, tables, B, profile):
     from impls.api import EmbeddingOptim, get_impl
     from impls.embark.collection import EmbarkCollection
     from impls.sharding.comm import Comm
@@ -28,11 +29,12 @@ def _sides(ctx, tables, B):
                                                          check_bounds=False)}
     for label, strategy in (("embark table-wise", "round_robin"), ("embark planner", "embark")):
         sides[label] = EmbarkCollection.build_distributed(tables, optim, ctx, Comm(ctx), stats=Stats,
-                                                          strategy=strategy, storage="fbgemm", check_bounds=False)
+                                                          strategy=strategy, storage="fbgemm", check_bounds=False,
+                                                          calibration=profile)
     return sides
 
 
-def _rank(ctx, rounds):
+def _rank(ctx, rounds, profile):
     import time
 
     import torch.distributed as dist
@@ -42,7 +44,7 @@ def _rank(ctx, rounds):
 
     src = SyntheticSource(get_preset(DATA, max_rows=MAX_ROWS))
     features = src.batch(ctx.rank, LOCAL_BATCH).sparse
-    sides = _sides(ctx, src.tables, LOCAL_BATCH)
+    sides = _sides(ctx, src.tables, LOCAL_BATCH, profile)
 
     def step(coll):
         dist.barrier()
@@ -60,8 +62,9 @@ def _rank(ctx, rounds):
     for _ in range(rounds):
         for k, coll in sides.items():
             times[k].append(step(coll))
-    shards = {k: (c.plan_info() or {}).get("shards") for k, c in sides.items()}
-    return {"times": times, "shards": shards, "nnz": features.nnz}
+    info = {k: c.plan_info() or {} for k, c in sides.items()}
+    return {"times": times, "shards": {k: i.get("shards") for k, i in info.items()}, "nnz": features.nnz,
+            "profile_sha": info["embark planner"].get("profile_sha")}
 
 
 def med(xs):
@@ -73,7 +76,12 @@ def med(xs):
 def test_embark_vs_torchrec(benchmark, tmp_path):
     pytest.importorskip("torchrec")
     pytest.importorskip("fbgemm_gpu")
-    res = benchmark.pedantic(run_ranks, args=(tmp_path, WORLD, _rank, ROUNDS), rounds=1, iterations=1)[0]
+    from reproduce.harness.calibration import profile_path
+    from reproduce.harness.code import ROOT
+    from reproduce.harness.machine import this_machine
+
+    profile = str(profile_path(ROOT / "results", this_machine(), "gloo"))  # missing: the planner says how to write it
+    res = benchmark.pedantic(run_ranks, args=(tmp_path, WORLD, _rank, ROUNDS, profile), rounds=1, iterations=1)[0]
     base = res["times"]["torchrec table-wise"]
     summary = {}
     for k, ts in res["times"].items():
@@ -85,4 +93,5 @@ def test_embark_vs_torchrec(benchmark, tmp_path):
                f"{DATA} capped at {MAX_ROWS} rows, local batch {LOCAL_BATCH}, {WORLD} gloo ranks, 1 thread each, "
                f"embedding-only SGD; {ROUNDS} interleaved rounds, each side's step the slowest rank's")
     benchmark.extra_info.update(sides=summary, per_round=res["times"], world=WORLD, local_batch=LOCAL_BATCH,
-                                max_rows=MAX_ROWS, data=DATA, nnz_per_rank=res["nnz"])
+                                max_rows=MAX_ROWS, data=DATA, nnz_per_rank=res["nnz"], profile=profile,
+                                profile_sha=res["profile_sha"])

@@ -10,6 +10,11 @@ on the machine and backend that run it (a profile: reproduce/harness/calibration
   comm      the four all_to_alls of a model-parallel step (keys header, keys, forward rows, backward rows) and the
             DP tables' one all_reduce: each latency + bytes / bandwidth at its world size, the bytes of the busiest
             rank (the larger of what it sends to and what it receives from the others)
+  engine    the engine's own work around these (routing every key to its owners, packing payloads, assembling the
+            output and its gradient, UB's occurrence maps, DP's sparse gradients, per-shard and per-step
+            bookkeeping): fixed + per routed key + per output byte + per byte an owner returns + per shard + per UB
+            key and occurrence byte + per DP table and byte, fitted at each world size to the difference between measured steps of the
+            candidate plans on calibration workloads and the terms above
 
 The compute of the busiest rank counts (every all_to_all waits for it), scaled by the oversubscription of the
 machine (``world * threads / cores`` when over 1: ranks sharing cores take turns); the collectives were measured at
@@ -28,7 +33,7 @@ from impls.api import TableSpec
 from impls.data.zipf import expected_unique
 from impls.embark.shards import Cluster, Plan, TablePlacement
 
-PROFILE_VERSION = 1
+PROFILE_VERSION = 2
 COLLECTIVES = ("all_to_all", "all_reduce", "all_gather")
 DIRECTIONS = ("fwd", "bwd")
 KEY_BYTES = 8  # keys travel as int64 local rows
@@ -63,6 +68,32 @@ class Lookup:
 
 
 @dataclass(frozen=True)
+class Engine:
+    """Seconds of the engine's own work in one step at one world size (what the primitive terms leave out): fixed +
+    per key a source routes + per byte of a source's model-parallel output + per byte the busiest owner returns (RB
+    partial sums, UB vectors) + per model-parallel shard + per UB key a source deduplicates and per byte of the
+    vectors its occurrences take (forward and back) + per DP table + per byte of DP replicas."""
+
+    fixed_s: float
+    per_key_s: float
+    per_byte_s: float
+    per_owner_byte_s: float
+    per_shard_s: float
+    per_ub_key_s: float
+    per_ub_byte_s: float
+    per_dp_table_s: float
+    per_dp_byte_s: float
+
+    def at(self, *features: float) -> float:
+        """``features``: Tally.engine_features()."""
+        coef = (self.per_key_s, self.per_byte_s, self.per_owner_byte_s, self.per_shard_s, self.per_ub_key_s,
+                self.per_ub_byte_s, self.per_dp_table_s, self.per_dp_byte_s)
+        if len(features) != len(coef):
+            raise ValueError(f"the engine term takes {len(coef)} features, got {len(features)}")
+        return self.fixed_s + sum(c * x for c, x in zip(coef, features))
+
+
+@dataclass(frozen=True)
 class Profile:
     """One machine's calibration (its file: results/calibration/<machine>/<backend>.json)."""
 
@@ -74,6 +105,8 @@ class Profile:
     lookup: Mapping[str, Mapping[str, Lookup]]  # storage -> "fwd" / "bwd"
     dedup: Line  # seconds vs keys (torch.unique, sorted, with the inverse)
     pool: Line  # seconds vs bytes added into an output (index_add_ of rows)
+    # world size -> the engine's own work; None only while `dlrmbench calibrate` fits it (primitive terms alone)
+    engine: Mapping[int, Engine] | None = None
     path: str = ""
     digest: str = ""  # sha256 of the file, first 12 hex digits: records name the profile they were planned with
     measured: Mapping[str, Any] = field(default_factory=dict)  # the raw medians the lines were fitted to
@@ -89,7 +122,9 @@ class Profile:
                 machine=str(d["machine"]), backend=str(d["backend"]), cores=int(d["cores"]), threads=int(d["threads"]),
                 collectives={c: {int(w): Line(**v) for w, v in per.items()} for c, per in d["collectives"].items()},
                 lookup={s: {k: Lookup(**v) for k, v in per.items()} for s, per in d["lookup"].items()},
-                dedup=Line(**d["dedup"]), pool=Line(**d["pool"]), path=path, digest=digest,
+                dedup=Line(**d["dedup"]), pool=Line(**d["pool"]),
+                engine=None if d["engine"] is None else {int(w): Engine(**v) for w, v in d["engine"].items()},
+                path=path, digest=digest,
                 measured=d.get("measured", {}))
         except (KeyError, TypeError) as exc:
             raise ValueError(f"{where}: not a calibration profile ({type(exc).__name__}: {exc})") from None
@@ -115,7 +150,9 @@ class Profile:
                 "collectives": {c: {str(w): asdict(v) for w, v in sorted(per.items())}
                                 for c, per in self.collectives.items()},
                 "lookup": {s: {k: asdict(v) for k, v in per.items()} for s, per in self.lookup.items()},
-                "dedup": asdict(self.dedup), "pool": asdict(self.pool), "measured": dict(self.measured)}
+                "dedup": asdict(self.dedup), "pool": asdict(self.pool),
+                "engine": None if self.engine is None else {str(w): asdict(v) for w, v in sorted(self.engine.items())},
+                "measured": dict(self.measured)}
 
     def collective_s(self, name: str, world: int, nbytes: float) -> float:
         lines = self.collectives.get(name, {})
@@ -123,6 +160,14 @@ class Profile:
             raise ValueError(f"{self.path or 'the calibration profile'} measured {name} at world sizes "
                              f"{sorted(lines)}, not {world}: run `dlrmbench calibrate --world {world}`")
         return lines[world].at(nbytes)
+
+    def engine_s(self, world: int, features: Sequence[float]) -> float:
+        if self.engine is None:
+            return 0.0  # the primitive terms alone: what `dlrmbench calibrate` fits the engine term against
+        if world not in self.engine:
+            raise ValueError(f"{self.path or 'the calibration profile'} measured the engine at world sizes "
+                             f"{sorted(self.engine)}, not {world}: run `dlrmbench calibrate --world {world}`")
+        return self.engine[world].at(*features)
 
     def lookup_s(self, storage: str, direction: str, bags: float, keys: float, row_bytes: float) -> float:
         if storage not in self.lookup:
@@ -179,11 +224,13 @@ class Breakdown:
     comm_latency_s: float = 0.0
     comm_bytes_s: float = 0.0
     dp_allreduce_s: float = 0.0
+    engine_s: float = 0.0
     rank_compute_s: list[float] = field(default_factory=list)
 
     @property
     def total_s(self) -> float:
-        return self.lookup_s + self.dedup_s + self.pool_s + self.comm_latency_s + self.comm_bytes_s + self.dp_allreduce_s
+        return (self.lookup_s + self.dedup_s + self.pool_s + self.comm_latency_s + self.comm_bytes_s
+                + self.dp_allreduce_s + self.engine_s)
 
     def to_dict(self) -> dict[str, float]:
         d = {k: v * 1e3 for k, v in asdict(self).items() if k != "rank_compute_s"}
@@ -208,7 +255,11 @@ class Tally:
         self.key_payload = [0.0] * G  # bytes one source sends owner g in the keys all_to_all
         self.row_payload = [0.0] * G  # bytes owner g returns one source in the forward all_to_all (the same back)
         self.ub_src_keys = 0.0  # keys one source deduplicates per step (its UB keys)
+        self.ub_src_bytes = 0.0  # bytes of the vectors those keys' occurrences take
         self.pool_bytes = 0.0  # bytes one source adds into its output (and takes back out in backward)
+        self.src_keys = 0.0  # keys one source routes to owners per step (a column-split table's key once per group)
+        self.src_out = 0.0  # bytes of one source's model-parallel output
+        self.n_shards = 0  # model-parallel shards, over every rank
         self.dp_bytes = self.dp_keys = self.dp_read = 0.0
         self.n_dp = self.n_mp = 0
 
@@ -232,6 +283,9 @@ class Tally:
         r = p.r
         size = sign * self.shard_bytes(spec, r, p.c)
         self.n_mp += sign
+        self.n_shards += sign * len(p.gpus)
+        self.src_keys += sign * b * h * p.c
+        self.src_out += sign * b * spec.dim * 4
         for g in p.gpus:
             self.mem[g] += size
             if p.cluster is Cluster.RB:
@@ -241,7 +295,7 @@ class Tally:
                 self.rb_bytes[g] += sign * keys * d * 4
                 self.key_payload[g] += sign * KEY_BYTES * (b + b * h / r)  # counts, then keys
                 self.row_payload[g] += sign * b * d * self.elem_bytes
-                self.pool_bytes += sign * b * d * 4 / r
+                self.pool_bytes += sign * b * d * 4  # each row shard's partial sum, added at the source
             else:  # UB: each source's unique keys of this shard, a vector back for each
                 sent = b * h * ld.unique_local / r
                 uniq = B * h * ld.unique_global / r
@@ -251,6 +305,7 @@ class Tally:
                 self.key_payload[g] += sign * KEY_BYTES * (1 + sent)
                 self.row_payload[g] += sign * sent * d * self.elem_bytes
                 self.ub_src_keys += sign * b * h / r
+                self.ub_src_bytes += sign * b * h * d * 4 / r
                 self.pool_bytes += sign * b * h * d * 4 / r
 
     def replicate(self, t: int, sign: int = 1) -> None:
@@ -263,6 +318,13 @@ class Tally:
         size = sign * self.shard_bytes(spec, 1, 1)
         for g in range(self.G):
             self.mem[g] += size
+
+    def engine_features(self) -> tuple[float, ...]:
+        """What the engine term scales with (Engine.at's arguments): keys a source routes, bytes of its model-parallel
+        output, bytes the busiest owner returns to all sources, shards, UB keys a source deduplicates and the bytes
+        of their occurrences' vectors, DP tables, DP replica bytes."""
+        return (self.src_keys, self.src_out, self.G * max(self.row_payload), float(self.n_shards), self.ub_src_keys,
+                self.ub_src_bytes, float(self.n_dp), self.dp_bytes)
 
     def breakdown(self) -> Breakdown:
         """The predicted step of what the tally holds (see the module docstring)."""
@@ -295,6 +357,7 @@ class Tally:
             out.lookup_s += over * sum(pr.lookup_s("dense", k, b * self.n_dp, self.dp_keys, self.dp_read)
                                        for k in DIRECTIONS)
             out.pool_s += over * 2 * pr.pool.at(self.dp_bytes)  # the replicas' gradient made dense, then applied
+        out.engine_s = pr.engine_s(G, self.engine_features())
         if not math.isfinite(out.total_s):
             raise ValueError("the calibrated prediction is not finite: check the profile's numbers")
         return out

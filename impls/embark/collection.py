@@ -119,14 +119,15 @@ class EmbarkCollection(ShardedCollection):
 
     @classmethod
     def build_distributed(cls, tables, optim, ctx, comm, *, stats=None, strategy: str = "embark",
-                          cost: str = "hugectr", calibration: str | None = None, hw: str = "cpu-gloo",
+                          cost: str = "calibrated", calibration: str | None = None, hw: str = "cpu-gloo",
                           column_wise: bool = False, rho: float | None = None, mem_cap_gib: float | None = None,
                           **options: Any) -> "EmbarkCollection":
         """Plan the tables for this world (the global batch from the sampled batch's size) and build.
 
-        ``cost``: ``hugectr`` (default: HugeCTR's greedy on its own cost function, with the hardware profile ``hw``)
-        or ``calibrated`` (the planner's search over every candidate plan, scored by ``calibration``: the profile
-        `dlrmbench calibrate` measured on this machine, results/calibration/<machine>/<backend>.json; search.py).
+        ``cost``: ``calibrated`` (default: the planner's search over every candidate plan, scored by ``calibration``:
+        the profile `dlrmbench calibrate` measured on this machine, results/calibration/<machine>/<backend>.json,
+        which the harness names for every run; search.py) or ``hugectr`` (HugeCTR's greedy on its own cost function,
+        with the hardware profile ``hw``).
         ``rho``: HugeCTR's memory / network bandwidth ratio (default the hardware profile's), ``mem_cap_gib``: GiB per
         GPU for embeddings (default the profile's). A simple strategy (round_robin, ...) is built as it is; given a
         calibration, its record also carries the calibrated prediction."""
@@ -139,10 +140,12 @@ class EmbarkCollection(ShardedCollection):
             raise ValueError(f"unknown hardware profile {hw!r}; known: {', '.join(HARDWARE)}")
         if cost not in COSTS:
             raise ValueError(f"unknown cost {cost!r}; choose one of {', '.join(COSTS)}")
-        if cost == "calibrated" and calibration is None:
-            raise ValueError("embark's calibrated planner (cost=calibrated) needs a calibration profile: run `dlrmbench "
-                             "calibrate` on this machine and pass its file (-o embark.calibration=results/calibration/"
-                             "<machine>/gloo.json)")
+        if cost == "calibrated" and strategy == "embark" and calibration is None:
+            raise ValueError("embark's planner plans on this machine's calibrated cost (cost=calibrated, the default) "
+                             "and was given no calibration profile: run `dlrmbench calibrate` on this machine (the "
+                             "harness then names results/calibration/<machine>/<backend>.json for every run), pass "
+                             "one (-o embark.calibration=FILE), or plan on HugeCTR's cost function "
+                             "(-o embark.cost=hugectr)")
         storage = options["storage"] = options.get("storage") or default_storage()
         batch = comm.broadcast_object(stats.batch_size if stats is not None else None)
         if not batch:

@@ -6,6 +6,7 @@ than a simple one. Candidates:
   column_wise                           every table's columns spread over the ranks (as many column groups as
                                         divide its width, up to the world size)
   data_parallel                         every table replicated, where that fits the memory cap
+  unique_based                          every table unique-based over every rank
   hugectr, hugectr_rb                   HugeCTR's greedy (its cost function), with its cluster rules and without
   balanced                              whole tables, the most expensive first, each on the rank whose predicted
                                         compute is smallest (longest-processing-time, on the calibrated terms)
@@ -101,6 +102,8 @@ def candidates(tables: Sequence[TableSpec], search: Search) -> list[Plan]:
            uniform_plan(every, model, [], []), column_wise(tables, model), balanced(tables, search)]
     if model.world_size > 1:
         out.append(_plan(model, every, (), "data_parallel"))
+        out.append(_plan(model, (), [TablePlacement(t, tuple(range(model.world_size)), 1, Cluster.UB) for t in every],
+                         "unique_based"))
     for name, clusters in (("hugectr", True), ("hugectr_rb", False)):
         dp, ub, rb = assign_clusters(tables, model) if clusters else ([], [], every)
         try:

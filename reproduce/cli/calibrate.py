@@ -16,17 +16,24 @@ from reproduce.cli.output import console
 @click.option("--backend", type=click.Choice(["auto", "gloo", "nccl"]), default="auto", show_default=True,
               help="auto: nccl where CUDA is available, else gloo")
 @click.option("--machine", default=None, help="profile name (default: this machine's slug, the one runs read)")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="profile file to write")
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=Path("."), show_default=True,
+              help="the profile goes to ROOT/results/calibration/<machine>/<backend>.json, where runs and sweeps "
+                   "with the same --root read it")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="profile file to write instead (runs then need -o embark.calibration=FILE)")
 @click.option("--if-missing", is_flag=True, help="do nothing when the profile exists")
-def calibrate(worlds, threads, backend, machine, out, if_missing) -> None:
+@click.option("--engine-workloads", type=click.IntRange(min=2), default=None,
+              help="fit the engine term on the first N calibration workloads only (default: all; fewer is quicker "
+                   "and extrapolates worse)")
+def calibrate(worlds, threads, backend, machine, root, out, if_missing, engine_workloads) -> None:
     """Measure collectives (latency, bandwidth by message and world size), lookups per storage (forward, backward;
-    per bag, key and byte), dedup and pooling on this machine, and write the profile EMBark's planner reads."""
+    per bag, key and byte), dedup, pooling, and the engine's own work (EMBark steps of candidate plans) on this
+    machine, and write the profile EMBark's planner reads."""
     import torch
 
     from impls.api import get_impl
     from reproduce.harness.calibration import calibrate as measure
     from reproduce.harness.calibration import profile_path
-    from reproduce.harness.code import ROOT
     from reproduce.harness.machine import this_machine
     from reproduce.harness.records import write_json
 
@@ -38,7 +45,7 @@ def calibrate(worlds, threads, backend, machine, out, if_missing) -> None:
         raise click.BadParameter(f"nccl at world {max(worlds)} needs that many GPUs; this machine has "
                                  f"{torch.cuda.device_count()}", param_hint="--world")
     machine = this_machine(machine)
-    path = out or profile_path(ROOT / "results", machine, backend)  # where the runs of this checkout read it
+    path = out or profile_path(root / "results", machine, backend)  # where runs with this --root read it
     if if_missing and path.exists():
         console.print(f"calibration profile exists: {path}")
         return
@@ -48,7 +55,7 @@ def calibrate(worlds, threads, backend, machine, out, if_missing) -> None:
         storages.append("fbgemm")
     except ImportError as exc:
         console.print(f"fbgemm storage not calibrated: {exc}")
-    profile = measure(sorted(set(worlds)), threads, machine, backend, storages,
+    profile = measure(sorted(set(worlds)), threads, machine, backend, storages, engine_workloads,
                       progress=lambda s: console.print(f"calibrate: {s}"))
     write_json(path, profile)
     for name, per in profile["collectives"].items():
@@ -59,4 +66,13 @@ def calibrate(worlds, threads, backend, machine, out, if_missing) -> None:
         for k, c in per.items():
             console.print(f"lookup {s} {k}: fixed {c['fixed_s'] * 1e6:.1f} us, bag {c['per_bag_s'] * 1e9:.1f} ns, "
                           f"key {c['per_key_s'] * 1e9:.1f} ns, byte {c['per_byte_s'] * 1e12:.1f} ps")
+    for w, e in profile["engine"].items():
+        fit = profile["measured"]["engine_fit"][w]
+        console.print(f"engine x{w}: fixed {e['fixed_s'] * 1e3:.2f} ms, key {e['per_key_s'] * 1e9:.1f} ns, "
+                      f"output byte {e['per_byte_s'] * 1e12:.1f} ps, owner byte {e['per_owner_byte_s'] * 1e12:.1f} ps, "
+                      f"shard {e['per_shard_s'] * 1e6:.1f} us, UB key {e['per_ub_key_s'] * 1e9:.1f} ns, "
+                      f"UB byte {e['per_ub_byte_s'] * 1e12:.1f} ps, "
+                      f"DP table {e['per_dp_table_s'] * 1e6:.1f} us, DP byte {e['per_dp_byte_s'] * 1e12:.1f} ps; "
+                      f"steps of {fit['plans']} plans predicted within "
+                      f"{fit['median_rel_err']:.0%} (median), {fit['max_rel_err']:.0%} (worst)")
     console.print(f"wrote {path}")

@@ -67,6 +67,7 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
 
     from reproduce.analysis.aggregate import summarize_experiment
     from reproduce.analysis.plots import draw
+    from reproduce.harness.calibration import missing_profiles
     from reproduce.harness.config import load_experiment
     from reproduce.harness.sweep import plan, run_experiment, todo, unreadable
 
@@ -78,6 +79,9 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     timeout = timeout or exp.point_timeout_s
+    missing = missing_profiles(exp.points)
+    if missing and not dry_run:
+        raise click.UsageError("no calibration profile at " + "; ".join(missing))
     for problem in unreadable(exp):
         console.print(f"[yellow]{escape(problem)}[/] (its point counts as not done)")
     if dry_run:  # writes nothing

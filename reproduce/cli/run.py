@@ -91,9 +91,10 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
     if unknown:
         raise click.BadParameter(f"unknown implementation(s) {unknown}; known: {', '.join(registered_names())}",
                                  param_hint="--impl")
-    if out is None:
-        from reproduce.harness.machine import this_machine
+    from reproduce.harness.calibration import missing_profiles, with_profile
+    from reproduce.harness.machine import this_machine
 
+    if out is None:
         out = Path("results") / "runs" / this_machine()
     if len(set(impls)) != len(impls):
         raise click.BadParameter(f"an implementation is named twice: {list(impls)}", param_hint="--impl")
@@ -107,8 +108,12 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
             for i in impls
         ]  # RunPoint checks the data name and options before anything is launched
         check_shared_options(impl_opts, points, "-o")
+        points = [with_profile(p, ".", this_machine()) for p in points]
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    missing = missing_profiles(points)
+    if missing:
+        raise click.UsageError("no calibration profile at " + "; ".join(missing))
     writable_folder(out, "--out")  # checked (and made) once everything else is: a refused run writes nothing
     records, elsewhere = [], []
     for r in range(repeats):

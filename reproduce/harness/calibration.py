@@ -7,32 +7,39 @@ machine and backend, fitted and written as its profile (results/calibration/<mac
 - lookups per storage (dense-torch, and fbgemm's TBE where installed): forward, and backward with its fused SGD
   update, of one collection over a grid of tables, bags, keys per bag and widths; fitted fixed + per bag + per key +
   per byte of rows;
-- dedup: torch.unique (sorted, with the inverse) per key; pool: index_add_ of rows per byte.
+- dedup: torch.unique (sorted, with the inverse) per key; pool: index_add_ of rows per byte;
+- the engine's own work, last: at each world size, EMBark's embedding-only step (the real engine, the default
+  storage) for every distinct candidate plan of the planner's search on a few calibration workloads (uniform tables
+  of different counts, widths, keys per sample and batches), the median step of the slowest rank measured, and the
+  difference from what the terms above predict for that plan fitted per routed key, output byte, shard and DP table.
 
 Every fit is a non-negative least squares on relative error (each measurement weighted by 1 / its time), and the
 profile keeps the medians it was fitted to. Compute terms run with ``threads`` intra-op threads (the ranks' setting)."""
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from impls.embark.calibrated import COLLECTIVES, DIRECTIONS, Line, Lookup, Profile
+from impls.embark.calibrated import COLLECTIVES, DIRECTIONS, Engine, Line, Lookup, Profile
 
 SIZES = tuple(2**k for k in (6, 10, 14, 16, 18, 20, 22, 24))  # bytes per rank
 REPEATS = 7
 WARMUP = 2
 
 
-def fit_nonneg(rows: Sequence[Sequence[float]], y: Sequence[float]) -> list[float]:
-    """Coefficients >= 0 minimizing the relative error of ``rows @ coef`` against ``y`` (y > 0)."""
+def fit_nonneg(rows: Sequence[Sequence[float]], y: Sequence[float],
+               scale: Sequence[float] | None = None) -> list[float]:
+    """Coefficients >= 0 minimizing the error of ``rows @ coef`` against ``y`` relative to ``scale`` (default ``y``,
+    then y > 0)."""
     import numpy as np
     from scipy.optimize import nnls
 
     A, b = np.asarray(rows, dtype=float), np.asarray(y, dtype=float)
-    w = 1.0 / np.maximum(b, 1e-12)
+    w = 1.0 / np.maximum(np.asarray(scale if scale is not None else y, dtype=float), 1e-12)
     coef, _ = nnls(A * w[:, None], b * w)
     return [float(c) for c in coef]
 
@@ -171,6 +178,103 @@ def copy_bandwidth(mb: int = 256) -> float:
     return 2 * a.numel() * 4 / _median_time(lambda: b.copy_(a), reps=5, warmup=1)
 
 
+# --- the engine's own work, in `world` processes ---------------------------------------------------------------------
+# (tables, rows, width, keys per sample, local batch): uniform tables, Zipf ids
+ENGINE_WORKLOADS = ((8, 4000, 64, 1, 256), (26, 4000, 128, 8, 256), (64, 2000, 32, 2, 256), (16, 4000, 16, 20, 512),
+                    (32, 4000, 64, 4, 1024), (128, 2000, 128, 2, 256), (48, 4000, 64, 40, 256))
+ENGINE_STEPS = 6  # timed steps per round
+ENGINE_ROUNDS = 3  # the median round counts
+
+
+def _engine_rank(rank: int, world: int, init: str, backend: str, threads: int, profile: dict[str, Any],
+                 storage: str, workloads: Sequence[tuple[int, ...]], out) -> None:
+    import torch
+
+    from impls.api import EmbeddingOptim
+    from impls.data.loader import rank_slice
+    from impls.data.sources import open_source
+    from impls.embark.calibrated import table_loads
+    from impls.embark.collection import EmbarkCollection
+    from impls.embark.cost import HARDWARE, CostModel
+    from impls.embark.search import Search, candidates
+    from impls.model.train import TrainStep
+    from impls.sharding.comm import Comm
+    from impls.sharding.context import DistContext
+
+    torch.set_num_threads(threads)
+    dev = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
+    ctx = DistContext.init(rank, world, init, backend=backend, device=dev, timeout_s=600)
+    comm = Comm(ctx)
+    primitive = Profile.from_dict(profile)
+    rows = []
+    try:
+        for T, R, d, h, b in workloads:
+            source = open_source("uniform", num_tables=T, rows=R, dim=d, hotness=h, seed=T)
+            tables, B = source.tables, b * world
+            batches = [source.batch(k, B) for k in range(2)]
+            model = CostModel(HARDWARE["cpu-gloo" if backend == "gloo" else "dgx-h100"], world, world, B)
+            search = Search(tables, table_loads(tables, B, world, batches[0].sparse), primitive, model, storage)
+            seen = set()
+            for plan in candidates(tables, search):
+                key = (plan.dp, plan.mp)
+                if key in seen or search.score(plan) is None:
+                    continue
+                seen.add(key)
+                coll = EmbarkCollection(tables, EmbeddingOptim("sgd", lr=0.01), ctx, plan=plan, comm=comm,
+                                        storage=storage, device=dev, check_bounds=True, seed=0)
+                step = TrainStep(coll, mode="embedding-only", comm=comm, global_batch=B)
+                local = [rank_slice(x, rank, world).to(dev) for x in batches]
+                for k in range(WARMUP + 1):
+                    step(local[k % 2])
+                times = []
+                for _ in range(ENGINE_ROUNDS):
+                    torch.distributed.barrier()
+                    if dev.type == "cuda":
+                        torch.cuda.synchronize(dev)
+                    t0 = time.perf_counter()
+                    for k in range(ENGINE_STEPS):
+                        step(local[k % 2])
+                    if dev.type == "cuda":
+                        torch.cuda.synchronize(dev)
+                    took = torch.tensor([(time.perf_counter() - t0) / ENGINE_STEPS], device=dev)
+                    torch.distributed.all_reduce(took, op=torch.distributed.ReduceOp.MAX)
+                    times.append(float(took))
+                tally = search.tally(plan)
+                rows.append({"workload": [T, R, d, h, b], "plan": plan.name, "measured_s": statistics.median(times),
+                             "primitive_s": tally.breakdown().total_s, "features": list(tally.engine_features())})
+                del step, coll
+        if rank == 0:
+            out.put(rows)
+    finally:
+        ctx.close()
+
+
+def engine_points(world: int, backend: str, threads: int, profile: dict[str, Any], storage: str,
+                  workloads: Sequence[tuple[int, ...]] = ENGINE_WORKLOADS) -> list[dict]:
+    """Every distinct candidate plan of the calibration workloads at ``world``: its measured step (median of rounds,
+    slowest rank), what the primitive terms of ``profile`` predict for it, and its engine features."""
+    import torch.multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    out = ctx.SimpleQueue()
+    with tempfile.TemporaryDirectory() as d:
+        mp.start_processes(_engine_rank, args=(world, f"file://{d}/rdzv", backend, threads, profile, storage, workloads,
+                                                   out),
+                           nprocs=world, start_method="spawn", join=True)
+    return out.get()
+
+
+def fit_engine(points: Sequence[dict[str, Any]]) -> tuple[Engine, dict[str, float]]:
+    """The engine term fitted to measured - primitive (error relative to the measured step), and how well the whole
+    prediction (primitive + engine) then matches the measured steps: median and largest relative error."""
+    engine = Engine(*fit_nonneg([(1.0, *p["features"]) for p in points],
+                                [p["measured_s"] - p["primitive_s"] for p in points],
+                                [p["measured_s"] for p in points]))
+    errs = sorted(abs(p["primitive_s"] + engine.at(*p["features"]) - p["measured_s"]) / p["measured_s"]
+                  for p in points)
+    return engine, {"plans": len(errs), "median_rel_err": statistics.median(errs), "max_rel_err": errs[-1]}
+
+
 def fit_line(points: Sequence[tuple[float, float]]) -> Line:
     return Line(*fit_nonneg([(1.0, x) for x, _ in points], [t for _, t in points]))
 
@@ -181,11 +285,12 @@ def fit_lookup(points: Sequence[dict[str, float]], key: str) -> Lookup:
 
 
 def calibrate(worlds: Sequence[int], threads: int, machine: str, backend: str, storages: Sequence[str],
-              progress: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+              engine_workloads: int | None = None, progress: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     """Measure and fit every term; the profile as a dict (Profile.to_dict, with the machine's fingerprint and the
     date beside it)."""
     import torch
 
+    from impls.embark.engines import default_storage
     from reproduce.harness.machine import cores, fingerprint
 
     measured: dict[str, Any] = {"collectives": {}, "lookup": {}}
@@ -210,11 +315,72 @@ def calibrate(worlds: Sequence[int], threads: int, machine: str, backend: str, s
         measured["copy_bytes_per_s"] = copy_bandwidth()
     finally:
         torch.set_num_threads(before)
-    profile = Profile(machine, backend, cores(), threads, fitted_c, lookups, fit_line(measured["dedup"]),
-                      fit_line(measured["pool"]), measured=measured)
+    primitive = Profile(machine, backend, cores(), threads, fitted_c, lookups, fit_line(measured["dedup"]),
+                        fit_line(measured["pool"]))
+    storage = default_storage()
+    workloads = ENGINE_WORKLOADS[:engine_workloads] if engine_workloads else ENGINE_WORKLOADS
+    engines, fit = {}, {}
+    measured["engine"] = {}
+    for w in worlds:
+        progress(f"the engine's own work, {w} {backend} processes ({storage} storage, "
+                 f"{len(workloads)} workloads x their candidate plans)")
+        pts = engine_points(w, backend, threads, primitive.to_dict(), storage, workloads)
+        measured["engine"][str(w)] = pts
+        engines[w], fit[str(w)] = fit_engine(pts)
+    measured["engine_fit"], measured["engine_storage"] = fit, storage
+    measured["engine_workloads"] = [list(w) for w in workloads]
+    profile = dataclasses.replace(primitive, engine=engines, measured=measured)
     return {**profile.to_dict(), "env": fingerprint(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
 def profile_path(results: Path, machine: str, backend: str) -> Path:
     return Path(results) / "calibration" / machine / f"{backend}.json"
 
+
+
+def _planning(impl: str) -> dict[str, Any] | None:
+    """The defaults of ``impl``'s own planner options (strategy, cost) when it plans on a calibration profile (its
+    build_distributed takes ``calibration``), else None."""
+    import inspect
+
+    from impls.api import get_impl
+
+    try:
+        build = getattr(get_impl(impl), "build_distributed", None)
+    except ImportError:
+        return None
+    params = inspect.signature(build).parameters if build is not None else {}
+    if "calibration" not in params:
+        return None
+    return {k: p.default for k, p in params.items() if k in ("strategy", "cost")}
+
+
+def with_profile(point, root: str | Path, machine: str):
+    """``point`` (a RunPoint) naming its machine's calibration profile, results/calibration/<machine>/<backend>.json
+    under ``root`` (gloo on a CPU, nccl on GPUs), when it runs over ranks on a system that plans on one (EMBark) and
+    names none: when the file exists (the record then carries the calibrated prediction whatever the strategy), or
+    when the point plans on the calibrated cost (its default) - a missing profile is then an error before anything
+    runs (``missing_profiles``), never a silent change of cost function."""
+    import dataclasses as dc
+
+    defaults = _planning(point.impl) if point.world_size > 1 else None
+    if defaults is None or "calibration" in point.impl_options:
+        return point
+    opts = point.impl_options
+    path = profile_path(Path(root) / "results", machine, "nccl" if str(point.device).startswith("cuda") else "gloo")
+    plans = opts.get("strategy", defaults.get("strategy")) == "embark" and opts.get(
+        "cost", defaults.get("cost")) == "calibrated"
+    if not (plans or path.is_file()):
+        return point
+    return dc.replace(point, impl_options={**opts, "calibration": str(path)})
+
+
+def missing_profiles(points) -> list[str]:
+    """The calibration profiles ``points`` name that do not exist, each with the command that writes it."""
+    out = []
+    for path in sorted({str(p.impl_options["calibration"]) for p in points if "calibration" in p.impl_options}):
+        if not Path(path).is_file():
+            machine, backend = Path(path).parent.name, Path(path).stem
+            out.append(f"{path} (write it with `dlrmbench calibrate --machine {machine} --backend {backend}` on that "
+                       "machine, about 2 minutes; or plan on HugeCTR's cost function: -o embark.cost=hugectr)")
+    return out

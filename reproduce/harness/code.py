@@ -24,6 +24,7 @@ MEASURING = ("reproduce.harness.worker", "reproduce.harness.training", "reproduc
              "reproduce.harness.syncs")
 BOOKKEEPING = ("reproduce.harness.records", "reproduce.harness.config", "reproduce.harness.machine",
                "reproduce.harness.lifeline", "reproduce.harness.fault", "reproduce.harness.code",
+               "reproduce.harness.calibration",  # names a point's profile (its path is in the point and its id)
                "reproduce.harness", "reproduce")
 # where a point's measured code starts besides its system's module
 DATA_ROOTS = ("impls.data.sources", "impls.data.loader", "impls.model.train")

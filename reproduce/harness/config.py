@@ -533,17 +533,20 @@ def load_experiment(path: str | Path, root: str | Path = ".", profile: str | Non
             raise ValueError(f"{path}: bad [[points]] entry {extra}: {exc}") from None
     check_scoped_options(base["impl_options"], (p.impl for p in points), f"{path}: [impl_options]")
     check_shared_options(base["impl_options"], points, f"{path}: [impl_options]")
+    machine = this_machine(machine)
+    from reproduce.harness.calibration import with_profile
+
+    points = [with_profile(p, root, machine) for p in points]
+    root = Path(root)
     dupes = [pid for pid, n in Counter(p.point_id for p in points).items() if n > 1]
     if dupes:
         raise ValueError(f"{path}: points listed twice: {dupes[:3]}")
-    root = Path(root)
     name = folder_name(name, f"{path}: name")
     stem = folder_name(doc.get("results") or (name if profile == DEFAULT_PROFILE else f"{name}_{profile}"),
                        f"{path}: results")
     repeats = int(repeats if repeats is not None else doc.get("repeats", DEFAULT_REPEATS))
     if repeats < 1:
         raise ValueError(f"{path}: repeats must be >= 1, got {repeats}")
-    machine = this_machine(machine)
     return Experiment(
         name=name,
         description=doc.get("description", ""),

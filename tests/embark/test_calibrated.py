@@ -7,19 +7,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from impls.api import TableSpec
-from impls.embark.calibrated import Line, Lookup, Profile, TableLoad, predict, table_loads
+from impls.embark.calibrated import Engine, Line, Lookup, Profile, TableLoad, Tally, predict, table_loads
 from impls.embark.cost import HARDWARE, CostModel
 from impls.embark.search import Search, calibrated_plan, candidates
 from impls.embark.shards import Cluster, Plan, TablePlacement
 
 
 def profile(a2a=(1e-3, 1e-9), ar=(2e-3, 2e-9), per_key=1e-7, per_byte=0.0, per_bag=0.0, fixed=0.0, dedup=(0.0, 1e-8),
-            pool=(0.0, 0.0), worlds=(2, 4), cores=8, threads=1) -> Profile:
+            pool=(0.0, 0.0), worlds=(2, 4), cores=8, threads=1, engine=(0.0,) * 9) -> Profile:
     lk = Lookup(fixed, per_bag, per_key, per_byte)
     return Profile("m", "gloo", cores, threads,
                    {"all_to_all": {w: Line(*a2a) for w in worlds}, "all_reduce": {w: Line(*ar) for w in worlds},
                     "all_gather": {w: Line(*ar) for w in worlds}},
-                   {"dense": {"fwd": lk, "bwd": lk}, "fbgemm": {"fwd": lk, "bwd": lk}}, Line(*dedup), Line(*pool))
+                   {"dense": {"fwd": lk, "bwd": lk}, "fbgemm": {"fwd": lk, "bwd": lk}}, Line(*dedup), Line(*pool),
+                   engine={w: Engine(*engine) for w in worlds})
 
 
 def test_profile_round_trip_and_clear_errors(tmp_path):
@@ -28,6 +29,7 @@ def test_profile_round_trip_and_clear_errors(tmp_path):
     path.write_text(json.dumps(p.to_dict()))
     back = Profile.load(path)
     assert back.collectives == p.collectives and back.lookup == p.lookup and back.dedup == p.dedup
+    assert back.engine == p.engine
     assert back.path == str(path) and len(back.digest) == 12
     with pytest.raises(ValueError, match="dlrmbench calibrate"):
         Profile.load(tmp_path / "missing.json")
@@ -45,6 +47,35 @@ def test_profile_round_trip_and_clear_errors(tmp_path):
         p.collective_s("all_to_all", 8, 100)
     with pytest.raises(ValueError, match="not 'tt'"):
         p.lookup_s("tt", "fwd", 1, 1, 1)
+    bad.write_text(json.dumps({k: v for k, v in p.to_dict().items() if k != "engine"}))  # a version-1 layout
+    with pytest.raises(ValueError, match="not a calibration profile"):
+        Profile.load(bad)
+    with pytest.raises(ValueError, match=r"engine at world sizes \[2, 4\], not 8"):
+        p.engine_s(8, (0.0,) * 8)
+
+
+def test_engine_term_by_hand():
+    """The engine term of a plan: fixed + per routed key + per output byte + per byte the busiest owner returns + per
+    shard + per UB key and occurrence byte + per DP table and byte, from the tally's counts."""
+    tables = [TableSpec("a", 100, 8), TableSpec("b", 100, 16), TableSpec("c", 50, 4)]
+    loads = [TableLoad(2.0, 0.5, 0.25), TableLoad(1.0, 1.0, 1.0), TableLoad(1.0, 1.0, 1.0)]
+    coef = (1e-3, 1e-6, 1e-9, 1e-8, 1e-4, 1e-5, 1e-10, 1e-2, 1e-11)
+    p = profile(per_key=0.0, dedup=(0.0, 0.0), a2a=(0.0, 0.0), ar=(0.0, 0.0), engine=coef)
+    # a: row-split over both ranks (RB), b: UB over both, c: DP
+    plan = Plan(2, 2, dp=(2,), mp=(TablePlacement(0, (0, 1)), TablePlacement(1, (0, 1), cluster="ub")))
+    B, b = 64, 32
+    tally = Tally.of(plan, tables, loads, p, B, "dense")
+    keys = b * 2 * 1 + b * 1 * 1  # every key a source routes (no column split)
+    out = b * 8 * 4 + b * 16 * 4
+    owner = 2 * (b * 8 * 4 + b * 1 * 1.0 / 2 * 16 * 4)  # each owner: a's partial sums, its half of b's unique keys
+    ub_keys, ub_bytes = b * 1 / 2 * 2, b * 1 * 16 * 4 / 2 * 2
+    feats = (keys, out, owner, 4, ub_keys, ub_bytes, 1, 50 * 4 * 4)
+    assert tally.engine_features() == pytest.approx(feats)
+    want = coef[0] + sum(c * x for c, x in zip(coef[1:], feats))
+    assert tally.breakdown().engine_s == pytest.approx(want, rel=1e-12)
+    assert predict(plan, tables, loads, p, B, "dense").engine_s == pytest.approx(want, rel=1e-12)
+    with pytest.raises(ValueError, match="takes 8 features"):
+        p.engine[2].at(1.0)
 
 
 def test_prediction_by_hand():
@@ -117,7 +148,9 @@ PROFILES = st.builds(
     profile, a2a=st.tuples(st.floats(1e-6, 1e-2), st.floats(1e-11, 1e-8)),
     ar=st.tuples(st.floats(1e-6, 1e-2), st.floats(1e-11, 1e-8)), per_key=st.floats(1e-9, 1e-6),
     per_byte=st.floats(0, 1e-10), per_bag=st.floats(0, 1e-7), fixed=st.floats(0, 1e-3),
-    dedup=st.tuples(st.floats(0, 1e-4), st.floats(0, 1e-7)), pool=st.tuples(st.just(0.0), st.floats(0, 1e-10)))
+    dedup=st.tuples(st.floats(0, 1e-4), st.floats(0, 1e-7)), pool=st.tuples(st.just(0.0), st.floats(0, 1e-10)),
+    engine=st.tuples(st.floats(0, 1e-2), st.floats(0, 1e-7), st.floats(0, 1e-9), st.floats(0, 1e-9),
+                     st.floats(0, 1e-4), st.floats(0, 1e-6), st.floats(0, 1e-9), st.floats(0, 1e-3), st.floats(0, 1e-9)))
 
 
 @settings(max_examples=40, deadline=None)
@@ -170,6 +203,25 @@ def test_nonnegative_fit_recovers_known_terms():
     # a term the data cannot support stays at zero rather than going negative
     flat = fit_line([(x, 1e-3) for x in (1, 10, 100)])
     assert flat.per_unit_s >= 0 and flat.fixed_s == pytest.approx(1e-3, rel=1e-6)
+
+
+def test_engine_fit_recovers_the_residual_of_known_terms():
+    """fit_engine fits measured - primitive per feature, and reports how well the whole prediction then matches."""
+    import random
+
+    from reproduce.harness.calibration import fit_engine
+
+    true = Engine(2e-3, 3e-8, 0.0, 1e-10, 5e-6, 4e-8, 0.0, 1e-4, 2e-10)
+    rng = random.Random(0)
+    pts = []
+    for _ in range(30):
+        f = [rng.uniform(0, 1e5), rng.uniform(0, 4e6), rng.uniform(0, 8e6), rng.randint(1, 200), rng.uniform(0, 5e4),
+             rng.uniform(0, 2e6), rng.randint(0, 30), rng.uniform(0, 5e7)]
+        prim = rng.uniform(1e-3, 5e-2)
+        pts.append({"features": f, "primitive_s": prim, "measured_s": prim + true.at(*f)})
+    got, fit = fit_engine(pts)
+    assert got.fixed_s == pytest.approx(true.fixed_s, rel=1e-5) and got.per_dp_byte_s == pytest.approx(2e-10, rel=1e-5)
+    assert fit["plans"] == 30 and fit["max_rel_err"] < 1e-6
 
 
 def test_plan_cli_lists_the_calibrated_candidates(tmp_path):
