@@ -169,6 +169,12 @@ class Profile:
                              f"{sorted(self.engine)}, not {world}: run `dlrmbench calibrate --world {world}`")
         return self.engine[world].at(*features)
 
+    def model_error(self, world: int) -> float:
+        """The median relative error of the whole model over the calibration's measured steps at ``world`` (the
+        profile's ``engine_fit``; 0 for a profile that carries none, e.g. one written by hand)."""
+        fit = (self.measured.get("engine_fit") or {}).get(str(world)) or {}
+        return float(fit.get("median_rel_err", 0.0))
+
     def lookup_s(self, storage: str, direction: str, bags: float, keys: float, row_bytes: float) -> float:
         if storage not in self.lookup:
             raise ValueError(f"{self.path or 'the calibration profile'} has lookups of {sorted(self.lookup)}, not "

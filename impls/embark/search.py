@@ -13,7 +13,10 @@ than a simple one. Candidates:
 
 then the best candidate is improved one table at a time: each table (the most expensive first) tries the other
 clusters (DP where it fits, UB over every rank, RB on the least loaded rank) and keeps a move that lowers the
-predicted step. DP and UB are thus chosen by the calibrated cost (all-reduce and dedup included), not by bytes."""
+predicted step. DP and UB are thus chosen by the calibrated cost (all-reduce and dedup included), not by bytes -
+and only when the gain is larger than the model can resolve: a plan with DP or UB tables must be predicted faster
+than the best all-RB candidate by more than the calibration's median error at this world size (the profile's
+``engine_fit``), else that all-RB candidate runs (the record's ``not_worth_its_risk`` names the plan set aside)."""
 from __future__ import annotations
 
 import dataclasses
@@ -181,10 +184,21 @@ def calibrated_plan(tables: Sequence[TableSpec], search: Search) -> Plan:
         raise PlanError(f"no candidate plan fits {search.model.bucket_cap() / 2**30:.1f} GiB per rank")
     start, start_score = min(scored, key=lambda x: x[1].total_s)
     plan, score, moves = improve(start, start_score, search)
+    # the model's own error decides whether a plan with DP / UB tables is worth its risk: it must beat the best
+    # all-RB candidate by more than the calibration's median error at this world size, else that candidate runs
+    margin = search.profile.model_error(search.model.world_size)
+    simple = [(p, s) for p, s in scored if not p.dp and all(x.cluster is Cluster.RB for x in p.mp)]
+    kept = None
+    if (plan.dp or any(x.cluster is not Cluster.RB for x in plan.mp)) and simple:
+        best, best_score = min(simple, key=lambda x: x[1].total_s)
+        if score.total_s > (1 - margin) * best_score.total_s:
+            kept = {"plan": plan.name, "predicted_ms": score.total_s * 1e3, "dp": len(plan.dp),
+                    "ub": sum(x.cluster is Cluster.UB for x in plan.mp)}
+            start, plan, score, moves = best, best, best_score, 0
     plan = dataclasses.replace(plan, name="embark", notes={}).validate(tables)
     plan.notes.update({
         "cost": "calibrated", "profile": search.profile.path, "profile_sha": search.profile.digest,
-        "start": start.name, "moves": moves,
+        "start": start.name, "moves": moves, "margin": margin, "not_worth_its_risk": kept,
         "predicted": score.to_dict(),
         "candidates": {p.name: s.total_s * 1e3 for p, s in scored},
     })

@@ -80,7 +80,8 @@ def flatten(record: Record | dict[str, Any]) -> dict[str, Any]:
             if terms:  # the calibrated breakdown, to hold against the measured comm_blocked_ms / compute_ms
                 row["predicted_comm_ms"] = sum(terms.get(k, 0.0) for k in ("comm_latency_ms", "comm_bytes_ms",
                                                                            "dp_allreduce_ms"))
-                row["predicted_compute_ms"] = sum(terms.get(k, 0.0) for k in ("lookup_ms", "dedup_ms", "pool_ms"))
+                row["predicted_compute_ms"] = sum(terms.get(k, 0.0) for k in ("lookup_ms", "dedup_ms", "pool_ms",
+                                                                              "engine_ms"))
             row["plan_shards"] = d["plan"].get("shards")
         if d:
             row["comm_bytes_per_step"] = d.get("comm_bytes_per_step")

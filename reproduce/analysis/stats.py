@@ -107,14 +107,17 @@ def predicted_vs_measured(summary) -> tuple:
 
 
 def ordered_pairs(points, keys: list[str], predicted: str = "predicted_step_ms",
-                  measured: str = "total_ms") -> tuple[int, int]:
-    """Of every pair of points that share the ``keys`` (the same workload and world: plans competing for one job),
-    how many the prediction orders as measured, and how many pairs there are (predicted ties count as wrong)."""
+                  measured: str = "total_ms", gap: float = 0.0) -> tuple[int, int]:
+    """Of every pair of points that share the ``keys`` (the same workload and world: plans competing for one job)
+    and whose measured times differ by more than ``gap`` (relative to the faster), how many the prediction orders as
+    measured, and how many such pairs there are (predicted ties count as wrong)."""
     agree = total = 0
     for _, g in points.groupby(keys, sort=False):
         p, m = g[predicted].to_numpy(dtype=float), g[measured].to_numpy(dtype=float)
         for i in range(len(g)):
             for j in range(i + 1, len(g)):
+                if abs(m[i] - m[j]) <= gap * min(m[i], m[j]):
+                    continue
                 total += 1
                 agree += int(np.sign(p[i] - p[j]) == np.sign(m[i] - m[j]) != 0)
     return agree, total

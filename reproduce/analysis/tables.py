@@ -227,6 +227,12 @@ def spearman(root: Path, machine: str) -> list[str]:
         return []
     rho, lo, hi = spearman_ci(ok["predicted_step_ms"], ok["total_ms"])
     agree, pairs = ordered_pairs(ok, ["data", "world_size"])
+    noise = set_noise(root, "recsys24", machine)
+    beyond = ""
+    if noise is not None:
+        a, n = ordered_pairs(ok, ["data", "world_size"], gap=noise)
+        beyond = (f" Of the {n} pairs whose medians differ by more than the set's noise ({noise:.0%}), it orders {a} "
+                  "as measured.")
     by = sorted(set(ok["predicted_by"].dropna())) if "predicted_by" in ok else []
     model = {"calibrated": "the calibrated cost model (this machine's profile)",
              "hugectr": "HugeCTR's cost model (cpu-gloo profile)"}
@@ -235,7 +241,7 @@ def spearman(root: Path, machine: str) -> list[str]:
                 f"{rho:.2f} [bootstrap 95 % interval {lo:.2f}, {hi:.2f}] "
                 f"(figures/recsys24/{machine}/predicted_vs_measured); most of that is workload size. Within one "
                 f"workload and world (the choice a planner makes) it orders {agree} of {pairs} pairs of plans as "
-                f"measured." + term_errors(ok)]
+                f"measured." + beyond + term_errors(ok)]
 
 
 def term_errors(ok: pd.DataFrame) -> str:

@@ -104,3 +104,8 @@ def _calibrated(tables, model, path: str, storage: str) -> None:
                   f"{len(chosen.dp)}, UB {sum(p.cluster == 'ub' for p in chosen.mp)}, RB "
                   f"{sum(p.cluster == 'rb' for p in chosen.mp)}; predicted {chosen.notes['predicted']['total_ms']:.3f}"
                   f" ms ({parts})")
+    aside = chosen.notes.get("not_worth_its_risk")
+    if aside:
+        console.print(f"set aside: a plan with DP {aside['dp']} / UB {aside['ub']} tables predicted "
+                      f"{aside['predicted_ms']:.3f} ms, within the model's median error "
+                      f"({chosen.notes['margin']:.0%}) of this all-RB plan")

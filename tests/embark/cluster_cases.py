@@ -229,6 +229,7 @@ def check_calibrated_planner(ctx, profile_path: str) -> None:
     info = coll.plan_info()
     assert info["cost"] == "calibrated" and info["profile"] == profile_path and len(info["profile_sha"]) == 12
     assert info["storage"] in ("dense", "fbgemm") and info["predicted_by"] == "calibrated"
+    assert info["margin"] == 0.0 and info["not_worth_its_risk"] is None  # a profile without a measured error
     assert {"round_robin", "table_row_wise", "uniform", "balanced"} <= set(info["candidates"])
     assert info["predicted_step_ms"] == info["predicted"]["total_ms"] <= min(info["candidates"].values()) * (1 + 1e-9)
     plans = comm.all_gather_object(coll.plan)

@@ -23,6 +23,8 @@ def test_ordered_pairs_counts_only_pairs_of_the_same_job():
     })
     # job a: (1,2) right, (1,3) right, (2,3) wrong; job b: tie -> wrong; no cross-job pairs
     assert ordered_pairs(df, ["data", "world_size"]) == (2, 4)
+    # beyond a 60 % gap: (10, 30) and (10, 20) right, (1, 2) a tie; (30, 20) differ by 50 %: left out
+    assert ordered_pairs(df, ["data", "world_size"], gap=0.6) == (2, 3)
 
 
 def test_fewer_than_five_runs_give_the_range_not_a_ci():
