@@ -1,6 +1,7 @@
 """Does a result set still describe the code beside it? Each record keeps the commit it ran at and the fingerprint
 of the code its point measures (reproduce/harness/code.py); a set is STALE when any of its measurements was taken on
-code that has changed since (or before fingerprints existed), and a STALE set draws no verdict. Sets that are not
+code that has changed since (or before fingerprints existed), or when a plan it ran was made on a calibration
+profile that has been rewritten since (the record keeps the profile's digest), and a STALE set draws no verdict. Sets that are not
 run records carry their own fingerprint: `make bench`'s benchmarks.json (benchmarks/conftest.py) and the scale
 model's fit.json (its code, and the sc24 records it was fitted on)."""
 from __future__ import annotations
@@ -95,7 +96,7 @@ def record_set_state(out_dir: Path, name: str, machine: str, root: Path = code.R
         st.missing = True
         return st
     now = _Current(Path(root))
-    unfingerprinted, changed, gone = 0, set(), set()
+    unfingerprinted, changed, gone, profiles = 0, set(), set(), set()
     for rec in records_in(out_dir, only):
         if rec.status not in MEASURED:
             continue
@@ -113,13 +114,27 @@ def record_set_state(out_dir: Path, name: str, machine: str, root: Path = code.R
             unfingerprinted += 1
         elif then["digest"] != current["digest"]:
             changed |= set(code.changed_files(then["files"], current["files"]))
+        plan = (rec.get("dist") or {}).get("plan") or {}
+        if plan.get("profile") and plan.get("profile_sha") and profile_sha(root, plan["profile"]) != plan["profile_sha"]:
+            profiles.add(str(plan["profile"]))
     if unfingerprinted:
         st.stale.append(f"{unfingerprinted} of {st.measured} runs measured before code fingerprints")
     if changed:
         st.stale.append(f"code changed since: {_changed(changed)}")
     if gone:
         st.stale.append(f"implementation(s) no longer registered: {', '.join(sorted(gone))}")
+    if profiles:  # the plans were made on a calibration that has been rewritten (or removed) since
+        st.stale.append(f"calibration profile changed since: {_changed(profiles)}")
     return st
+
+
+def profile_sha(root: Path, path: str) -> str | None:
+    """The digest a plan records of its calibration profile (sha256, 12 hex digits; Profile.load's), of the file as it
+    is now (a relative path under ``root``, where runs read it); None when it is gone."""
+    import hashlib
+
+    p = Path(path) if Path(path).is_absolute() else Path(root) / path
+    return hashlib.sha256(p.read_bytes()).hexdigest()[:12] if p.is_file() else None
 
 
 def bench_fingerprint(root: Path = code.ROOT) -> dict[str, Any]:

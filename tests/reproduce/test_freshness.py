@@ -121,6 +121,30 @@ def test_a_record_without_a_fingerprint_is_stale(tmp_path):
     assert stale.name == "table_size" and "measured before code fingerprints" in stale.state()
 
 
+def test_a_plan_made_on_a_rewritten_calibration_profile_is_stale(tmp_path):
+    """A record keeps the digest of the calibration profile its plan was made on; rewriting (or removing) that file
+    makes the set STALE, naming the profile; the same bytes keep it fresh."""
+    import hashlib
+
+    root = _tree(tmp_path)
+    _fresh_sets(root)
+    prof = root / "results" / "calibration" / M / "gloo.json"
+    prof.parent.mkdir(parents=True)
+    prof.write_text('{"version": 2}')
+    rec = root / "results" / "recsys24" / M / "dense-torch__uniform__b8__0.r0.json"
+    d = json.loads(rec.read_text())
+    d["dist"] = {"plan": {"profile": f"results/calibration/{M}/gloo.json",
+                          "profile_sha": hashlib.sha256(prof.read_bytes()).hexdigest()[:12]}}
+    rec.write_text(json.dumps(d))
+    assert check_reference(root) == []
+    prof.write_text('{"version": 2, "recalibrated": true}')
+    (stale,) = check_reference(root)
+    assert stale.name == "recsys24" and f"calibration profile changed since: results/calibration/{M}/gloo.json" in \
+        stale.state()
+    prof.unlink()
+    assert [st.name for st in check_reference(root)] == ["recsys24"]
+
+
 def test_a_stale_set_gives_no_verdict(tmp_path):
     import pandas as pd
 
