@@ -113,7 +113,7 @@ reproduce-table-size: install
 
 reproduce: reproduce-sc24 reproduce-recsys24
 
-# RecSys'24 (EMBark): this machine's calibration profile when it has none (the planner plans on it; about 2 min;
+# RecSys'24 (EMBark): this machine's calibration profile when it has none (the planner plans on it; a few minutes;
 # on a cluster run `dlrmbench calibrate --machine NAME` on a node first: the sweep says so otherwise),
 # the planner vs its baselines measured on gloo ranks (scaled workloads), then the modeled 8-128 GPU DGX-H100
 # speedups over table_row_wise

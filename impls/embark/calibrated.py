@@ -13,8 +13,8 @@ on the machine and backend that run it (a profile: reproduce/harness/calibration
   engine    the engine's own work around these (routing every key to its owners, packing payloads, assembling the
             output and its gradient, UB's occurrence maps, DP's sparse gradients, per-shard and per-step
             bookkeeping): fixed + per routed key + per output byte + per byte an owner returns + per shard + per UB
-            key and occurrence byte + per DP table and byte, fitted at each world size to the difference between measured steps of the
-            candidate plans on calibration workloads and the terms above
+            key and occurrence byte + per DP table and byte, fitted at each world size to the difference between
+            measured steps of the candidate plans on calibration workloads and the terms above
 
 The compute of the busiest rank counts (every all_to_all waits for it), scaled by the oversubscription of the
 machine (``world * threads / cores`` when over 1: ranks sharing cores take turns); the collectives were measured at

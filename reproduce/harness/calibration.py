@@ -11,7 +11,8 @@ machine and backend, fitted and written as its profile (results/calibration/<mac
 - the engine's own work, last: at each world size, EMBark's embedding-only step (the real engine, the default
   storage) for every distinct candidate plan of the planner's search on a few calibration workloads (uniform tables
   of different counts, widths, keys per sample and batches), the median step of the slowest rank measured, and the
-  difference from what the terms above predict for that plan fitted per routed key, output byte, shard and DP table.
+  difference from what the terms above predict for that plan fitted on the engine's features (Tally.engine_features:
+  routed keys, output bytes, bytes an owner returns, shards, UB keys and occurrence bytes, DP tables and bytes).
 
 Every fit is a non-negative least squares on relative error (each measurement weighted by 1 / its time), and the
 profile keeps the medians it was fitted to. Compute terms run with ``threads`` intra-op threads (the ranks' setting)."""
@@ -258,9 +259,8 @@ def engine_points(world: int, backend: str, threads: int, profile: dict[str, Any
     ctx = mp.get_context("spawn")
     out = ctx.SimpleQueue()
     with tempfile.TemporaryDirectory() as d:
-        mp.start_processes(_engine_rank, args=(world, f"file://{d}/rdzv", backend, threads, profile, storage, workloads,
-                                                   out),
-                           nprocs=world, start_method="spawn", join=True)
+        args = (world, f"file://{d}/rdzv", backend, threads, profile, storage, workloads, out)
+        mp.start_processes(_engine_rank, args=args, nprocs=world, start_method="spawn", join=True)
     return out.get()
 
 
@@ -337,7 +337,6 @@ def profile_path(results: Path, machine: str, backend: str) -> Path:
     return Path(results) / "calibration" / machine / f"{backend}.json"
 
 
-
 def _planning(impl: str) -> dict[str, Any] | None:
     """The defaults of ``impl``'s own planner options (strategy, cost) when it plans on a calibration profile (its
     build_distributed takes ``calibration``), else None."""
@@ -361,8 +360,6 @@ def with_profile(point, root: str | Path, machine: str):
     names none: when the file exists (the record then carries the calibrated prediction whatever the strategy), or
     when the point plans on the calibrated cost (its default) - a missing profile is then an error before anything
     runs (``missing_profiles``), never a silent change of cost function."""
-    import dataclasses as dc
-
     defaults = _planning(point.impl) if point.world_size > 1 else None
     if defaults is None or "calibration" in point.impl_options:
         return point
@@ -372,7 +369,7 @@ def with_profile(point, root: str | Path, machine: str):
         "cost", defaults.get("cost")) == "calibrated"
     if not (plans or path.is_file()):
         return point
-    return dc.replace(point, impl_options={**opts, "calibration": str(path)})
+    return dataclasses.replace(point, impl_options={**opts, "calibration": str(path)})
 
 
 def missing_profiles(points) -> list[str]:
@@ -382,5 +379,5 @@ def missing_profiles(points) -> list[str]:
         if not Path(path).is_file():
             machine, backend = Path(path).parent.name, Path(path).stem
             out.append(f"{path} (write it with `dlrmbench calibrate --machine {machine} --backend {backend}` on that "
-                       "machine, about 2 minutes; or plan on HugeCTR's cost function: -o embark.cost=hugectr)")
+                       "machine, a few minutes; or plan on HugeCTR's cost function: -o embark.cost=hugectr)")
     return out

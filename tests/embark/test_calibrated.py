@@ -143,6 +143,10 @@ def _search(tables, p, world, B=512, cap=1e12):
     return Search(tables, table_loads(tables, B, world), p, model, "fbgemm")
 
 
+def all_rb(plan) -> bool:
+    return not plan.dp and all(x.cluster is Cluster.RB for x in plan.mp)
+
+
 TABLES = st.lists(st.tuples(st.integers(10, 20_000), st.sampled_from([8, 16, 64, 128]), st.integers(1, 30)),
                   min_size=1, max_size=10)
 PROFILES = st.builds(
@@ -152,10 +156,6 @@ PROFILES = st.builds(
     dedup=st.tuples(st.floats(0, 1e-4), st.floats(0, 1e-7)), pool=st.tuples(st.just(0.0), st.floats(0, 1e-10)),
     engine=st.tuples(st.floats(0, 1e-2), st.floats(0, 1e-7), st.floats(0, 1e-9), st.floats(0, 1e-9),
                      st.floats(0, 1e-4), st.floats(0, 1e-6), st.floats(0, 1e-9), st.floats(0, 1e-3), st.floats(0, 1e-9)))
-
-
-def _all_rb(plan) -> bool:
-    return not plan.dp and all(x.cluster is Cluster.RB for x in plan.mp)
 
 
 @settings(max_examples=40, deadline=None)
@@ -180,13 +180,13 @@ def test_search_never_predicts_worse_than_a_candidate(sizes, p, world, err):
         sc = s.score(cand)
         if sc is not None:
             every.append(sc.total_s)
-            if _all_rb(cand):
+            if all_rb(cand):
                 simple.append(sc.total_s)
     assert best.total_s <= min(simple) * (1 + 1e-9)
     if plan.notes["not_worth_its_risk"] is None:
         assert best.total_s <= min(every) * (1 + 1e-9)
     else:  # set aside: a DP / UB plan predicted within the margin of the best all-RB one, which runs instead
-        assert _all_rb(plan) and best.total_s == pytest.approx(min(simple))
+        assert all_rb(plan) and best.total_s == pytest.approx(min(simple))
         assert plan.notes["not_worth_its_risk"]["predicted_ms"] / 1e3 > (1 - err) * best.total_s * (1 - 1e-9)
     assert {"round_robin", "table_row_wise", "uniform", "column_wise", "balanced", "data_parallel",
             "unique_based"} <= names
@@ -204,7 +204,7 @@ def test_search_follows_the_calibrated_terms():
     assert calibrated_plan(tables, _search(tables, sure, 2)).dp
     unsure = dataclasses.replace(sure, measured={"engine_fit": {"2": {"median_rel_err": 0.99}}})
     careful = calibrated_plan(tables, _search(tables, unsure, 2))
-    assert _all_rb(careful) and careful.notes["not_worth_its_risk"]["dp"] >= 1
+    assert all_rb(careful) and careful.notes["not_worth_its_risk"]["dp"] >= 1
     quiet = calibrated_plan(tables, _search(tables, profile(a2a=(1e-5, 1e-10), ar=(1.0, 1e-6)), 2))
     assert not quiet.dp and quiet.notes["cost"] == "calibrated"
     # a memory cap no replica fits: never data-parallel, whatever the collectives cost
