@@ -2,8 +2,9 @@
 on the machine and backend that run it (a profile: reproduce/harness/calibration.py writes it), term by term:
 
   lookup    each owner's fused RB lookup, forward and backward (with its fused update), per storage:
-            fixed + per bag + per key + per byte of the rows read; UB lookups on the unique keys; DP tables' local
-            lookups (dense-torch, as DataParallelCollection runs them)
+            fixed + per bag + per key + per distinct row + per byte of the rows read + per byte of distinct rows +
+            per byte of the pooled output (written forward, read backward; dearer past a fitted cache knee); UB lookups on the unique keys; DP tables' local lookups (dense-torch, as
+            DataParallelCollection runs them)
   dedup     UB's two unique passes (the source's keys per owner, the owner's keys across sources), per key
   pool      the source adding what comes back (partial sums, UB rows) into its output, and the gradient taken back
             out of it, per byte; DP replicas' gradients made dense and applied, per byte
@@ -33,7 +34,7 @@ from impls.api import TableSpec
 from impls.data.zipf import expected_unique
 from impls.embark.shards import Cluster, Plan, TablePlacement
 
-PROFILE_VERSION = 2
+PROFILE_VERSION = 3
 COLLECTIVES = ("all_to_all", "all_reduce", "all_gather")
 DIRECTIONS = ("fwd", "bwd")
 KEY_BYTES = 8  # keys travel as int64 local rows
@@ -54,17 +55,37 @@ class Line:
 @dataclass(frozen=True)
 class Lookup:
     """Seconds of one fused lookup call (forward, or backward with its update): fixed + per bag + per key + per
-    byte of rows (keys x width x 4)."""
+    distinct row + per byte of rows read (keys x width x 4) + per byte of distinct rows (what the caches miss: a
+    skewed id stream reads the same hot rows again) + per byte of the pooled output (bags x width x 4: written
+    forward, its gradient read backward), the output's bytes dearer past ``cache_bytes`` (many short bags of wide
+    tables are bound by their output, not by their keys)."""
 
     fixed_s: float
     per_bag_s: float
     per_key_s: float
+    per_unique_s: float
     per_byte_s: float
+    per_unique_byte_s: float
+    per_out_byte_s: float
+    per_out_byte_past_cache_s: float
+    cache_bytes: float
 
-    def at(self, bags: float, keys: float, row_bytes: float) -> float:
+    def at(self, bags: float, keys: float, unique: float, row_bytes: float, unique_bytes: float,
+           out_bytes: float) -> float:
         if bags <= 0:
             return 0.0
-        return self.fixed_s + self.per_bag_s * bags + self.per_key_s * keys + self.per_byte_s * row_bytes
+        x = self.features(bags, keys, unique, row_bytes, unique_bytes, out_bytes, self.cache_bytes)
+        return sum(c * v for c, v in zip(self.coef(), x))
+
+    def coef(self) -> tuple[float, ...]:
+        return (self.fixed_s, self.per_bag_s, self.per_key_s, self.per_unique_s, self.per_byte_s,
+                self.per_unique_byte_s, self.per_out_byte_s, self.per_out_byte_past_cache_s)
+
+    @staticmethod
+    def features(bags: float, keys: float, unique: float, row_bytes: float, unique_bytes: float, out_bytes: float,
+                 cache_bytes: float) -> tuple[float, ...]:
+        """What each coefficient multiplies (the fit's columns)."""
+        return (1.0, bags, keys, unique, row_bytes, unique_bytes, out_bytes, max(0.0, out_bytes - cache_bytes))
 
 
 @dataclass(frozen=True)
@@ -72,7 +93,9 @@ class Engine:
     """Seconds of the engine's own work in one step at one world size (what the primitive terms leave out): fixed +
     per key a source routes + per byte of a source's model-parallel output + per byte the busiest owner returns (RB
     partial sums, UB vectors) + per model-parallel shard + per UB key a source deduplicates and per byte of the
-    vectors its occurrences take (forward and back) + per DP table + per byte of DP replicas."""
+    vectors its occurrences take (forward and back) + per DP table + per byte of DP replicas; and the scale of the
+    lookup term inside the engine's steps (lookups calibrated alone run hotter or colder than between collectives,
+    on the step's own id streams)."""
 
     fixed_s: float
     per_key_s: float
@@ -83,6 +106,7 @@ class Engine:
     per_ub_byte_s: float
     per_dp_table_s: float
     per_dp_byte_s: float
+    lookup_scale: float = 1.0  # the lookups as they run inside the engine's steps / as calibrated alone
 
     def at(self, *features: float) -> float:
         """``features``: Tally.engine_features()."""
@@ -142,7 +166,11 @@ class Profile:
             raise ValueError(f"{p}: not JSON ({exc})") from None
         if not isinstance(d, dict):
             raise ValueError(f"{p}: not a calibration profile (a JSON {type(d).__name__})")
-        return cls.from_dict(d, str(p), hashlib.sha256(raw).hexdigest()[:12])
+        out = cls.from_dict(d, str(p), hashlib.sha256(raw).hexdigest()[:12])
+        if out.engine is None:
+            raise ValueError(f"{p}: no engine term (the primitive terms alone leave out the engine's own work): run "
+                             "`dlrmbench calibrate` again")
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {"version": PROFILE_VERSION, "machine": self.machine, "backend": self.backend, "cores": self.cores,
@@ -162,12 +190,20 @@ class Profile:
         return lines[world].at(nbytes)
 
     def engine_s(self, world: int, features: Sequence[float]) -> float:
+        engine = self._engine(world)
+        return 0.0 if engine is None else engine.at(*features)
+
+    def lookup_scale(self, world: int) -> float:
+        engine = self._engine(world)
+        return 1.0 if engine is None else engine.lookup_scale
+
+    def _engine(self, world: int) -> Engine | None:
         if self.engine is None:
-            return 0.0  # the primitive terms alone: what `dlrmbench calibrate` fits the engine term against
+            return None  # the primitive terms alone: what `dlrmbench calibrate` fits the engine term against
         if world not in self.engine:
             raise ValueError(f"{self.path or 'the calibration profile'} measured the engine at world sizes "
                              f"{sorted(self.engine)}, not {world}: run `dlrmbench calibrate --world {world}`")
-        return self.engine[world].at(*features)
+        return self.engine[world]
 
     def model_error(self, world: int) -> float:
         """The median relative error of the whole model over the calibration's measured steps at ``world`` (the
@@ -175,11 +211,12 @@ class Profile:
         fit = (self.measured.get("engine_fit") or {}).get(str(world)) or {}
         return float(fit.get("median_rel_err", 0.0))
 
-    def lookup_s(self, storage: str, direction: str, bags: float, keys: float, row_bytes: float) -> float:
+    def lookup_s(self, storage: str, direction: str, bags: float, keys: float, unique: float, row_bytes: float,
+                 unique_bytes: float, out_bytes: float) -> float:
         if storage not in self.lookup:
             raise ValueError(f"{self.path or 'the calibration profile'} has lookups of {sorted(self.lookup)}, not "
                              f"{storage!r}: run `dlrmbench calibrate` where {storage} is installed")
-        return self.lookup[storage][direction].at(bags, keys, row_bytes)
+        return self.lookup[storage][direction].at(bags, keys, unique, row_bytes, unique_bytes, out_bytes)
 
     def oversubscription(self, world: int) -> float:
         return max(1.0, world * self.threads / max(self.cores, 1))
@@ -255,8 +292,10 @@ class Tally:
         self.B, self.storage, self.elem_bytes = batch_size, storage, elem_bytes
         self.shard_bytes = shard_bytes or (lambda t, r, c: t.num_embeddings / r * t.dim / c * 4)
         G = world
-        # per owner g: RB bags / keys / row bytes; UB keys in, unique keys looked up, their row bytes; memory
-        self.rb_bags, self.rb_keys, self.rb_bytes = [0.0] * G, [0.0] * G, [0.0] * G
+        # per owner g: RB bags / keys / distinct rows / row bytes / distinct row bytes / pooled output bytes; UB keys
+        # in, unique keys looked up, their row bytes (one bag each: the output is the rows); memory
+        self.rb_bags, self.rb_keys, self.rb_uniq, self.rb_bytes = [0.0] * G, [0.0] * G, [0.0] * G, [0.0] * G
+        self.rb_uniq_bytes, self.rb_out = [0.0] * G, [0.0] * G
         self.ub_in, self.ub_uniq, self.ub_rows, self.mem = [0.0] * G, [0.0] * G, [0.0] * G, [0.0] * G
         self.key_payload = [0.0] * G  # bytes one source sends owner g in the keys all_to_all
         self.row_payload = [0.0] * G  # bytes owner g returns one source in the forward all_to_all (the same back)
@@ -266,7 +305,7 @@ class Tally:
         self.src_keys = 0.0  # keys one source routes to owners per step (a column-split table's key once per group)
         self.src_out = 0.0  # bytes of one source's model-parallel output
         self.n_shards = 0  # model-parallel shards, over every rank
-        self.dp_bytes = self.dp_keys = self.dp_read = 0.0
+        self.dp_bytes = self.dp_keys = self.dp_uniq = self.dp_read = self.dp_uniq_read = self.dp_out = 0.0
         self.n_dp = self.n_mp = 0
 
     @classmethod
@@ -298,7 +337,10 @@ class Tally:
                 keys = B * h / r
                 self.rb_bags[g] += sign * B
                 self.rb_keys[g] += sign * keys
+                self.rb_uniq[g] += sign * keys * ld.unique_global
                 self.rb_bytes[g] += sign * keys * d * 4
+                self.rb_uniq_bytes[g] += sign * keys * ld.unique_global * d * 4
+                self.rb_out[g] += sign * B * d * 4
                 self.key_payload[g] += sign * KEY_BYTES * (b + b * h / r)  # counts, then keys
                 self.row_payload[g] += sign * b * d * self.elem_bytes
                 self.pool_bytes += sign * b * d * 4  # each row shard's partial sum, added at the source
@@ -320,7 +362,10 @@ class Tally:
         self.n_dp += sign
         self.dp_bytes += sign * spec.num_embeddings * spec.dim * 4
         self.dp_keys += sign * b * ld.keys_per_sample
+        self.dp_uniq += sign * b * ld.keys_per_sample * ld.unique_local
         self.dp_read += sign * b * ld.keys_per_sample * spec.dim * 4
+        self.dp_uniq_read += sign * b * ld.keys_per_sample * ld.unique_local * spec.dim * 4
+        self.dp_out += sign * b * spec.dim * 4
         size = sign * self.shard_bytes(spec, 1, 1)
         for g in range(self.G):
             self.mem[g] += size
@@ -335,14 +380,15 @@ class Tally:
     def breakdown(self) -> Breakdown:
         """The predicted step of what the tally holds (see the module docstring)."""
         G, pr, b = self.G, self.profile, self.B / self.G
-        over = pr.oversubscription(G)
+        over, scale = pr.oversubscription(G), pr.lookup_scale(G)
         out = Breakdown()
         compute = []
         for g in range(G):
-            c = sum(pr.lookup_s(self.storage, k, self.rb_bags[g], self.rb_keys[g], self.rb_bytes[g]) for k in DIRECTIONS)
-            c += sum(pr.lookup_s(self.storage, k, self.ub_uniq[g], self.ub_uniq[g], self.ub_rows[g])
-                     for k in DIRECTIONS)
-            compute.append((c, pr.dedup.at(self.ub_in[g]) if self.ub_in[g] > 1e-9 else 0.0))
+            c = sum(pr.lookup_s(self.storage, k, self.rb_bags[g], self.rb_keys[g], self.rb_uniq[g], self.rb_bytes[g],
+                                self.rb_uniq_bytes[g], self.rb_out[g]) for k in DIRECTIONS)
+            u, ur = self.ub_uniq[g], self.ub_rows[g]
+            c += sum(pr.lookup_s(self.storage, k, u, u, u, ur, ur, ur) for k in DIRECTIONS)
+            compute.append((scale * c, pr.dedup.at(self.ub_in[g]) if self.ub_in[g] > 1e-9 else 0.0))
         busiest = max(range(G), key=lambda g: sum(compute[g]))
         out.rank_compute_s = [over * sum(c) for c in compute]
         out.lookup_s = over * compute[busiest][0]
@@ -360,8 +406,9 @@ class Tally:
             out.comm_bytes_s = sum(pr.collective_s("all_to_all", G, x) - lat for x in sizes)
         if self.n_dp:
             out.dp_allreduce_s = pr.collective_s("all_reduce", G, self.dp_bytes)
-            out.lookup_s += over * sum(pr.lookup_s("dense", k, b * self.n_dp, self.dp_keys, self.dp_read)
-                                       for k in DIRECTIONS)
+            out.lookup_s += over * scale * sum(pr.lookup_s("dense", k, b * self.n_dp, self.dp_keys, self.dp_uniq,
+                                                           self.dp_read, self.dp_uniq_read, self.dp_out)
+                                               for k in DIRECTIONS)
             out.pool_s += over * 2 * pr.pool.at(self.dp_bytes)  # the replicas' gradient made dense, then applied
         out.engine_s = pr.engine_s(G, self.engine_features())
         if not math.isfinite(out.total_s):

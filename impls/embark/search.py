@@ -59,10 +59,17 @@ class Search:
         """A whole table's share of a rank's step when RB on it (lookups both ways, no fixed costs)."""
         spec, ld, B = self.tables[t], self.loads[t], self.model.batch_size
         keys = B * ld.keys_per_sample
+        uniq = keys * ld.unique_global
         per = self.profile.lookup.get(self.storage)
         if per is None:
-            return self.profile.lookup_s(self.storage, "fwd", 1, 1, 1)  # raises the profile's clear error
-        return sum(x.per_bag_s * B + x.per_key_s * keys + x.per_byte_s * keys * spec.dim * 4 for x in per.values())
+            return self.profile.lookup_s(self.storage, "fwd", 1, 1, 1, 1, 1, 1)  # raises the profile's clear error
+        w = 4 * spec.dim
+        return sum(x.at(B, keys, uniq, keys * w, uniq * w, B * w) - x.fixed_s for x in per.values())
+
+
+def all_rb(plan: Plan) -> bool:
+    """Every table reduction-based (no DP replicas, no UB shards): the plans the risk margin falls back to."""
+    return not plan.dp and all(x.cluster is Cluster.RB for x in plan.mp)
 
 
 def _plan(model: CostModel, dp, mp, name: str) -> Plan:
@@ -187,9 +194,9 @@ def calibrated_plan(tables: Sequence[TableSpec], search: Search) -> Plan:
     # the model's own error decides whether a plan with DP / UB tables is worth its risk: it must beat the best
     # all-RB candidate by more than the calibration's median error at this world size, else that candidate runs
     margin = search.profile.model_error(search.model.world_size)
-    simple = [(p, s) for p, s in scored if not p.dp and all(x.cluster is Cluster.RB for x in p.mp)]
+    simple = [(p, s) for p, s in scored if all_rb(p)]
     kept = None
-    if (plan.dp or any(x.cluster is not Cluster.RB for x in plan.mp)) and simple:
+    if not all_rb(plan) and simple:
         best, best_score = min(simple, key=lambda x: x[1].total_s)
         if score.total_s > (1 - margin) * best_score.total_s:
             kept = {"plan": plan.name, "predicted_ms": score.total_s * 1e3, "dp": len(plan.dp),

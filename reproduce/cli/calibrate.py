@@ -65,10 +65,14 @@ def calibrate(worlds, threads, backend, machine, root, out, if_missing, engine_w
     for s, per in profile["lookup"].items():
         for k, c in per.items():
             console.print(f"lookup {s} {k}: fixed {c['fixed_s'] * 1e6:.1f} us, bag {c['per_bag_s'] * 1e9:.1f} ns, "
-                          f"key {c['per_key_s'] * 1e9:.1f} ns, byte {c['per_byte_s'] * 1e12:.1f} ps")
+                          f"key {c['per_key_s'] * 1e9:.1f} ns, distinct row {c['per_unique_s'] * 1e9:.1f} ns, "
+                          f"row byte {c['per_byte_s'] * 1e12:.1f} ps, distinct row byte "
+                          f"{c['per_unique_byte_s'] * 1e12:.1f} ps, output byte {c['per_out_byte_s'] * 1e12:.1f} ps "
+                          f"(+{c['per_out_byte_past_cache_s'] * 1e12:.1f} past {c['cache_bytes'] / 2**20:.1f} MiB)")
     for w, e in profile["engine"].items():
         fit = profile["measured"]["engine_fit"][w]
-        console.print(f"engine x{w}: fixed {e['fixed_s'] * 1e3:.2f} ms, key {e['per_key_s'] * 1e9:.1f} ns, "
+        console.print(f"engine x{w}: lookups x{e['lookup_scale']:.2f}, fixed {e['fixed_s'] * 1e3:.2f} ms, "
+                      f"key {e['per_key_s'] * 1e9:.1f} ns, "
                       f"output byte {e['per_byte_s'] * 1e12:.1f} ps, owner byte {e['per_owner_byte_s'] * 1e12:.1f} ps, "
                       f"shard {e['per_shard_s'] * 1e6:.1f} us, UB key {e['per_ub_key_s'] * 1e9:.1f} ns, "
                       f"UB byte {e['per_ub_byte_s'] * 1e12:.1f} ps, "

@@ -6,11 +6,11 @@ machine and backend, fitted and written as its profile (results/calibration/<mac
   CPU, NCCL on GPUs); per size the median over repeats of the slowest rank's time; fitted latency + per byte;
 - lookups per storage (dense-torch, and fbgemm's TBE where installed): forward, and backward with its fused SGD
   update, of one collection over a grid of tables, bags, keys per bag and widths; fitted fixed + per bag + per key +
-  per byte of rows;
+  per byte of rows + per byte of pooled output;
 - dedup: torch.unique (sorted, with the inverse) per key; pool: index_add_ of rows per byte;
 - the engine's own work, last: at each world size, EMBark's embedding-only step (the real engine, the default
-  storage) for every distinct candidate plan of the planner's search on a few calibration workloads (uniform tables
-  of different counts, widths, keys per sample and batches), the median step of the slowest rank measured, and the
+  storage) for every distinct candidate plan of the planner's search on a few calibration workloads (tables alike
+  within one, of different counts, widths, keys per sample, batches and id skew), the median step of the slowest rank measured, and the
   difference from what the terms above predict for that plan fitted on the engine's features (Tally.engine_features:
   routed keys, output bytes, bytes an owner returns, shards, UB keys and occurrence bytes, DP tables and bytes).
 
@@ -108,26 +108,39 @@ def collectives(world: int, backend: str) -> dict[str, list[tuple[float, float]]
 
 
 # --- compute terms, in this process ----------------------------------------------------------------------------------
-LOOKUP_GRID = [(T, d, h, B) for T in (1, 8) for d in (16, 128) for h in (1, 8) for B in (256, 2048)]
+# (tables, width, keys per bag, bags per table): a small grid, then the corners real workloads reach - many wide
+# tables with short bags (a pooled output of tens of MB, past the caches) and long bags (tens of keys per bag); each
+# with ids uniform over the rows and Zipf(1.1) through a fixed permutation (hot rows stay cached)
+LOOKUP_GRID = [(T, d, h, B) for T in (1, 8) for d in (16, 128) for h in (1, 8) for B in (256, 2048)] + [
+    (64, 128, 1, 2048), (64, 64, 2, 1024), (32, 128, 4, 2048), (128, 32, 1, 2048),
+    (8, 64, 64, 1024), (16, 128, 32, 512), (1, 64, 128, 2048), (32, 32, 16, 2048)]
 LOOKUP_ROWS = 20_000
+LOOKUP_ALPHAS = (0.0, 1.1)
 
 
 def lookup_points(storage: str, device: str = "cpu") -> list[dict[str, float]]:
-    """Forward and backward (+ fused SGD update) seconds of ``storage`` over LOOKUP_GRID."""
+    """Forward and backward (+ fused SGD update) seconds of ``storage`` over LOOKUP_GRID x LOOKUP_ALPHAS."""
+    import numpy as np
     import torch
+
+    from impls.data.synthetic import power_law_ranks
 
     from impls.api import EmbeddingOptim, SparseFeatures, TableSpec, get_impl
     from impls.embark.engines import STORAGES
 
     cls = get_impl(STORAGES[storage])
     gen = torch.Generator().manual_seed(0)
+    rng = np.random.default_rng(0)
+    perm = rng.permutation(LOOKUP_ROWS)
     out = []
-    for T, d, h, B in LOOKUP_GRID:
+    for (T, d, h, B), alpha in ((g, a) for g in LOOKUP_GRID for a in LOOKUP_ALPHAS):
         tables = [TableSpec(f"t{i}", LOOKUP_ROWS, d) for i in range(T)]
         # checked, as EMBark builds its stores (one native bounds_check pass; fbgemm then skips its own)
         coll = cls(tables, EmbeddingOptim("sgd", lr=0.01), None, device=device, check_bounds=True)
         n = T * B * h
-        values = (torch.rand(n, generator=gen) ** 4 * LOOKUP_ROWS).long().clamp_(max=LOOKUP_ROWS - 1).to(device)
+        ids = perm[power_law_ranks(rng, LOOKUP_ROWS, alpha, n)]
+        unique = sum(len(np.unique(ids[t * B * h:(t + 1) * B * h])) for t in range(T))
+        values = torch.from_numpy(ids).long().to(device)
         sf = SparseFeatures(values, torch.arange(0, n + 1, h, device=device), B)
         grad = torch.randn(B, T * d, generator=gen).to(device)
         state: dict[str, Any] = {}
@@ -142,7 +155,9 @@ def lookup_points(storage: str, device: str = "cpu") -> list[dict[str, float]]:
 
         t_fwd = _median_time(fwd)
         t_bwd = max(_median_time(bwd) - t_fwd, 0.0)
-        out.append({"bags": B * T, "keys": n, "row_bytes": n * d * 4, "fwd_s": t_fwd, "bwd_s": t_bwd})
+        out.append({"alpha": alpha, "bags": B * T, "keys": n, "unique": unique, "row_bytes": n * d * 4,
+                    "unique_bytes": unique * d * 4, "out_bytes": B * T * d * 4, "fwd_s": t_fwd, "bwd_s": t_bwd})
+        del coll, state
     return out
 
 
@@ -180,9 +195,12 @@ def copy_bandwidth(mb: int = 256) -> float:
 
 
 # --- the engine's own work, in `world` processes ---------------------------------------------------------------------
-# (tables, rows, width, keys per sample, local batch): uniform tables, Zipf ids
-ENGINE_WORKLOADS = ((8, 4000, 64, 1, 256), (26, 4000, 128, 8, 256), (64, 2000, 32, 2, 256), (16, 4000, 16, 20, 512),
-                    (32, 4000, 64, 4, 1024), (128, 2000, 128, 2, 256), (48, 4000, 64, 40, 256))
+# (tables, rows, width, keys per sample, local batch, Zipf exponent of the ids: 0 uniform, 1.1 EMBark's): tables alike
+# within a workload; from a few narrow tables to hundreds of wide ones (outputs of 32k floats per sample) and to
+# thousands of keys per sample
+ENGINE_WORKLOADS = ((8, 4000, 64, 1, 256, 0.0), (26, 4000, 128, 8, 256, 1.1), (64, 2000, 32, 2, 256, 0.0),
+                    (16, 4000, 16, 20, 512, 0.0), (32, 4000, 64, 4, 1024, 0.0), (128, 2000, 128, 2, 256, 1.1),
+                    (48, 4000, 64, 40, 256, 1.1), (256, 2000, 128, 1, 256, 1.1), (64, 4000, 64, 64, 256, 1.1))
 ENGINE_STEPS = 6  # timed steps per round
 ENGINE_ROUNDS = 3  # the median round counts
 
@@ -209,8 +227,8 @@ def _engine_rank(rank: int, world: int, init: str, backend: str, threads: int, p
     primitive = Profile.from_dict(profile)
     rows = []
     try:
-        for T, R, d, h, b in workloads:
-            source = open_source("uniform", num_tables=T, rows=R, dim=d, hotness=h, seed=T)
+        for T, R, d, h, b, alpha in workloads:
+            source = open_source("uniform", num_tables=T, rows=R, dim=d, hotness=h, alpha=alpha, seed=T)
             tables, B = source.tables, b * world
             batches = [source.batch(k, B) for k in range(2)]
             model = CostModel(HARDWARE["cpu-gloo" if backend == "gloo" else "dgx-h100"], world, world, B)
@@ -241,8 +259,10 @@ def _engine_rank(rank: int, world: int, init: str, backend: str, threads: int, p
                     torch.distributed.all_reduce(took, op=torch.distributed.ReduceOp.MAX)
                     times.append(float(took))
                 tally = search.tally(plan)
-                rows.append({"workload": [T, R, d, h, b], "plan": plan.name, "measured_s": statistics.median(times),
-                             "primitive_s": tally.breakdown().total_s, "features": list(tally.engine_features())})
+                prim = tally.breakdown()
+                rows.append({"workload": [T, R, d, h, b, alpha], "plan": plan.name, "measured_s": statistics.median(times),
+                             "primitive_s": prim.total_s, "lookup_s": prim.lookup_s,
+                             "features": list(tally.engine_features())})
                 del step, coll
         if rank == 0:
             out.put(rows)
@@ -265,13 +285,15 @@ def engine_points(world: int, backend: str, threads: int, profile: dict[str, Any
 
 
 def fit_engine(points: Sequence[dict[str, Any]]) -> tuple[Engine, dict[str, float]]:
-    """The engine term fitted to measured - primitive (error relative to the measured step), and how well the whole
-    prediction (primitive + engine) then matches the measured steps: median and largest relative error."""
-    engine = Engine(*fit_nonneg([(1.0, *p["features"]) for p in points],
-                                [p["measured_s"] - p["primitive_s"] for p in points],
-                                [p["measured_s"] for p in points]))
-    errs = sorted(abs(p["primitive_s"] + engine.at(*p["features"]) - p["measured_s"]) / p["measured_s"]
-                  for p in points)
+    """The engine term fitted to what each measured step leaves beyond the primitive terms, together with the scale
+    of their lookup term inside those steps (error relative to the measured step), and how well the whole
+    prediction then matches the measured steps: median and largest relative error."""
+    coef = fit_nonneg([(1.0, p["lookup_s"], *p["features"]) for p in points],
+                      [p["measured_s"] - (p["primitive_s"] - p["lookup_s"]) for p in points],
+                      [p["measured_s"] for p in points])
+    engine = Engine(coef[0], *coef[2:], lookup_scale=coef[1])
+    errs = sorted(abs(p["primitive_s"] + (engine.lookup_scale - 1) * p["lookup_s"] + engine.at(*p["features"])
+                      - p["measured_s"]) / p["measured_s"] for p in points)
     return engine, {"plans": len(errs), "median_rel_err": statistics.median(errs), "max_rel_err": errs[-1]}
 
 
@@ -279,9 +301,26 @@ def fit_line(points: Sequence[tuple[float, float]]) -> Line:
     return Line(*fit_nonneg([(1.0, x) for x, _ in points], [t for _, t in points]))
 
 
+KNEES = tuple(2**k for k in range(19, 27))  # 512 KiB .. 64 MiB: where rows and outputs stop fitting the caches
+
+
 def fit_lookup(points: Sequence[dict[str, float]], key: str) -> Lookup:
-    rows = [(1.0, p["bags"], p["keys"], p["row_bytes"]) for p in points]
-    return Lookup(*fit_nonneg(rows, [max(p[key], 1e-7) for p in points]))
+    """The Lookup terms fitted to ``points`` (non-negative; error relative to the square root of each time: the large
+    calls a step is made of weigh more than under relative error, the small ones still count), with the cache knee
+    among KNEES that fits best."""
+    import numpy as np
+
+    y = [max(p[key], 1e-7) for p in points]
+    scale = [t**0.5 for t in y]
+    best = None
+    for knee in KNEES:
+        rows = [Lookup.features(p["bags"], p["keys"], p["unique"], p["row_bytes"], p["unique_bytes"], p["out_bytes"],
+                                knee) for p in points]
+        coef = fit_nonneg(rows, y, scale)
+        err = float(np.sum(((np.asarray(rows) @ np.asarray(coef) - y) / scale) ** 2))
+        if best is None or err < best[0] * (1 - 1e-9):
+            best = (err, Lookup(*coef, cache_bytes=float(knee)))
+    return best[1]
 
 
 def calibrate(worlds: Sequence[int], threads: int, machine: str, backend: str, storages: Sequence[str],

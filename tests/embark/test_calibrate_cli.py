@@ -26,8 +26,8 @@ def test_calibrate_writes_a_profile_the_planner_reads(tmp_path):
     assert set(p.lookup) >= {"dense"}
     for per in p.lookup.values():
         for lk in per.values():
-            assert min(lk.fixed_s, lk.per_bag_s, lk.per_key_s, lk.per_byte_s) >= 0
-            assert lk.at(2048, 2**17, 2**17 * 512) > lk.at(256, 256, 256 * 64)
+            assert min(lk.coef()) >= 0 and lk.cache_bytes > 0
+            assert lk.at(2048, 2**17, 2**16, 2**17 * 512, 2**16 * 512, 2048 * 512) > lk.at(256, 256, 256, *(256 * 64,) * 3)
     raw = json.loads(out.read_text())
     assert raw["measured"]["collectives"]["2"]["all_to_all"] and raw["env"]["cores"] == p.cores
     # the engine term: fitted on measured steps of the candidate plans, with how well it then predicts them

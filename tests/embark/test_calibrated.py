@@ -10,13 +10,13 @@ from hypothesis import strategies as st
 from impls.api import TableSpec
 from impls.embark.calibrated import Engine, Line, Lookup, Profile, TableLoad, Tally, predict, table_loads
 from impls.embark.cost import HARDWARE, CostModel
-from impls.embark.search import Search, calibrated_plan, candidates
+from impls.embark.search import Search, all_rb, calibrated_plan, candidates
 from impls.embark.shards import Cluster, Plan, TablePlacement
 
 
 def profile(a2a=(1e-3, 1e-9), ar=(2e-3, 2e-9), per_key=1e-7, per_byte=0.0, per_bag=0.0, fixed=0.0, dedup=(0.0, 1e-8),
-            pool=(0.0, 0.0), worlds=(2, 4), cores=8, threads=1, engine=(0.0,) * 9) -> Profile:
-    lk = Lookup(fixed, per_bag, per_key, per_byte)
+            pool=(0.0, 0.0), worlds=(2, 4), cores=8, threads=1, engine=(0.0,) * 9, per_out_byte=0.0) -> Profile:
+    lk = Lookup(fixed, per_bag, per_key, 0.0, per_byte, 0.0, per_out_byte, 0.0, 2.0**22)
     return Profile("m", "gloo", cores, threads,
                    {"all_to_all": {w: Line(*a2a) for w in worlds}, "all_reduce": {w: Line(*ar) for w in worlds},
                     "all_gather": {w: Line(*ar) for w in worlds}},
@@ -47,10 +47,15 @@ def test_profile_round_trip_and_clear_errors(tmp_path):
     with pytest.raises(ValueError, match=r"world sizes \[2, 4\], not 8.*--world 8"):
         p.collective_s("all_to_all", 8, 100)
     with pytest.raises(ValueError, match="not 'tt'"):
-        p.lookup_s("tt", "fwd", 1, 1, 1)
+        p.lookup_s("tt", "fwd", 1, 1, 1, 1, 1, 1)
     bad.write_text(json.dumps({k: v for k, v in p.to_dict().items() if k != "engine"}))  # a version-1 layout
     with pytest.raises(ValueError, match="not a calibration profile"):
         Profile.load(bad)
+    # the primitive terms alone (what calibrate fits the engine against) are never a profile to plan on
+    bad.write_text(json.dumps({**p.to_dict(), "engine": None}))
+    with pytest.raises(ValueError, match="no engine term.*dlrmbench calibrate"):
+        Profile.load(bad)
+    assert Profile.from_dict({**p.to_dict(), "engine": None}).engine is None
     with pytest.raises(ValueError, match=r"engine at world sizes \[2, 4\], not 8"):
         p.engine_s(8, (0.0,) * 8)
 
@@ -77,6 +82,11 @@ def test_engine_term_by_hand():
     assert predict(plan, tables, loads, p, B, "dense").engine_s == pytest.approx(want, rel=1e-12)
     with pytest.raises(ValueError, match="takes 8 features"):
         p.engine[2].at(1.0)
+    # the lookups' scale inside the engine's steps multiplies the lookup term only
+    lk = profile(per_key=1e-7, dedup=(0.0, 0.0), a2a=(0.0, 0.0), ar=(0.0, 0.0))
+    half = dataclasses.replace(lk, engine={w: dataclasses.replace(e, lookup_scale=0.5) for w, e in lk.engine.items()})
+    assert predict(plan, tables, loads, half, B, "dense").lookup_s == pytest.approx(
+        0.5 * predict(plan, tables, loads, lk, B, "dense").lookup_s)
 
 
 def test_prediction_by_hand():
@@ -106,6 +116,10 @@ def test_prediction_by_hand():
     over = predict(Plan(4, 4, mp=(TablePlacement(0, (0,)), TablePlacement(1, (1,)))), tables, loads,
                    profile(cores=2), B, "fbgemm")
     assert over.lookup_s == pytest.approx(2 * 2 * B * 2 * 1e-7)
+    # the pooled output's bytes: each owner writes B bags x its table's width (forward; read back in backward)
+    wide = predict(plan, tables, loads, profile(per_key=0.0, per_out_byte=1e-9), B, "fbgemm")
+    assert wide.rank_compute_s == pytest.approx([2 * B * 8 * 4 * 1e-9, 2 * B * 16 * 4 * 1e-9])
+    assert wide.lookup_s == pytest.approx(2 * B * 16 * 4 * 1e-9)
     with pytest.raises(ValueError, match="hierarchical"):
         predict(Plan(4, 2, mp=(TablePlacement(0, (0, 1)),), dp=(1,), hierarchical=True), tables, loads, p, B, "dense")
 
@@ -143,16 +157,12 @@ def _search(tables, p, world, B=512, cap=1e12):
     return Search(tables, table_loads(tables, B, world), p, model, "fbgemm")
 
 
-def all_rb(plan) -> bool:
-    return not plan.dp and all(x.cluster is Cluster.RB for x in plan.mp)
-
-
 TABLES = st.lists(st.tuples(st.integers(10, 20_000), st.sampled_from([8, 16, 64, 128]), st.integers(1, 30)),
                   min_size=1, max_size=10)
 PROFILES = st.builds(
     profile, a2a=st.tuples(st.floats(1e-6, 1e-2), st.floats(1e-11, 1e-8)),
     ar=st.tuples(st.floats(1e-6, 1e-2), st.floats(1e-11, 1e-8)), per_key=st.floats(1e-9, 1e-6),
-    per_byte=st.floats(0, 1e-10), per_bag=st.floats(0, 1e-7), fixed=st.floats(0, 1e-3),
+    per_byte=st.floats(0, 1e-10), per_bag=st.floats(0, 1e-7), fixed=st.floats(0, 1e-3), per_out_byte=st.floats(0, 1e-10),
     dedup=st.tuples(st.floats(0, 1e-4), st.floats(0, 1e-7)), pool=st.tuples(st.just(0.0), st.floats(0, 1e-10)),
     engine=st.tuples(st.floats(0, 1e-2), st.floats(0, 1e-7), st.floats(0, 1e-9), st.floats(0, 1e-9),
                      st.floats(0, 1e-4), st.floats(0, 1e-6), st.floats(0, 1e-9), st.floats(0, 1e-3), st.floats(0, 1e-9)))
@@ -218,33 +228,42 @@ def test_nonnegative_fit_recovers_known_terms():
     pts = [(x, 2e-5 + 3e-10 * x) for x in (64, 1024, 2**16, 2**20, 2**24)]
     line = fit_line(pts)
     assert line.fixed_s == pytest.approx(2e-5, rel=1e-6) and line.per_unit_s == pytest.approx(3e-10, rel=1e-6)
-    grid = [{"bags": b, "keys": k, "row_bytes": k * d * 4} for b in (256, 4096) for k in (1000, 50_000)
-            for d in (16, 128)]
+    # lookups: per bag, key, distinct row, row byte, distinct row byte and output byte, the output dearer past 4 MiB
+    true = Lookup(1e-5, 2e-9, 5e-9, 3e-8, 1e-11, 4e-11, 3e-11, 1e-10, 2.0**22)
+    grid = [{"bags": b, "keys": b * h, "unique": b * h * u, "row_bytes": b * h * d * 4, "unique_bytes": b * h * u * d * 4,
+             "out_bytes": b * d * 4} for b in (256, 4096, 16384, 65536) for h in (1, 4, 30) for d in (16, 128) for u in (1, 0.1)]
     for g in grid:
-        g["fwd_s"] = 1e-5 + 2e-9 * g["bags"] + 5e-9 * g["keys"] + 1e-11 * g["row_bytes"]
+        g["fwd_s"] = true.at(g["bags"], g["keys"], g["unique"], g["row_bytes"], g["unique_bytes"], g["out_bytes"])
     c = fit_lookup(grid, "fwd_s")
-    assert (c.fixed_s, c.per_bag_s, c.per_key_s, c.per_byte_s) == pytest.approx((1e-5, 2e-9, 5e-9, 1e-11), rel=1e-5)
+    assert c.cache_bytes == true.cache_bytes
+    assert c.coef() == pytest.approx(true.coef(), rel=1e-4)
+    wide = (4096, 4096, 4096, *(4096 * 512 * 4,) * 3)  # 4,096 bags of a 512-wide table: 8 MiB of output
+    assert true.at(*wide) - Lookup(*true.coef(), cache_bytes=2.0**40).at(*wide) == pytest.approx(
+        1e-10 * (8 - 4) * 2**20)  # past the 4 MiB cache the output's bytes cost more
     # a term the data cannot support stays at zero rather than going negative
     flat = fit_line([(x, 1e-3) for x in (1, 10, 100)])
     assert flat.per_unit_s >= 0 and flat.fixed_s == pytest.approx(1e-3, rel=1e-6)
 
 
 def test_engine_fit_recovers_the_residual_of_known_terms():
-    """fit_engine fits measured - primitive per feature, and reports how well the whole prediction then matches."""
+    """fit_engine fits measured - primitive per feature with the lookups' scale inside the steps, and reports how well
+    the whole prediction then matches."""
     import random
 
     from reproduce.harness.calibration import fit_engine
 
-    true = Engine(2e-3, 3e-8, 0.0, 1e-10, 5e-6, 4e-8, 0.0, 1e-4, 2e-10)
+    true = Engine(2e-3, 3e-8, 0.0, 1e-10, 5e-6, 4e-8, 0.0, 1e-4, 2e-10, lookup_scale=0.7)
     rng = random.Random(0)
     pts = []
     for _ in range(30):
         f = [rng.uniform(0, 1e5), rng.uniform(0, 4e6), rng.uniform(0, 8e6), rng.randint(1, 200), rng.uniform(0, 5e4),
              rng.uniform(0, 2e6), rng.randint(0, 30), rng.uniform(0, 5e7)]
-        prim = rng.uniform(1e-3, 5e-2)
-        pts.append({"features": f, "primitive_s": prim, "measured_s": prim + true.at(*f)})
+        prim, lookup = rng.uniform(1e-3, 5e-2), rng.uniform(1e-3, 1e-1)  # lookups alone over-predict them by 1 / 0.7
+        pts.append({"features": f, "primitive_s": prim + lookup, "lookup_s": lookup,
+                    "measured_s": prim + 0.7 * lookup + true.at(*f)})
     got, fit = fit_engine(pts)
     assert got.fixed_s == pytest.approx(true.fixed_s, rel=1e-5) and got.per_dp_byte_s == pytest.approx(2e-10, rel=1e-5)
+    assert got.lookup_scale == pytest.approx(0.7, rel=1e-5)
     assert fit["plans"] == 30 and fit["max_rel_err"] < 1e-6
 
 
