@@ -3,8 +3,9 @@ on the machine and backend that run it (a profile: reproduce/harness/calibration
 
   lookup    each owner's fused RB lookup, forward and backward (with its fused update), per storage:
             fixed + per bag + per key + per distinct row + per byte of the rows read + per byte of distinct rows +
-            per byte of the pooled output (written forward, read backward; dearer past a fitted cache knee); UB lookups on the unique keys; DP tables' local lookups (dense-torch, as
-            DataParallelCollection runs them)
+            per byte of the pooled output (written forward, read backward; dearer past a fitted cache knee), scaled
+            to how lookups run inside the engine's steps; UB lookups on the unique keys; DP tables' local lookups
+            (dense-torch, as DataParallelCollection runs them)
   dedup     UB's two unique passes (the source's keys per owner, the owner's keys across sources), per key
   pool      the source adding what comes back (partial sums, UB rows) into its output, and the gradient taken back
             out of it, per byte; DP replicas' gradients made dense and applied, per byte
@@ -14,8 +15,8 @@ on the machine and backend that run it (a profile: reproduce/harness/calibration
   engine    the engine's own work around these (routing every key to its owners, packing payloads, assembling the
             output and its gradient, UB's occurrence maps, DP's sparse gradients, per-shard and per-step
             bookkeeping): fixed + per routed key + per output byte + per byte an owner returns + per shard + per UB
-            key and occurrence byte + per DP table and byte, fitted at each world size to the difference between
-            measured steps of the candidate plans on calibration workloads and the terms above
+            key and occurrence byte + per DP table and byte, fitted at each world size (with the lookups' scale) to
+            the difference between measured steps of the candidate plans on calibration workloads and the terms above
 
 The compute of the busiest rank counts (every all_to_all waits for it), scaled by the oversubscription of the
 machine (``world * threads / cores`` when over 1: ranks sharing cores take turns); the collectives were measured at

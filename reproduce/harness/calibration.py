@@ -5,17 +5,20 @@ machine and backend, fitted and written as its profile (results/calibration/<mac
   (x = each rank's bytes) at message sizes from 64 B to 16 MiB, in ``world`` processes of this backend (gloo on a
   CPU, NCCL on GPUs); per size the median over repeats of the slowest rank's time; fitted latency + per byte;
 - lookups per storage (dense-torch, and fbgemm's TBE where installed): forward, and backward with its fused SGD
-  update, of one collection over a grid of tables, bags, keys per bag and widths; fitted fixed + per bag + per key +
-  per byte of rows + per byte of pooled output;
+  update, of one collection over a grid of tables, bags, keys per bag and widths, on uniform and Zipf(1.1) ids;
+  fitted fixed + per bag + per key + per distinct row + per byte of rows read + per byte of distinct rows + per byte
+  of pooled output (dearer past a cache knee, chosen by the fit);
 - dedup: torch.unique (sorted, with the inverse) per key; pool: index_add_ of rows per byte;
 - the engine's own work, last: at each world size, EMBark's embedding-only step (the real engine, the default
   storage) for every distinct candidate plan of the planner's search on a few calibration workloads (tables alike
-  within one, of different counts, widths, keys per sample, batches and id skew), the median step of the slowest rank measured, and the
-  difference from what the terms above predict for that plan fitted on the engine's features (Tally.engine_features:
-  routed keys, output bytes, bytes an owner returns, shards, UB keys and occurrence bytes, DP tables and bytes).
+  within one, of different counts, widths, keys per sample, batches and id skew), the median step of the slowest
+  rank measured, and the difference from what the terms above predict for that plan fitted on the engine's features
+  (Tally.engine_features: routed keys, output bytes, bytes an owner returns, shards, UB keys and occurrence bytes, DP
+  tables and bytes), with the scale of the lookup term inside those steps.
 
-Every fit is a non-negative least squares on relative error (each measurement weighted by 1 / its time), and the
-profile keeps the medians it was fitted to. Compute terms run with ``threads`` intra-op threads (the ranks' setting)."""
+Every fit is a non-negative least squares on relative error (each measurement weighted by 1 / its time; lookups by
+1 / its square root, so the large calls a step is made of weigh more), and the profile keeps the medians it was
+fitted to. Compute terms run with ``threads`` intra-op threads (the ranks' setting)."""
 from __future__ import annotations
 
 import dataclasses
@@ -123,9 +126,8 @@ def lookup_points(storage: str, device: str = "cpu") -> list[dict[str, float]]:
     import numpy as np
     import torch
 
-    from impls.data.synthetic import power_law_ranks
-
     from impls.api import EmbeddingOptim, SparseFeatures, TableSpec, get_impl
+    from impls.data.synthetic import power_law_ranks
     from impls.embark.engines import STORAGES
 
     cls = get_impl(STORAGES[storage])
@@ -260,8 +262,9 @@ def _engine_rank(rank: int, world: int, init: str, backend: str, threads: int, p
                     times.append(float(took))
                 tally = search.tally(plan)
                 prim = tally.breakdown()
-                rows.append({"workload": [T, R, d, h, b, alpha], "plan": plan.name, "measured_s": statistics.median(times),
-                             "primitive_s": prim.total_s, "lookup_s": prim.lookup_s,
+                rows.append({"workload": [T, R, d, h, b, alpha], "plan": plan.name,
+                             "measured_s": statistics.median(times), "primitive_s": prim.total_s,
+                             "lookup_s": prim.lookup_s,
                              "features": list(tally.engine_features())})
                 del step, coll
         if rank == 0:
@@ -301,7 +304,7 @@ def fit_line(points: Sequence[tuple[float, float]]) -> Line:
     return Line(*fit_nonneg([(1.0, x) for x, _ in points], [t for _, t in points]))
 
 
-KNEES = tuple(2**k for k in range(19, 27))  # 512 KiB .. 64 MiB: where rows and outputs stop fitting the caches
+KNEES = tuple(2**k for k in range(19, 27))  # 512 KiB .. 64 MiB: where a pooled output stops fitting the caches
 
 
 def fit_lookup(points: Sequence[dict[str, float]], key: str) -> Lookup:
