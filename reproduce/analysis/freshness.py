@@ -2,8 +2,8 @@
 of the code its point measures (reproduce/harness/code.py); a set is STALE when any of its measurements was taken on
 code that has changed since (or before fingerprints existed), or when a plan it ran was made on a calibration
 profile that has been rewritten since (the record keeps the profile's digest), and a STALE set draws no verdict.
-Sets that are not run records carry their own fingerprint: `make bench`'s benchmarks.json (benchmarks/conftest.py) and the scale
-model's fit.json (its code, and the sc24 records it was fitted on)."""
+Sets that are not run records carry their own fingerprint: `make bench`'s benchmarks.json (benchmarks/conftest.py)
+and the scale model's fit.json (its code, and the sc24 records it was fitted on)."""
 from __future__ import annotations
 
 import json
