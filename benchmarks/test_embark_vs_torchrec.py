@@ -5,6 +5,8 @@ planner's plan (on this machine's calibration profile: `make bench` writes it fi
 storage (the same kernels as TorchRec's). Every rank steps each side once per
 round in turn (A B C A B C); per round each side's step is the slowest rank's, and its ratio to TorchRec's in
 that round is reported as the median and range over rounds."""
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -41,7 +43,9 @@ def _rank(ctx, rounds, profile):
 
     from impls.data.presets import get_preset
     from impls.data.synthetic import SyntheticSource
+    from reproduce.harness.allocator import retain_freed_memory
 
+    allocator = retain_freed_memory()  # the policy every measured process of the harness runs under
     src = SyntheticSource(get_preset(DATA, max_rows=MAX_ROWS))
     features = src.batch(ctx.rank, LOCAL_BATCH).sparse
     sides = _sides(ctx, src.tables, LOCAL_BATCH, profile)
@@ -64,7 +68,7 @@ def _rank(ctx, rounds, profile):
             times[k].append(step(coll))
     info = {k: c.plan_info() or {} for k, c in sides.items()}
     return {"times": times, "shards": {k: i.get("shards") for k, i in info.items()}, "nnz": features.nnz,
-            "profile_sha": info["embark planner"].get("profile_sha")}
+            "profile_sha": info["embark planner"].get("profile_sha"), "allocator": allocator}
 
 
 def med(xs):
@@ -93,5 +97,6 @@ def test_embark_vs_torchrec(benchmark, tmp_path):
                f"{DATA} capped at {MAX_ROWS} rows, local batch {LOCAL_BATCH}, {WORLD} gloo ranks, 1 thread each, "
                f"embedding-only SGD; {ROUNDS} interleaved rounds, each side's step the slowest rank's")
     benchmark.extra_info.update(sides=summary, per_round=res["times"], world=WORLD, local_batch=LOCAL_BATCH,
-                                max_rows=MAX_ROWS, data=DATA, nnz_per_rank=res["nnz"], profile=profile,
-                                profile_sha=res["profile_sha"])
+                                max_rows=MAX_ROWS, data=DATA, nnz_per_rank=res["nnz"],
+                                profile=str(Path(profile).relative_to(ROOT)),
+                                profile_sha=res["profile_sha"], allocator=res["allocator"])

@@ -24,7 +24,6 @@ their world size, so they carry it already. Hierarchical plans (partial sums red
 inter-node calibration this profile does not have: asking for one is an error."""
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -33,6 +32,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from impls.api import TableSpec
 from impls.data.zipf import expected_unique
+from impls.embark.profile_digest import digest as profile_digest
 from impls.embark.shards import Cluster, Plan, TablePlacement
 
 PROFILE_VERSION = 3
@@ -167,7 +167,7 @@ class Profile:
             raise ValueError(f"{p}: not JSON ({exc})") from None
         if not isinstance(d, dict):
             raise ValueError(f"{p}: not a calibration profile (a JSON {type(d).__name__})")
-        out = cls.from_dict(d, str(p), hashlib.sha256(raw).hexdigest()[:12])
+        out = cls.from_dict(d, str(p), profile_digest(raw))
         if out.engine is None:
             raise ValueError(f"{p}: no engine term (the primitive terms alone leave out the engine's own work): run "
                              "`dlrmbench calibrate` again")

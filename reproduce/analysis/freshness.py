@@ -16,7 +16,8 @@ from reproduce.harness import code
 from reproduce.harness.records import Status, records_in
 
 # the committed reference sets `dlrmbench report --check` holds to the code (results/<name>/<reference machine>/)
-RECORD_SETS = ("sc24", "sc24_table1", "sc24_fig11", "table_size", "recsys24", "accuracy", "accuracy_real", "train_defaults")
+RECORD_SETS = ("sc24", "sc24_table1", "sc24_fig11", "table_size", "recsys24", "accuracy", "accuracy_real",
+               "train_defaults")
 OTHER_SETS = ("bench", "scale_model")
 REFERENCE_SETS = RECORD_SETS + OTHER_SETS
 MEASURED = (Status.OK, Status.DIVERGED)  # records whose numbers a report shows
@@ -115,8 +116,9 @@ def record_set_state(out_dir: Path, name: str, machine: str, root: Path = code.R
         elif then["digest"] != current["digest"]:
             changed |= set(code.changed_files(then["files"], current["files"]))
         plan = (rec.get("dist") or {}).get("plan") or {}
-        if plan.get("profile") and plan.get("profile_sha") and profile_sha(root, plan["profile"]) != plan["profile_sha"]:
-            profiles.add(str(plan["profile"]))
+        made_on = plan.get("profile")
+        if made_on and plan.get("profile_sha") and profile_sha(root, made_on) != plan["profile_sha"]:
+            profiles.add(str(made_on))
     if unfingerprinted:
         st.stale.append(f"{unfingerprinted} of {st.measured} runs measured before code fingerprints")
     if changed:
@@ -129,12 +131,11 @@ def record_set_state(out_dir: Path, name: str, machine: str, root: Path = code.R
 
 
 def profile_sha(root: Path, path: str) -> str | None:
-    """The digest a plan records of its calibration profile (sha256, 12 hex digits; Profile.load's), of the file as it
-    is now (a relative path under ``root``, where runs read it); None when it is gone."""
-    import hashlib
+    """The digest a plan records of its calibration profile (Profile.load's), of the file as it is now (a relative
+    path under ``root``, where runs read it); None when it is gone."""
+    from impls.embark.profile_digest import file_digest
 
-    p = Path(path) if Path(path).is_absolute() else Path(root) / path
-    return hashlib.sha256(p.read_bytes()).hexdigest()[:12] if p.is_file() else None
+    return file_digest(Path(path) if Path(path).is_absolute() else Path(root) / path)
 
 
 def bench_fingerprint(root: Path = code.ROOT) -> dict[str, Any]:
@@ -160,6 +161,10 @@ def bench_state(path: Path, machine: str, root: Path = code.ROOT) -> SetState:
         now = bench_fingerprint(root)
         if then["digest"] != now["digest"]:
             st.stale.append(f"code changed since: {_changed(set(code.changed_files(then['files'], now['files'])))}")
+    profiles = {str(x["profile"]) for x in (b.get("extra_info") or {} for b in doc.get("benchmarks", []))
+                if x.get("profile") and x.get("profile_sha") and profile_sha(root, x["profile"]) != x["profile_sha"]}
+    if profiles:  # the planner's plan was made on a calibration that has been rewritten (or removed) since
+        st.stale.append(f"calibration profile changed since: {_changed(profiles)}")
     return st
 
 

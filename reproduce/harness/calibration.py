@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from impls.embark.calibrated import COLLECTIVES, DIRECTIONS, Engine, Line, Lookup, Profile
+from reproduce.harness.allocator import retain_freed_memory
 
 SIZES = tuple(2**k for k in (6, 10, 14, 16, 18, 20, 22, 24))  # bytes per rank
 REPEATS = 7
@@ -64,6 +65,7 @@ def _collective_rank(rank: int, world: int, init: str, backend: str, out) -> Non
     import torch
     import torch.distributed as dist
 
+    retain_freed_memory()
     torch.set_num_threads(1)
     dev = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
     if backend == "nccl":
@@ -222,6 +224,7 @@ def _engine_rank(rank: int, world: int, init: str, backend: str, threads: int, p
     from impls.sharding.comm import Comm
     from impls.sharding.context import DistContext
 
+    retain_freed_memory()
     torch.set_num_threads(threads)
     dev = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
     ctx = DistContext.init(rank, world, init, backend=backend, device=dev, timeout_s=600)
@@ -335,6 +338,7 @@ def calibrate(worlds: Sequence[int], threads: int, machine: str, backend: str, s
     from impls.embark.engines import default_storage
     from reproduce.harness.machine import cores, fingerprint
 
+    allocator = retain_freed_memory()  # this process times the lookups; every rank it spawns applies it too
     measured: dict[str, Any] = {"collectives": {}, "lookup": {}}
     fitted_c: dict[str, dict[int, Line]] = {name: {} for name in COLLECTIVES}
     for w in worlds:
@@ -372,7 +376,8 @@ def calibrate(worlds: Sequence[int], threads: int, machine: str, backend: str, s
     measured["engine_fit"], measured["engine_storage"] = fit, storage
     measured["engine_workloads"] = [list(w) for w in workloads]
     profile = dataclasses.replace(primitive, engine=engines, measured=measured)
-    return {**profile.to_dict(), "env": fingerprint(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    return {**profile.to_dict(), "env": fingerprint(), "allocator": allocator,
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
 def profile_path(results: Path, machine: str, backend: str) -> Path:

@@ -21,7 +21,7 @@ PACKAGES = ("impls", "reproduce", "benchmarks")
 # tests/reproduce/test_freshness.py makes every harness module the worker reaches appear in one list.
 MEASURING = ("reproduce.harness.worker", "reproduce.harness.training", "reproduce.harness.rank",
              "reproduce.harness.memory", "reproduce.harness.torchrun", "reproduce.harness.launch",
-             "reproduce.harness.syncs")
+             "reproduce.harness.syncs", "reproduce.harness.allocator")
 BOOKKEEPING = ("reproduce.harness.records", "reproduce.harness.config", "reproduce.harness.machine",
                "reproduce.harness.lifeline", "reproduce.harness.fault", "reproduce.harness.code",
                "reproduce.harness.calibration",  # names a point's profile (its path is in the point and its id)

@@ -134,6 +134,7 @@ def environment() -> dict[str, Any]:
     fingerprint and slug, git state, thread count."""
     import torch
 
+    from reproduce.harness import allocator
     from reproduce.harness.machine import fingerprint, slug_of
 
     fp = fingerprint()
@@ -149,6 +150,7 @@ def environment() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "malloc": {k: v for k, v in sorted(os.environ.items()) if k.startswith(("MALLOC_", "THP_"))},
+        "allocator": allocator.state(),
         "hostname": platform.node(),
         "platform": platform.platform(),
         "machine": fp,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from impls.api import ShardedCollection
+from reproduce.harness.allocator import retain_freed_memory
 from reproduce.harness.config import RunPoint
 from reproduce.harness.fault import Fault
 from reproduce.harness.lifeline import die_with_parent
@@ -113,9 +114,11 @@ class MemoryBase:
     def take(cls, device) -> "MemoryBase":
         import torch
 
+        from reproduce.harness.allocator import release_free_memory
         from reproduce.harness.memory import reset_peak, rss_bytes
 
         gc.collect()
+        release_free_memory()  # what setup freed goes back: the peak counts what the build and steps hold
         rss, peak_reset = rss_bytes(), reset_peak()
         cuda = None
         if device.type == "cuda":
@@ -258,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     die_with_parent()  # a rank under torchrun, or a worker whose launcher is killed outright, goes with it
+    retain_freed_memory()  # before anything large is allocated (env.allocator says what runs)
     point_dict = json.loads(args.point_json)
     me = rank_of_env()
     try:

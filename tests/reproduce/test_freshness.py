@@ -145,6 +145,26 @@ def test_a_plan_made_on_a_rewritten_calibration_profile_is_stale(tmp_path):
     assert [st.name for st in check_reference(root)] == ["recsys24"]
 
 
+def test_a_bench_planned_on_a_rewritten_calibration_profile_is_stale(tmp_path):
+    from impls.embark.profile_digest import digest
+
+    root = _tree(tmp_path)
+    _fresh_sets(root)
+    prof = root / "results" / "calibration" / M / "gloo.json"
+    prof.parent.mkdir(parents=True)
+    prof.write_text('{"version": 3}')
+    bench = root / "results" / "bench" / M / "benchmarks.json"
+    doc = json.loads(bench.read_text())
+    doc["benchmarks"] = [{"extra_info": {"profile": f"results/calibration/{M}/gloo.json",
+                                         "profile_sha": digest(prof.read_bytes())}}]
+    bench.write_text(json.dumps(doc))
+    assert check_reference(root) == []
+    prof.write_text('{"version": 3, "recalibrated": true}')
+    (stale,) = check_reference(root)
+    assert stale.name == "bench" and f"calibration profile changed since: results/calibration/{M}/gloo.json" in \
+        stale.state()
+
+
 def test_a_stale_set_gives_no_verdict(tmp_path):
     import pandas as pd
 

@@ -1,3 +1,5 @@
+import os
+
 import pytest
 from click.testing import CliRunner
 
@@ -35,6 +37,11 @@ def test_worker_writes_an_ok_record_with_measurements(tmp_path):
     assert on_disk["work"]["nnz"] == 2 * 64
     assert 0.0 <= on_disk["eval"]["auc"] <= 1.0
     assert on_disk["env"]["torch"]
+    from reproduce.harness import allocator
+
+    expected = "system" if allocator._glibc() is None else \
+        "user" if any(os.environ.get(k) for k in allocator.USER_VARIABLES) else "retain"
+    assert on_disk["env"]["allocator"]["policy"] == expected  # the worker ran under the harness's policy
     assert not list(tmp_path.glob(".*.tmp"))
 
 
