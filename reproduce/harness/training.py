@@ -105,11 +105,20 @@ class Clock:
     its threads) spent over the step: wall time includes time the machine gave to other processes or tenants, CPU
     time does not."""
 
-    def __init__(self, sync: Callable[[], None]) -> None:
+    def __init__(self, sync: Callable[[], None], after_first: Callable[[], None] | None = None) -> None:
         self.sync = sync
+        self.after_first = after_first  # called once, after the first step's clock stopped
 
     def step(self, step, batch, next_batch):
         """(loss tensor, (forward, backward, update, total, cpu) ms)."""
+        try:
+            return self._step(step, batch, next_batch)
+        finally:
+            if self.after_first is not None:
+                then, self.after_first = self.after_first, None
+                then()
+
+    def _step(self, step, batch, next_batch):
         self.sync()
         cpu0 = time.process_time()
         a = time.perf_counter()

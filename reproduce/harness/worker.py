@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from impls.api import ShardedCollection
-from reproduce.harness.allocator import retain_freed_memory
+from reproduce.harness import allocator
 from reproduce.harness.config import RunPoint
 from reproduce.harness.fault import Fault
 from reproduce.harness.lifeline import die_with_parent
@@ -104,21 +104,23 @@ class Data:
 
 @dataclass
 class MemoryBase:
-    """Process memory just before the build: what the record's peaks are measured from."""
+    """Process memory just before the build: what the record's peaks are measured from. The window closes after the
+    first step (`close`): its peak is the record's, and the timed steps then run with freed memory kept
+    (allocator.py)."""
 
     rss: int
     peak_reset: bool
     cuda: int | None
+    peak_rss: int | None = None  # read when the window closed
 
     @classmethod
     def take(cls, device) -> "MemoryBase":
         import torch
 
-        from reproduce.harness.allocator import release_free_memory
         from reproduce.harness.memory import reset_peak, rss_bytes
 
         gc.collect()
-        release_free_memory()  # what setup freed goes back: the peak counts what the build and steps hold
+        allocator.release_free_memory()  # what setup freed goes back: the peak counts what the build and steps hold
         rss, peak_reset = rss_bytes(), reset_peak()
         cuda = None
         if device.type == "cuda":
@@ -126,15 +128,25 @@ class MemoryBase:
             cuda = torch.cuda.memory_allocated(device)
         return cls(rss, peak_reset, cuda)
 
+    def close(self) -> None:
+        """End the memory window (after the first step): keep its peak, then time under the retaining policy."""
+        from reproduce.harness.memory import peak_rss_bytes
+
+        if self.peak_rss is None:
+            self.peak_rss = peak_rss_bytes()
+            allocator.retain_freed_memory()
+
     def measured(self, emb, device) -> dict[str, Any]:
         import torch
 
         from reproduce.harness.memory import peak_rss_bytes
 
+        window = "the build and the first step" if self.peak_rss is not None else "the build and every step"
         memory: dict[str, Any] = {
             "analytic": emb.memory_report().to_dict(),
-            "peak_rss_delta_bytes": peak_rss_bytes() - self.rss if self.peak_reset else None,
-            "peak_rss_method": "VmHWM reset before build, minus RSS baseline" if self.peak_reset else "unsupported",
+            "peak_rss_delta_bytes": (self.peak_rss or peak_rss_bytes()) - self.rss if self.peak_reset else None,
+            "peak_rss_method": f"VmHWM reset before the build, read after {window}, minus the RSS baseline"
+            if self.peak_reset else "unsupported",
             "baseline_rss_bytes": self.rss,
         }
         if self.cuda is not None:
@@ -181,6 +193,10 @@ def run_point(point: RunPoint, out: str | None = None) -> Record | None:
     t0 = time.perf_counter()
     emb, step = build(point, at, data)
     build_s = time.perf_counter() - t0
+    if point.epochs or point.warmup:
+        at.clock.after_first = base.close  # the first step ends the memory window
+    else:  # every step is timed: all of them run with freed memory kept, and the peak covers them all
+        allocator.retain_freed_memory("every step (no warm-up: the peak covers the timed steps)")
     # warm-up, then the timed steps (a benchmark), or the epochs with their evaluations (a training run)
     if point.epochs:
         res = train_loop(point, step, data.source, data.held, at.rank, at.clock, at.fault, at.me, at.world, at.device)
@@ -261,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     die_with_parent()  # a rank under torchrun, or a worker whose launcher is killed outright, goes with it
-    retain_freed_memory()  # before anything large is allocated (env.allocator says what runs)
+    allocator.apply("eager", "memory: the build and the first step")  # before anything large is allocated
     point_dict = json.loads(args.point_json)
     me = rank_of_env()
     try:

@@ -30,7 +30,7 @@ def test_calibrate_writes_a_profile_the_planner_reads(tmp_path):
             assert lk.at(2048, 2**17, 2**16, 2**17 * 512, 2**16 * 512, 2048 * 512) > lk.at(256, 256, 256, *(256 * 64,) * 3)
     raw = json.loads(out.read_text())
     assert raw["measured"]["collectives"]["2"]["all_to_all"] and raw["env"]["cores"] == p.cores
-    assert raw["allocator"]["policy"] in {"retain", "user", "system"}
+    assert raw["allocator"]["policy"] in {"harness", "user", "system"}
     # the engine term: fitted on measured steps of the candidate plans, with how well it then predicts them
     assert set(p.engine) == {2} and p.engine[2].fixed_s >= 0
     fit = raw["measured"]["engine_fit"]["2"]

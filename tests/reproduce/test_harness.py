@@ -40,8 +40,12 @@ def test_worker_writes_an_ok_record_with_measurements(tmp_path):
     from reproduce.harness import allocator
 
     expected = "system" if allocator._glibc() is None else \
-        "user" if any(os.environ.get(k) for k in allocator.USER_VARIABLES) else "retain"
-    assert on_disk["env"]["allocator"]["policy"] == expected  # the worker ran under the harness's policy
+        "user" if any(os.environ.get(k) for k in allocator.USER_VARIABLES) else "harness"
+    used = on_disk["env"]["allocator"]
+    assert used["policy"] == expected
+    if expected == "harness":  # memory measured over the build and the first step, the timed steps retain
+        assert [p["policy"] for p in used["phases"].values()] == ["eager", "retain"]
+        assert "after the build and the first step" in on_disk["memory"]["peak_rss_method"]
     assert not list(tmp_path.glob(".*.tmp"))
 
 
