@@ -110,12 +110,34 @@ _C_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _C_STRING = re.compile(r'"(?:\\.|[^"\\])*"')
 
 
+def _registry_entries(node: ast.stmt) -> ast.expr | None:
+    """The value of impls.api's ``_MODULES`` assignment, or None for any other statement."""
+    target = node.target if isinstance(node, ast.AnnAssign) else (
+        node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
+    if isinstance(target, ast.Name) and target.id == "_MODULES" and node.value is not None:
+        return node.value
+    return None
+
+
+def _without_registry_entries(tree: ast.Module) -> ast.Module:
+    """impls/api.py with its registry table emptied: a point's own entry is in its fingerprint already (the module it
+    names is a file of it), and another system's entry changes nothing the point runs, so registering a new system
+    leaves every set that does not run it fresh."""
+    for node in tree.body:
+        if _registry_entries(node) is not None:
+            node.value = ast.Dict(keys=[], values=[])
+    return tree
+
+
 def normalized(path: Path, text: str | None = None) -> bytes:
-    """What a file does: a Python file's syntax tree without docstrings, a C++ / CUDA file without comments and with
-    whitespace collapsed (string literals kept as written). ``text``: the file's content (default: read it)."""
+    """What a file does: a Python file's syntax tree without docstrings (impls/api.py also without its registry
+    table's entries), a C++ / CUDA file without comments and with whitespace collapsed (string literals kept as
+    written). ``text``: the file's content (default: read it)."""
     text = path.read_text() if text is None else text
     if path.suffix == ".py":
         tree = _strip_docstrings(ast.parse(text, str(path)))
+        if path.name == "api.py" and path.parent.name == "impls":
+            tree = _without_registry_entries(tree)
         return ast.dump(tree, annotate_fields=False, include_attributes=False).encode()
     strings: list[str] = []
 
@@ -204,29 +226,34 @@ def fingerprint_of(roots: tuple[str, ...], device: str = "cpu", root: Path = ROO
     return {"digest": digest, "files": files}
 
 
-def impl_module(impl: str) -> str:
+def impl_module(impl: str, root: Path = ROOT) -> str:
     """The module that registers ``impl`` (read from the registry's table in impls/api.py, nothing imported)."""
-    table = registry_table()
+    table = registry_table(root)
     if impl not in table:
         raise ValueError(f"no module registers implementation {impl!r}; known: {', '.join(sorted(table))}")
     return table[impl]
 
 
-@lru_cache(maxsize=2)
 def registry_table(root: Path = ROOT) -> dict[str, str]:
-    """impls.api's ``_MODULES`` (implementation name -> module), read from the source."""
-    tree = ast.parse((root / "impls" / "api.py").read_text())
+    """impls.api's ``_MODULES`` (implementation name -> module), read from the source (as it is now)."""
+    api = root / "impls" / "api.py"
+    st = api.stat()
+    return dict(_registry_table(api, st.st_mtime_ns, st.st_size))
+
+
+@lru_cache(maxsize=4)
+def _registry_table(api: Path, mtime_ns: int, size: int) -> dict[str, str]:
+    tree = ast.parse(api.read_text())
     for node in tree.body:
-        target = node.target if isinstance(node, ast.AnnAssign) else (
-            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
-        if isinstance(target, ast.Name) and target.id == "_MODULES" and node.value is not None:
-            return ast.literal_eval(node.value)
+        value = _registry_entries(node)
+        if value is not None:
+            return ast.literal_eval(value)
     raise ValueError("impls/api.py has no _MODULES table")
 
 
 def point_fingerprint(point: dict[str, Any], root: Path = ROOT) -> dict[str, Any]:
     """The fingerprint of the code a run point (a record's ``point``) measures."""
-    names = measured_modules(impl_module(point["impl"]), int(point.get("world_size", 1)), root)
+    names = measured_modules(impl_module(point["impl"], root), int(point.get("world_size", 1)), root)
     return fingerprint_of((), str(point.get("device", "cpu")), root, names=names)
 
 

@@ -110,6 +110,20 @@ def test_a_change_in_another_system_leaves_a_set_fresh_and_a_missing_set_fails(t
     assert [st.name for st in check_reference(root)] == ["accuracy"]
 
 
+def test_registering_a_new_system_leaves_every_set_fresh_an_edit_of_the_interface_does_not(tmp_path):
+    root = _tree(tmp_path)
+    _fresh_sets(root)
+    api = root / "impls" / "api.py"
+    text = api.read_text()
+    api.write_text(text.replace('    "dense-torch": "impls.dense.torch_bag",\n',
+                                '    "dense-torch": "impls.dense.torch_bag",\n    "newcomer": "impls.dense.newcomer",\n'))
+    assert code.registry_table(root)["newcomer"] == "impls.dense.newcomer" and check_reference(root) == []
+    api.write_text(text.replace('"dense-torch": "impls.dense.torch_bag"', '"dense-torch": "impls.dense.fbgemm_tbe"'))
+    assert {st.name for st in check_reference(root)} >= {"table_size"}  # its own entry moved: its module changed
+    api.write_text(text + "\nINTERFACE_CHANGE = 1\n")
+    assert {st.name for st in check_reference(root)} >= set(RECORD_SETS)
+
+
 def test_a_record_without_a_fingerprint_is_stale(tmp_path):
     root = _tree(tmp_path)
     _fresh_sets(root)
