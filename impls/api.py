@@ -474,6 +474,9 @@ _MODULES: dict[str, str] = {
     "ecorec": "impls.ecorec.collection",
     "embark": "impls.embark.collection",
     "torchrec": "impls.torchrec_peer.collection",
+    "hash": "impls.compress.hashing",
+    "qr": "impls.compress.qr",
+    "md": "impls.compress.md",
 }
 _REGISTRY: dict[str, type[EmbeddingCollection]] = {}
 

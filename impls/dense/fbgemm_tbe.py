@@ -1,16 +1,21 @@
 """dense-fbgemm: fbgemm's table-batched embedding (TBE) with the optimizer fused into backward
-(EXACT_SGD / EXACT_ADAGRAD), on CPU (host tables) or CUDA (device tables)."""
+(EXACT_SGD / EXACT_ADAGRAD), on CPU (host tables) or CUDA (device tables). ``weights_precision="fp16"`` stores and
+trains the tables in half precision (fbgemm's FP16 TBE: float32 output, the fused update rounding stochastically
+into the fp16 rows, optimizer state in float32); BF16 raises in the pinned CPU build's forward, so it is refused
+here."""
 from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
 
-from impls.api import SparseFeatures, WorkReport, register
+from typing import Any, Sequence
+
+from impls.api import EmbeddingOptim, MemoryReport, SparseFeatures, TableSpec, WorkReport, register
 from impls.dense.base import DenseCollection
 from impls.core.init import dense_table_init
 
 try:
-    from fbgemm_gpu.split_embedding_configs import EmbOptimType
+    from fbgemm_gpu.split_embedding_configs import EmbOptimType, SparseType
     from fbgemm_gpu.split_table_batched_embeddings_ops_common import (BoundsCheckMode, ComputeDevice,
                                                                       EmbeddingLocation, PoolingMode)
     from fbgemm_gpu.split_table_batched_embeddings_ops_training import SplitTableBatchedEmbeddingBagsCodegen
@@ -21,12 +26,30 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 _POOLING = {"sum": PoolingMode.SUM, "mean": PoolingMode.MEAN}
 _OPTIM = {"sgd": EmbOptimType.EXACT_SGD, "adagrad": EmbOptimType.EXACT_ADAGRAD}
+PRECISIONS = {"fp32": (SparseType.FP32, 4), "fp16": (SparseType.FP16, 2)}  # -> fbgemm's type, bytes per weight
+
+
+def _precision(value: str) -> tuple[Any, int]:
+    if value not in PRECISIONS:
+        raise ValueError(f"dense-fbgemm: weights_precision must be one of {sorted(PRECISIONS)} (bf16 and int8 do not "
+                         f"train on the pinned fbgemm CPU build), got {value!r}")
+    return PRECISIONS[value]
 
 
 @register
 class DenseFbgemm(DenseCollection):
     name = "dense-fbgemm"
     supports_external_update = False  # the TBE applies SGD / Adagrad in its backward
+
+    def __init__(self, tables: Sequence[TableSpec], optim: EmbeddingOptim, ctx: Any | None = None, *,
+                 weights_precision: str = "fp32", **kwargs: Any) -> None:
+        self.precision, self.weight_bytes = _precision(weights_precision)
+        super().__init__(tables, optim, ctx, **kwargs)
+
+    @classmethod
+    def table_param_bytes(cls, tables: Sequence[TableSpec], options: dict[str, Any]) -> list[int]:
+        per = _precision(options.get("weights_precision", "fp32"))[1]
+        return [t.num_embeddings * t.dim * per for t in tables]
 
     def build(self, device: torch.device) -> None:
         optim, seed = self.optim, self.seed
@@ -49,15 +72,17 @@ class DenseFbgemm(DenseCollection):
                 learning_rate=optim.lr,
                 eps=optim.eps,
                 pooling_mode=mode,
+                weights_precision=self.precision,
+                output_dtype=SparseType.FP32,
                 device=device,
                 # checked batches have every id validated already (bounds_check); unchecked ones get fbgemm's
                 bounds_check_mode=BoundsCheckMode.NONE if self.check_bounds else BoundsCheckMode.WARNING,
             )
             with torch.no_grad():
                 for w, i in zip(tbe.split_embedding_weights(), idx):
-                    if w.is_cpu:
+                    if w.is_cpu and w.dtype == torch.float32:
                         dense_table_init(self.tables[i], seed, out=w)
-                    else:
+                    else:  # a device table, or fp16 weights: drawn in fp32, then rounded into place
                         w.copy_(dense_table_init(self.tables[i], seed))
                 if optim.kind == "adagrad":
                     for states in tbe.split_optimizer_states():
@@ -86,7 +111,7 @@ class DenseFbgemm(DenseCollection):
             out = out.index_select(1, self._columns)
         self._last_intermediates = 2 * out.numel() * out.element_size()  # output + its gradient
         per_table = features.offsets[:: features.batch_size].diff().cpu()  # lookups per table, one copy
-        rows_bytes = sum(int(n) * t.dim * 4 for n, t in zip(per_table, self.tables))
+        rows_bytes = sum(int(n) * t.dim * self.weight_bytes for n, t in zip(per_table, self.tables))
         self._work = WorkReport(nnz=features.nnz, extra={"rows_read_bytes": rows_bytes})
         return out
 
@@ -94,5 +119,12 @@ class DenseFbgemm(DenseCollection):
         i = self.table_index(table)
         for idx, tbe in zip(self.groups, self.tbes):
             if i in idx:
-                return tbe.split_embedding_weights()[idx.index(i)].detach()
+                return tbe.split_embedding_weights()[idx.index(i)].detach().float()
         raise AssertionError("unreachable: every table belongs to a group")
+
+    def memory_report(self) -> MemoryReport:
+        """The TBEs' own tensors: weights at their precision, the optimizer's state as fbgemm keeps it."""
+        params = sum(w.numel() * w.element_size() for tbe in self.tbes for w in tbe.split_embedding_weights())
+        state = sum(s.numel() * s.element_size() for tbe in self.tbes if self.optim.kind == "adagrad"
+                    for states in tbe.split_optimizer_states() for s in states)
+        return MemoryReport(params=params, optimizer_state=state, peak_intermediates=self._last_intermediates)

@@ -59,6 +59,29 @@ def imports_of(path: Path, root: Path = ROOT) -> set[str]:
     return out
 
 
+def _built_by_name(tree: ast.Module) -> list[ast.AST]:
+    """What a module passes to ``get_impl``: the calls' arguments and the module-level values they refer to
+    (a table of storages by name)."""
+    args: list[ast.AST] = [a for n in ast.walk(tree) if isinstance(n, ast.Call)
+                           and getattr(n.func, "id", getattr(n.func, "attr", None)) == "get_impl" for a in n.args]
+    refs = {n.id for a in args for n in ast.walk(a) if isinstance(n, ast.Name)}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in refs for t in node.targets):
+            args.append(node.value)
+    return args
+
+
+def implementations_named(path: Path, root: Path = ROOT) -> set[str]:
+    """The modules of the registered implementations ``path`` builds by name, so runs that enter it run their code
+    too: in library code the names it passes to ``get_impl`` (EMBark's storages, the hashing trick's tables); in a
+    benchmark module every registry name it mentions (its parametrized lists of systems). Docstrings never count."""
+    table = registry_table(root)
+    tree = _strip_docstrings(ast.parse(path.read_text(), str(path)))
+    scope = [tree] if module_name(path, root).startswith("benchmarks") else _built_by_name(tree)
+    return {table[n.value] for s in scope for n in ast.walk(s)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in table}
+
+
 @lru_cache(maxsize=8)
 def modules(root: Path = ROOT) -> dict[str, Path]:
     """Every module of the project's packages, by dotted name."""
@@ -89,7 +112,7 @@ def closure(roots: tuple[str, ...], root: Path = ROOT, follow: tuple[str, ...] =
         if m in seen:
             continue
         seen.add(m)
-        for dep in [*imports_of(mods[m], root), *_parents(m)]:
+        for dep in [*imports_of(mods[m], root), *implementations_named(mods[m], root), *_parents(m)]:
             if dep in mods and dep not in seen and (dep.startswith("impls") or dep in follow) and not any(
                     dep == x or dep.startswith(x + ".") for x in exclude):
                 todo.append(dep)

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 
 from impls.api import EmbeddingOptim, SparseFeatures, TableSpec, get_impl, registered_names
+from tests.impls.contract_options import structure_options
 from tests.strategies import jagged_batches
 
 
@@ -18,9 +19,7 @@ def impl_or_skip(name):
     if cls.distributed_only:
         pytest.skip(f"{name} runs over ranks only: its contract (equality with the single-device model) is "
                     f"asserted on gloo ranks in tests/embark")
-    if "tt_min_rows" in cls.option_names():  # the TT systems: every table TT, so the contract covers the cores
-        return functools.partial(cls, tt_min_rows=0)
-    return cls
+    return functools.partial(cls, **structure_options(cls))  # TT cores, compressed tables: not dense fallbacks
 
 
 IMPLS = registered_names()

@@ -8,6 +8,7 @@ import torch
 
 from impls.api import EmbeddingCollection, EmbeddingOptim, ShardedCollection, SparseFeatures, TableSpec, get_impl, \
     registered_names
+from tests.impls.contract_options import structure_options
 
 TABLES = [TableSpec("a", 40, 8), TableSpec("b", 7, 8, pooling="mean"), TableSpec("c", 25, 8)]
 # B = 3; a: [0, 39, 39], [], [5]; b: [6], [2, 2], []; c: [24], [0], [3, 4]
@@ -23,9 +24,9 @@ def _cls(name):
 
 
 def _options(cls):
-    """Every table TT for the TT systems (small ranks), so their cores, not only dense tables, are checked."""
-    names = cls.option_names()
-    return {k: v for k, v in {"tt_min_rows": 0, "ranks": 4}.items() if k in names}
+    """Every table TT for the TT systems, every table compressed for the compression methods, so their own
+    structure, not only dense tables, is checked."""
+    return structure_options(cls)
 
 
 @pytest.mark.parametrize("name", registered_names())

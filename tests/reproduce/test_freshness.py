@@ -35,6 +35,16 @@ def test_a_docstring_or_comment_edit_keeps_the_hash_a_code_edit_changes_it(tmp_p
     assert code.file_hash(cpp) != h
 
 
+def test_a_system_built_by_name_is_part_of_what_its_builder_measures():
+    """EMBark's storages and the hashing trick's tables are dense collections built with get_impl: their files are in
+    the fingerprint; a data module that only mentions a registry name ("hash" as a column kind) pulls nothing in."""
+    embark = code.point_fingerprint({"impl": "embark", "world_size": 2})["files"]
+    assert {"impls/dense/fbgemm_tbe.py", "impls/dense/torch_bag.py", "impls/ecorec/collection.py"} <= set(embark)
+    assert "impls/dense/fbgemm_tbe.py" in code.point_fingerprint({"impl": "hash"})["files"]
+    assert "impls/compress/hashing.py" not in code.point_fingerprint({"impl": "dense-torch"})["files"]
+    assert "impls/ttrec/collection.py" in bench_fingerprint()["files"]  # the TT step benchmarks build TT-Rec by name
+
+
 def test_a_point_measures_its_system_the_core_the_data_and_the_loop_not_other_systems():
     files = code.point_fingerprint({"impl": "ecorec", "world_size": 2})["files"]
     assert "impls/ecorec/collection.py" in files and "impls/core/ops.py" in files
@@ -103,8 +113,8 @@ def test_report_check_fails_after_a_code_change_not_after_a_docstring_edit(tmp_p
 def test_a_change_in_another_system_leaves_a_set_fresh_and_a_missing_set_fails(tmp_path):
     root = _tree(tmp_path)
     _fresh_sets(root)
-    tt = root / "impls" / "ttrec" / "collection.py"
-    tt.write_text(tt.read_text() + "\nUNUSED = 1\n")  # dense-torch does not import TT-Rec
+    md = root / "impls" / "compress" / "md.py"
+    md.write_text(md.read_text() + "\nUNUSED = 1\n")  # neither dense-torch nor a benchmark runs MD tables
     assert check_reference(root) == []
     shutil.rmtree(root / "results" / "accuracy" / M)
     assert [st.name for st in check_reference(root)] == ["accuracy"]
