@@ -12,6 +12,10 @@ from typing import Any, Callable, Sequence
 from impls import table_options
 from impls.api import TableSpec
 
+# every method's default size: a quarter of the dense bytes (MD's narrowest rows, dim 1, are 1/16 of a 16-wide
+# table: a tenth would leave it no room), tables under 1,000 rows dense
+BUDGET, MIN_ROWS = 0.25, 1000
+
 
 @dataclass(frozen=True)
 class Share:
@@ -64,3 +68,17 @@ def per_table(value: Any, tables: Sequence[TableSpec], what: str) -> list[Any]:
     names = [t.name for t in tables]
     return [table_options.value_for(value, t.name, what, names) for t in tables]
 
+
+
+def tt_rank_for_budget(cls: type, tables: Sequence[TableSpec], budget: float, options: dict[str, Any],
+                       ranks: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128)) -> int:
+    """The largest TT rank (one for every TT table, as TT-Rec sets it) from ``ranks`` whose collection of TT system
+    ``cls`` under ``options`` (its tt_min_rows, cores, ...) fits ``budget`` of the dense tables' bytes; ValueError
+    when even the smallest does not."""
+    limit = budget * sum(t.dense_bytes for t in tables)
+    fits = [r for r in ranks if sum(cls.table_param_bytes(tables, {**options, "ranks": r})) <= limit]
+    if not fits:
+        least = sum(cls.table_param_bytes(tables, {**options, "ranks": min(ranks)}))
+        raise ValueError(f"{cls.name}: rank {min(ranks)} already holds {least:,} B, over a budget of {budget:g} x the "
+                         f"dense tables = {limit:,.0f} B")
+    return max(fits)

@@ -18,7 +18,7 @@ from torch import Tensor
 
 from impls.api import (EmbeddingCollection, EmbeddingOptim, MemoryReport, SparseFeatures, TableSpec, WorkReport,
                        column_offsets, get_impl, register, table_seed)
-from impls.compress.budget import per_table, shares
+from impls.compress.budget import BUDGET, MIN_ROWS, per_table, shares
 
 P = 2**31 - 1
 LIMB = 30
@@ -73,9 +73,9 @@ class HashEmbedding(EmbeddingCollection):
     supports_external_update = False  # single-device: its M-row tables update themselves (fused on fbgemm)
 
     def __init__(self, tables: Sequence[TableSpec], optim: EmbeddingOptim, ctx: Any | None = None, *,
-                 budget: float = 0.1, rows: Any = None, hashes: int = 1, min_rows: int = 1000,
-                 storage: str | None = None, device: str | torch.device = "cpu", check_bounds: bool = True,
-                 seed: int = 0) -> None:
+                 budget: float = BUDGET, rows: Any = None, hashes: int = 1,
+                 min_rows: int = MIN_ROWS, storage: str | None = None, device: str | torch.device = "cpu",
+                 check_bounds: bool = True, seed: int = 0) -> None:
         super().__init__(tables, optim, ctx, check_bounds=check_bounds, seed=seed)
         if isinstance(hashes, bool) or int(hashes) != hashes or hashes < 1:
             raise ValueError(f"hash: hashes (rows summed per id) must be a whole number >= 1, got {hashes!r}")
@@ -100,7 +100,8 @@ class HashEmbedding(EmbeddingCollection):
 
     @classmethod
     def table_param_bytes(cls, tables: Sequence[TableSpec], options: dict[str, Any]) -> list[int]:
-        kept = kept_rows(tables, options.get("budget", 0.1), options.get("rows"), options.get("min_rows", 1000))
+        kept = kept_rows(tables, options.get("budget", BUDGET), options.get("rows"),
+                         options.get("min_rows", MIN_ROWS))
         return [m * t.dim * 4 for t, m in zip(tables, kept)]
 
     def _rows_of(self, i: int, ids: Tensor) -> Tensor:

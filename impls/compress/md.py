@@ -20,7 +20,7 @@ from torch import Tensor
 
 from impls.api import EmbeddingOptim, SparseFeatures, TableSpec, WorkReport, register, table_seed
 from impls.compress.base import CompressedCollection
-from impls.compress.budget import per_table, shares
+from impls.compress.budget import BUDGET, MIN_ROWS, per_table, shares
 from impls.core import ops
 from impls.core.tt import dense_init_bound
 
@@ -84,8 +84,8 @@ class MDEmbedding(CompressedCollection):
     name = "md"
 
     def __init__(self, tables: Sequence[TableSpec], optim: EmbeddingOptim, ctx: Any | None = None, *,
-                 budget: float = 0.1, dims: Any = None, temperature: float = 0.3, round_dims: bool = False,
-                 min_rows: int = 1000, device: str | torch.device = "cpu", check_bounds: bool = True,
+                 budget: float = BUDGET, dims: Any = None, temperature: float = 0.3, round_dims: bool = False,
+                 min_rows: int = MIN_ROWS, device: str | torch.device = "cpu", check_bounds: bool = True,
                  seed: int = 0) -> None:
         super().__init__(tables, optim, ctx, check_bounds=check_bounds, seed=seed)
         self.dims = plan_dims(self.tables, budget, dims, min_rows, temperature, round_dims)
@@ -102,8 +102,9 @@ class MDEmbedding(CompressedCollection):
 
     @classmethod
     def table_param_bytes(cls, tables: Sequence[TableSpec], options: dict[str, Any]) -> list[int]:
-        dims = plan_dims(tables, options.get("budget", 0.1), options.get("dims"), options.get("min_rows", 1000),
-                         options.get("temperature", 0.3), options.get("round_dims", False))
+        dims = plan_dims(tables, options.get("budget", BUDGET), options.get("dims"),
+                         options.get("min_rows", MIN_ROWS), options.get("temperature", 0.3),
+                         options.get("round_dims", False))
         return [md_bytes(t, d) for t, d in zip(tables, dims)]
 
     def forward(self, features: SparseFeatures) -> Tensor:

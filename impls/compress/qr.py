@@ -21,7 +21,7 @@ from torch import Tensor
 
 from impls.api import EmbeddingOptim, SparseFeatures, TableSpec, WorkReport, register, table_seed
 from impls.compress.base import CompressedCollection, pool
-from impls.compress.budget import per_table, shares
+from impls.compress.budget import BUDGET, MIN_ROWS, per_table, shares
 from impls.core import ops
 from impls.core.tt import dense_init_bound
 
@@ -96,8 +96,9 @@ class QREmbedding(CompressedCollection):
     name = "qr"
 
     def __init__(self, tables: Sequence[TableSpec], optim: EmbeddingOptim, ctx: Any | None = None, *,
-                 budget: float = 0.1, collisions: Any = None, operation: str = "mult", min_rows: int = 1000,
-                 device: str | torch.device = "cpu", check_bounds: bool = True, seed: int = 0) -> None:
+                 budget: float = BUDGET, collisions: Any = None, operation: str = "mult",
+                 min_rows: int = MIN_ROWS, device: str | torch.device = "cpu", check_bounds: bool = True,
+                 seed: int = 0) -> None:
         super().__init__(tables, optim, ctx, check_bounds=check_bounds, seed=seed)
         self.operation = operation
         self.collisions = plan_collisions(self.tables, budget, collisions, min_rows, operation)
@@ -118,8 +119,8 @@ class QREmbedding(CompressedCollection):
     @classmethod
     def table_param_bytes(cls, tables: Sequence[TableSpec], options: dict[str, Any]) -> list[int]:
         op = options.get("operation", "mult")
-        cs = plan_collisions(tables, options.get("budget", 0.1), options.get("collisions"),
-                             options.get("min_rows", 1000), op)
+        cs = plan_collisions(tables, options.get("budget", BUDGET), options.get("collisions"),
+                             options.get("min_rows", MIN_ROWS), op)
         return [t.dense_bytes if c is None else qr_bytes(t.num_embeddings, t.dim, c, op) for t, c in zip(tables, cs)]
 
     def _combine(self, c: int, q: Tensor, r: Tensor, ids: Tensor, offsets: Tensor | None, mode: str) -> Tensor:

@@ -234,3 +234,17 @@ def test_fp16_tbe_trains_half_precision_rows_and_reports_their_bytes(kind):
             np.testing.assert_allclose(got, want, rtol=2 ** -10, atol=2 ** -14)
     with pytest.raises(ValueError, match="weights_precision must be one of"):
         cls(TABLES, EmbeddingOptim(), weights_precision="bf16")
+
+
+def test_tt_rank_for_budget_is_the_largest_that_fits():
+    from impls.compress.budget import tt_rank_for_budget
+
+    cls = get_impl("ecorec")
+    opts = {"tt_min_rows": 1000}
+    dense = sum(t.dense_bytes for t in BIG)
+    for budget in (0.1, 0.01):
+        r = tt_rank_for_budget(cls, BIG, budget, opts)
+        assert sum(cls.table_param_bytes(BIG, {**opts, "ranks": r})) <= budget * dense
+        assert r == 128 or sum(cls.table_param_bytes(BIG, {**opts, "ranks": 2 * r})) > budget * dense
+    with pytest.raises(ValueError, match="rank 1 already holds"):
+        tt_rank_for_budget(cls, BIG, 1e-6, opts)

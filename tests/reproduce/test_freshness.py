@@ -125,8 +125,8 @@ def test_registering_a_new_system_leaves_every_set_fresh_an_edit_of_the_interfac
     _fresh_sets(root)
     api = root / "impls" / "api.py"
     text = api.read_text()
-    api.write_text(text.replace('    "dense-torch": "impls.dense.torch_bag",\n',
-                                '    "dense-torch": "impls.dense.torch_bag",\n    "newcomer": "impls.dense.newcomer",\n'))
+    entry = '    "dense-torch": "impls.dense.torch_bag",\n'
+    api.write_text(text.replace(entry, entry + '    "newcomer": "impls.dense.newcomer",\n'))
     assert code.registry_table(root)["newcomer"] == "impls.dense.newcomer" and check_reference(root) == []
     api.write_text(text.replace('"dense-torch": "impls.dense.torch_bag"', '"dense-torch": "impls.dense.fbgemm_tbe"'))
     assert {st.name for st in check_reference(root)} >= {"table_size"}  # its own entry moved: its module changed
