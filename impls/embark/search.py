@@ -13,10 +13,12 @@ than a simple one. Candidates:
 
 then the best candidate is improved one table at a time: each table (the most expensive first) tries the other
 clusters (DP where it fits, UB over every rank, RB on the least loaded rank) and keeps a move that lowers the
-predicted step. DP and UB are thus chosen by the calibrated cost (all-reduce and dedup included), not by bytes -
-and only when the gain is larger than the model can resolve: a plan with DP or UB tables must be predicted faster
-than the best all-RB candidate by more than the calibration's median error at this world size (the profile's
-``engine_fit``), else that all-RB candidate runs (the record's ``not_worth_its_risk`` names the plan set aside)."""
+predicted step. DP and UB are thus chosen by the calibrated cost (all-reduce and dedup included), not by bytes.
+A plan the search made (HugeCTR's, balanced, anything improved, any plan with DP or UB tables) runs only when its
+predicted gain is larger than the model can resolve: it must be predicted faster than the best simple all-RB plan
+(``SAFE``) by more than the calibration's median error at this world size (the profile's ``engine_fit``), else
+that simple plan runs (the record's ``not_worth_its_risk`` names the plan set aside). A planner that cannot tell
+two plans apart keeps the one anyone would propose, so it never loses to it by more than the noise."""
 from __future__ import annotations
 
 import dataclasses
@@ -67,8 +69,11 @@ class Search:
         return sum(x.at(B, keys, uniq, keys * w, uniq * w, B * w) - x.fixed_s for x in per.values())
 
 
+SAFE = ("round_robin", "table_row_wise", "uniform", "column_wise")  # the simple all-RB plans: the margin's fallbacks
+
+
 def all_rb(plan: Plan) -> bool:
-    """Every table reduction-based (no DP replicas, no UB shards): the plans the risk margin falls back to."""
+    """Every table reduction-based (no DP replicas, no UB shards)."""
     return not plan.dp and all(x.cluster is Cluster.RB for x in plan.mp)
 
 
@@ -191,15 +196,15 @@ def calibrated_plan(tables: Sequence[TableSpec], search: Search) -> Plan:
         raise PlanError(f"no candidate plan fits {search.model.bucket_cap() / 2**30:.1f} GiB per rank")
     start, start_score = min(scored, key=lambda x: x[1].total_s)
     plan, score, moves = improve(start, start_score, search)
-    # the model's own error decides whether a plan with DP / UB tables is worth its risk: it must beat the best
+    # the model's own error decides whether a plan the search made is worth its risk: it must beat the best simple
     # all-RB candidate by more than the calibration's median error at this world size, else that candidate runs
     margin = search.profile.model_error(search.model.world_size)
-    simple = [(p, s) for p, s in scored if all_rb(p)]
+    simple = [(p, s) for p, s in scored if p.name in SAFE and all_rb(p)]
     kept = None
-    if not all_rb(plan) and simple:
+    if not (start.name in SAFE and moves == 0) and simple:
         best, best_score = min(simple, key=lambda x: x[1].total_s)
         if score.total_s > (1 - margin) * best_score.total_s:
-            kept = {"plan": plan.name, "predicted_ms": score.total_s * 1e3, "dp": len(plan.dp),
+            kept = {"plan": plan.name, "moves": moves, "predicted_ms": score.total_s * 1e3, "dp": len(plan.dp),
                     "ub": sum(x.cluster is Cluster.UB for x in plan.mp)}
             start, plan, score, moves = best, best, best_score, 0
     plan = dataclasses.replace(plan, name="embark", notes={}).validate(tables)

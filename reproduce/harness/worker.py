@@ -277,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     die_with_parent()  # a rank under torchrun, or a worker whose launcher is killed outright, goes with it
-    allocator.apply("eager", "memory: the build and the first step")  # before anything large is allocated
+    allocator.apply("eager", "memory window: the build, and the first step when a warm-up or training follows")
     point_dict = json.loads(args.point_json)
     me = rank_of_env()
     try:
