@@ -83,6 +83,10 @@ def flatten(record: Record | dict[str, Any]) -> dict[str, Any]:
                 row["predicted_compute_ms"] = sum(terms.get(k, 0.0) for k in ("lookup_ms", "dedup_ms", "pool_ms",
                                                                               "engine_ms"))
             row["plan_shards"] = d["plan"].get("shards")
+            if d["plan"].get("start"):  # the calibrated planner: the candidate it started from, its moves, and a
+                row["plan_start"] = d["plan"]["start"]  # searched plan the risk margin set aside
+                row["plan_moves"] = d["plan"].get("moves", 0)
+                row["plan_set_aside"] = (d["plan"].get("not_worth_its_risk") or {}).get("plan")
         if d:
             row["comm_bytes_per_step"] = d.get("comm_bytes_per_step")
             row["param_bytes_all_ranks"] = d["param_bytes_all_ranks"]

@@ -200,8 +200,9 @@ def measured_tables(root: Path, machine: str, states: dict | None = None) -> dic
                                          set_noise(root, "sc24_table1", machine))
     rs = repeats_of(root, "recsys24", machine)
     if rs is not None:
-        out["recsys24"] = ratio_table(rs, [("data", "workload"), ("world_size", "ranks")], RECSYS24,
-                                      set_noise(root, "recsys24", machine)) + spearman(root, machine)
+        out["recsys24"] = (ratio_table(rs, [("data", "workload"), ("world_size", "ranks")], RECSYS24,
+                                       set_noise(root, "recsys24", machine))
+                           + planner_choices(rs) + spearman(root, machine))
     for name, lines in (("roofline", roofline(root, machine)), ("tt-step", tt_step(root, machine)),
                         ("prepare", prepare_rates(root, machine)),
                         ("scale-model", scale_model(root, machine)),
@@ -214,6 +215,26 @@ def measured_tables(root: Path, machine: str, states: dict | None = None) -> dic
         if st is not None:
             out[name] = [f"Set `results/{st.name}/{machine}`: {st.line()}.", "", *lines]
     return out
+
+
+def planner_choices(reps: pd.DataFrame) -> list[str]:
+    """What the planner ran per workload and world size: the candidate it started from, the moves it kept, and a
+    searched plan the risk margin set aside. Where it ran a simple plan unchanged, its ratio to that plan measures
+    the same plan twice (the set's noise)."""
+    if "plan_start" not in reps:
+        return []
+    ok = reps[(reps["status"] == "ok") & (reps["label"] == "embark planner") & reps["plan_start"].notna()]
+    parts = []
+    for (data, world), g in ok.groupby(["data", "world_size"], sort=True):
+        row = g.iloc[0]
+        moves = int(row["plan_moves"]) if row["plan_moves"] == row["plan_moves"] else 0
+        chose = f"{row['plan_start']}" + (f" + {moves} moves" if moves else "")
+        aside = row.get("plan_set_aside")
+        parts.append(f"{data} x{world}: {chose}" + (f" ({aside} set aside)" if isinstance(aside, str) else ""))
+    if not parts:
+        return []
+    return ["", "The planner's plan (candidate it started from; a searched plan the risk margin set aside): "
+            + "; ".join(parts) + "."]
 
 
 def spearman(root: Path, machine: str) -> list[str]:

@@ -53,3 +53,19 @@ def test_repeat_spread_is_max_over_min_per_point():
                        "cpu_ms": [90.0, 90.0, 9.0, 9.0, 9.0]})
     line = repeat_spread(ok)
     assert "wall time median 15%, max 20%" in line and "CPU time median 0%, max 0%" in line
+
+
+def test_planner_choices_name_the_plan_each_point_ran_and_what_was_set_aside():
+    from reproduce.analysis.tables import planner_choices
+
+    reps = pd.DataFrame([
+        {"status": "ok", "label": "embark planner", "data": "t180", "world_size": 2, "plan_start": "round_robin",
+         "plan_moves": 0, "plan_set_aside": "balanced"},
+        {"status": "ok", "label": "embark planner", "data": "t510", "world_size": 4, "plan_start": "hugectr",
+         "plan_moves": 3, "plan_set_aside": float("nan")},
+        {"status": "ok", "label": "round_robin", "data": "t180", "world_size": 2, "plan_start": float("nan"),
+         "plan_moves": float("nan"), "plan_set_aside": float("nan")}])
+    (_, line) = planner_choices(reps)
+    assert "t180 x2: round_robin (balanced set aside)" in line and "t510 x4: hugectr + 3 moves;" not in line
+    assert line.endswith("t510 x4: hugectr + 3 moves.")
+    assert planner_choices(reps.drop(columns=["plan_start"])) == []
