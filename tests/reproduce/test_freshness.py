@@ -145,20 +145,25 @@ def test_a_record_without_a_fingerprint_is_stale(tmp_path):
     assert stale.name == "table_size" and "measured before code fingerprints" in stale.state()
 
 
+def _profile_in(root: Path) -> tuple[Path, dict]:
+    """A calibration profile under ``root`` and what a plan made on it records (its path, its digest)."""
+    from impls.embark.profile_digest import digest
+
+    prof = root / "results" / "calibration" / M / "gloo.json"
+    prof.parent.mkdir(parents=True)
+    prof.write_text('{"version": 3}')
+    return prof, {"profile": f"results/calibration/{M}/gloo.json", "profile_sha": digest(prof.read_bytes())}
+
+
 def test_a_plan_made_on_a_rewritten_calibration_profile_is_stale(tmp_path):
     """A record keeps the digest of the calibration profile its plan was made on; rewriting (or removing) that file
     makes the set STALE, naming the profile; the same bytes keep it fresh."""
-    import hashlib
-
     root = _tree(tmp_path)
     _fresh_sets(root)
-    prof = root / "results" / "calibration" / M / "gloo.json"
-    prof.parent.mkdir(parents=True)
-    prof.write_text('{"version": 2}')
+    prof, made_on = _profile_in(root)
     rec = root / "results" / "recsys24" / M / "dense-torch__uniform__b8__0.r0.json"
     d = json.loads(rec.read_text())
-    d["dist"] = {"plan": {"profile": f"results/calibration/{M}/gloo.json",
-                          "profile_sha": hashlib.sha256(prof.read_bytes()).hexdigest()[:12]}}
+    d["dist"] = {"plan": made_on}
     rec.write_text(json.dumps(d))
     assert check_reference(root) == []
     prof.write_text('{"version": 2, "recalibrated": true}')
@@ -170,17 +175,12 @@ def test_a_plan_made_on_a_rewritten_calibration_profile_is_stale(tmp_path):
 
 
 def test_a_bench_planned_on_a_rewritten_calibration_profile_is_stale(tmp_path):
-    from impls.embark.profile_digest import digest
-
     root = _tree(tmp_path)
     _fresh_sets(root)
-    prof = root / "results" / "calibration" / M / "gloo.json"
-    prof.parent.mkdir(parents=True)
-    prof.write_text('{"version": 3}')
+    prof, made_on = _profile_in(root)
     bench = root / "results" / "bench" / M / "benchmarks.json"
     doc = json.loads(bench.read_text())
-    doc["benchmarks"] = [{"extra_info": {"profile": f"results/calibration/{M}/gloo.json",
-                                         "profile_sha": digest(prof.read_bytes())}}]
+    doc["benchmarks"] = [{"extra_info": made_on}]
     bench.write_text(json.dumps(doc))
     assert check_reference(root) == []
     prof.write_text('{"version": 3, "recalibrated": true}')
