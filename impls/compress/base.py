@@ -10,6 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from impls.api import EmbeddingCollection, EmbeddingOptim, GradientTensor, MemoryReport, TableSpec
+from impls.core.pooling import mean_pool
 
 
 class CompressedCollection(EmbeddingCollection):
@@ -55,6 +56,4 @@ def pool(rows: Tensor, offsets: Tensor, mode: str) -> Tensor:
     lengths = offsets.diff()
     bag = torch.repeat_interleave(torch.arange(lengths.numel(), device=rows.device), lengths)
     out = rows.new_zeros(lengths.numel(), rows.shape[1]).index_add_(0, bag, rows)
-    if mode == "mean":
-        out = out / lengths.clamp(min=1).unsqueeze(1).to(out.dtype)
-    return out
+    return mean_pool(out, offsets) if mode == "mean" else out
