@@ -66,7 +66,7 @@ def comparison_table(df) -> Table:
               help="record folder (default results/runs/<this machine>)")
 @click.option("--timeout", type=float, default=None, callback=positive, help="seconds per implementation")
 @click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
-              help="independent runs of each implementation, interleaved (A B A B); > 1 gives intervals")
+              help="independent runs of each implementation, interleaved (A B, then B A); > 1 gives intervals")
 @click.option("-o", "--option", "options", multiple=True, metavar="[IMPL.]KEY=VALUE",
               help="implementation option, e.g. ranks=16 (every impl that takes it) or ecorec.micro_batches=4 (one impl); "
                    "VALUE is read as JSON when it parses (numbers, lists, true), else as a string")
@@ -82,7 +82,8 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
     """Check, run and tabulate one point per implementation (``fields``: the RunPoint fields they share)."""
     from impls.api import registered_names
     from reproduce.analysis.aggregate import summarize
-    from reproduce.harness.config import RunPoint, check_scoped_options, check_shared_options, options_for
+    from reproduce.harness.config import (RunPoint, check_scoped_options, check_shared_options, interleaved,
+                                          options_for)
     from reproduce.harness.launch import RecordedElsewhere
     from reproduce.harness.records import RunLocked
     from reproduce.harness.sweep import run_point_isolated
@@ -116,23 +117,22 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
         raise click.UsageError("no calibration profile at " + "; ".join(missing))
     writable_folder(out, "--out")  # checked (and made) once everything else is: a refused run writes nothing
     records, elsewhere = [], []
-    for r in range(repeats):
-        for p in points:
-            where = f", {p.world_size} ranks" if p.world_size > 1 else ""
-            again = f" (repeat {r + 1} of {repeats})" if repeats > 1 else ""
-            what = f"training {p.epochs} epoch(s)" if p.epochs else "on"
-            console.print(f"[bold]{p.impl}[/] {what} {p.data}, batch {p.batch_size}{where}{again} …")
-            try:
-                rec = run_point_isolated(p, out, timeout, repeat=r)  # a launcher error is that run's failure
-            except RunLocked as exc:
-                raise click.ClickException(str(exc)) from None
-            except RecordedElsewhere as exc:  # this node ran its ranks; rank 0's node wrote the record
-                console.print(f"  ran this node's ranks; {escape(str(exc))}")
-                elsewhere.append(p)
-                continue
-            records.append(rec)
-            if rec["status"] != "ok":
-                console.print(f"  [red]{rec['status']}[/]: {escape(str(rec['reason']))} (log: {rec.get('log')})")
+    for p, r in interleaved(points, repeats):
+        where = f", {p.world_size} ranks" if p.world_size > 1 else ""
+        again = f" (repeat {r + 1} of {repeats})" if repeats > 1 else ""
+        what = f"training {p.epochs} epoch(s)" if p.epochs else "on"
+        console.print(f"[bold]{p.impl}[/] {what} {p.data}, batch {p.batch_size}{where}{again} …")
+        try:
+            rec = run_point_isolated(p, out, timeout, repeat=r)  # a launcher error is that run's failure
+        except RunLocked as exc:
+            raise click.ClickException(str(exc)) from None
+        except RecordedElsewhere as exc:  # this node ran its ranks; rank 0's node wrote the record
+            console.print(f"  ran this node's ranks; {escape(str(exc))}")
+            elsewhere.append(p)
+            continue
+        records.append(rec)
+        if rec["status"] != "ok":
+            console.print(f"  [red]{rec['status']}[/]: {escape(str(rec['reason']))} (log: {rec.get('log')})")
     if not records:
         console.print(f"no record on this node: {len(elsewhere)} run(s) recorded by the node of global rank 0 "
                       f"(its --out folder); this node's logs: {out}/logs/")

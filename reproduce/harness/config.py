@@ -11,14 +11,16 @@ import tomllib
 from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, TypeVar
 
 from impls.data.sources import check_source
 from impls.model.train import MODES
 
+T = TypeVar("T")
+
 OPTIMIZERS = ("sgd", "adagrad")
 DEFAULT_PROFILE = "cpu"
-DEFAULT_REPEATS = 3  # independent processes per point, interleaved across points (A B C A B C)
+DEFAULT_REPEATS = 3  # independent processes per point, interleaved across points (A B C C B A)
 
 
 @dataclass(frozen=True)
@@ -252,9 +254,16 @@ class Experiment:
                                    figures_dir=self.figures_dir.parent / machine)
 
     def tasks(self) -> list[tuple[RunPoint, int]]:
-        """Every (point, repeat) in the order a sweep runs them: repeat 0 of every point, then repeat 1 of every
-        point, ... so that a slow drift of a shared machine hits every system and point alike."""
-        return [(p, r) for r in range(self.repeats) for p in self.points]
+        """Every (point, repeat) in the order a sweep runs them: rounds of every point (``interleaved``)."""
+        return interleaved(self.points, self.repeats)
+
+
+def interleaved(items: list[T], repeats: int) -> list[tuple[T, int]]:
+    """Every (item, repeat) in rounds: repeat 0 of every item, then repeat 1, ... so that a slow drift of a shared
+    machine hits every item alike; odd rounds run in reverse order (A B C C B A A B C), so that no item always runs
+    first in its round (right after a round's noise probe, or after the slowest run) or always follows the same
+    neighbour: over an even number of repeats every item's mean place in its rounds is the same."""
+    return [(item, r) for r in range(repeats) for item in (items if r % 2 == 0 else items[::-1])]
 
 
 # max_rows / rows: data options; variant: a name from [variants.NAME] (impl, label, impl_options, ... of one

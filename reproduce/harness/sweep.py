@@ -1,5 +1,5 @@
 """Expand an experiment grid and run each point ``repeats`` times, each run in its own process and the repeats
-interleaved across points (A B C A B C): resumable (a run with a record in this machine's folder is not run again),
+interleaved across points (A B C, then C B A: ``interleaved``): resumable (a run with a record in this machine's folder is not run again),
 isolated (a crash, an OOM kill, a time limit or a launcher error becomes that point's record and the sweep
 goes on), with an ETA from the points timed so far."""
 from __future__ import annotations

@@ -132,7 +132,7 @@ def test_cli_run_compares_and_rejects_bad_input(tmp_path):
     assert res.exit_code == 0, res.output
     assert "over 2 interleaved repeats" in res.output and "95 % bootstrap interval" in res.output
     order = [line.split()[0] for line in res.output.splitlines() if "repeat " in line and " of 2)" in line]
-    assert order == ["dense-torch", "dense-fbgemm"] * 2  # A B A B
+    assert order == ["dense-torch", "dense-fbgemm", "dense-fbgemm", "dense-torch"]  # A B, then B A
     assert sorted(p.name.split(".")[-2] for p in again.glob("*.json")) == ["r0", "r0", "r1", "r1"]
     res = runner.invoke(cli, ["run", "--impl", "dense-torch", "--impl", "dense-torch"])
     assert res.exit_code != 0 and "named twice" in res.output

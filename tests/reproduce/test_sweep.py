@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from reproduce.harness.config import load_experiment
+from hypothesis import given, strategies as st
+
+from reproduce.harness.config import interleaved, load_experiment
 from reproduce.harness.fault import Fault
 from reproduce.harness.records import record_path
 from reproduce.harness.records import read_record
@@ -226,12 +228,24 @@ def test_records_of_an_older_schema_are_adopted_not_rerun(tmp_path):
     assert record_path(exp.out_dir, exp.points[0]).exists()  # became repeat 0 of the point's current id
 
 
+@given(st.integers(1, 6), st.integers(1, 8))
+def test_rounds_alternate_so_no_item_always_leads(n, repeats):
+    items = [f"p{i}" for i in range(n)]
+    order = interleaved(items, repeats)
+    assert sorted(order) == sorted((i, r) for i in items for r in range(repeats))  # every run once
+    assert [r for _, r in order] == sorted(r for _, r in order)  # round by round
+    rounds = [[item for item, k in order if k == r] for r in range(repeats)]
+    assert all(rnd == (items if r % 2 == 0 else items[::-1]) for r, rnd in enumerate(rounds))
+    if repeats % 2 == 0:  # over an even number of rounds every item's mean place in its rounds is the same
+        assert len({sum(rnd.index(item) for rnd in rounds) for item in items}) == 1
+
+
 def test_repeats_interleave_and_summarize_with_intervals(tmp_path):
     exp = load_experiment(experiment(tmp_path, impls=("dense-torch", "ttrec")), root=tmp_path, repeats=2)
     order = []
     run_experiment(exp, on_start=lambda p, k, progress: order.append((p.impl, k)))
     summary = summarize_experiment(exp)
-    assert order == [("dense-torch", 0), ("ttrec", 0), ("dense-torch", 1), ("ttrec", 1)]  # A B A B
+    assert order == [("dense-torch", 0), ("ttrec", 0), ("ttrec", 1), ("dense-torch", 1)]  # A B, then B A
     for p, k in exp.tasks():
         rec = read_record(record_path(exp.out_dir, p, k))
         assert rec["status"] == "ok" and rec["repeat"] == k and rec["point_id"] == p.point_id
