@@ -207,10 +207,11 @@ class Profile:
         return self.engine[world]
 
     def model_error(self, world: int) -> float:
-        """The median relative error of the whole model over the calibration's measured steps at ``world`` (the
-        profile's ``engine_fit``; 0 for a profile that carries none, e.g. one written by hand)."""
+        """The worst relative error of the whole model over the calibration's measured steps at ``world`` (the
+        profile's ``engine_fit``; 0 for a profile that carries none, e.g. one written by hand): the largest miss the
+        model has shown on this machine, so a predicted gain below it is one the model cannot vouch for."""
         fit = (self.measured.get("engine_fit") or {}).get(str(world)) or {}
-        return float(fit.get("median_rel_err", 0.0))
+        return float(fit.get("max_rel_err", 0.0))
 
     def lookup_s(self, storage: str, direction: str, bags: float, keys: float, unique: float, row_bytes: float,
                  unique_bytes: float, out_bytes: float) -> float:

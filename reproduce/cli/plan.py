@@ -107,5 +107,5 @@ def _calibrated(tables, model, path: str, storage: str) -> None:
     aside = chosen.notes.get("not_worth_its_risk")
     if aside:
         console.print(f"set aside: a plan with DP {aside['dp']} / UB {aside['ub']} tables predicted "
-                      f"{aside['predicted_ms']:.3f} ms, within the model's median error "
+                      f"{aside['predicted_ms']:.3f} ms, within the model's worst error "
                       f"({chosen.notes['margin']:.0%}) of this all-RB plan")

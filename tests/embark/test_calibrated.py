@@ -175,7 +175,7 @@ def test_search_never_predicts_worse_than_a_candidate(sizes, p, world, err):
     candidate's (round_robin, table_row_wise, uniform, column_wise): the planner cannot choose a plan it predicts
     slower than a simple one. Against every candidate it is no worse either, unless the search's plan gains less
     than the model's measured error (``err``) over the best simple one: then that simple plan runs."""
-    p = dataclasses.replace(p, measured={"engine_fit": {str(world): {"median_rel_err": err}}})
+    p = dataclasses.replace(p, measured={"engine_fit": {str(world): {"max_rel_err": err}}})
     tables = [TableSpec(f"t{i}", v, d, hotness=h) for i, (v, d, h) in enumerate(sizes)]
     s = _search(tables, p, world)
     plan = calibrated_plan(tables, s)
@@ -209,10 +209,10 @@ def test_search_follows_the_calibrated_terms():
     tables = [TableSpec(f"t{i}", 50, 16, hotness=2) for i in range(4)]
     chatty = calibrated_plan(tables, _search(tables, profile(a2a=(5e-2, 1e-9), ar=(1e-4, 1e-9)), 2))
     assert sorted(chatty.dp) == [0, 1, 2, 3] and not chatty.mp and chatty.notes["not_worth_its_risk"] is None
-    # a gain the model cannot resolve (a 99 % median error over its calibration steps): the best simple plan runs
+    # a gain the model cannot resolve (a 99 % worst error over its calibration steps): the best simple plan runs
     sure = profile(a2a=(1e-3, 1e-9), ar=(1e-4, 1e-9))
     assert calibrated_plan(tables, _search(tables, sure, 2)).dp
-    unsure = dataclasses.replace(sure, measured={"engine_fit": {"2": {"median_rel_err": 0.99}}})
+    unsure = dataclasses.replace(sure, measured={"engine_fit": {"2": {"max_rel_err": 0.99}}})
     careful = calibrated_plan(tables, _search(tables, unsure, 2))
     assert all_rb(careful) and careful.notes["not_worth_its_risk"]["dp"] >= 1
     quiet = calibrated_plan(tables, _search(tables, profile(a2a=(1e-5, 1e-10), ar=(1.0, 1e-6)), 2))
