@@ -82,3 +82,17 @@ def tt_rank_for_budget(cls: type, tables: Sequence[TableSpec], budget: float, op
         raise ValueError(f"{cls.name}: rank {min(ranks)} already holds {least:,} B, over a budget of {budget:g} x the "
                          f"dense tables = {limit:,.0f} B")
     return max(fits)
+
+
+def options_for_budget(cls: type, tables: Sequence[TableSpec], budget: float, options: dict[str, Any]) -> dict[str, Any]:
+    """The options that size system ``cls`` (beside its ``options``) to ``budget`` of the dense tables' bytes: a
+    method sized by a budget (hash, qr, md) takes it as is; a TT system the largest rank that fits
+    (``tt_rank_for_budget``). ValueError when the method cannot fit the budget (naming why), or has no size to set."""
+    names = set(cls.option_names())
+    if "budget" in names:
+        sized = {**options, "budget": budget}
+        cls.table_param_bytes(tables, sized)  # what does not fit is refused here, by the method's own rule
+        return {"budget": budget}
+    if "ranks" in names and hasattr(cls, "table_param_bytes"):
+        return {"ranks": tt_rank_for_budget(cls, tables, budget, options)}
+    raise ValueError(f"{cls.name}: no size to set from a budget (its tables hold their own bytes)")

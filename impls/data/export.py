@@ -12,18 +12,21 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+import torch
 
+from impls.data.batch import Batch
 from impls.data.prepare import Prepared, load_prepared
 from impls.data.runs import run_index
 from impls.data.staging import staged
 from impls.data.sources import HELD_OUT_START
 from impls.data.synthetic import SyntheticSource, SyntheticSpec
+from impls.data.teachers import TEACHERS, VectorTeacher
 
 CHUNK = 65536
 
 
 def _write_split(source: SyntheticSource, d: Path, samples: int, start: int, chunk: int,
-                 progress: Callable[[int], None] | None) -> None:
+                 progress: Callable[[int], None] | None, teacher: VectorTeacher | None = None) -> None:
     T, nd = len(source.tables), source.spec.num_dense
     d.mkdir()
     dense = np.lib.format.open_memmap(d / "dense.npy", "w+", np.float32, (samples, nd))
@@ -36,6 +39,9 @@ def _write_split(source: SyntheticSource, d: Path, samples: int, start: int, chu
         while done < samples:
             B = min(chunk, samples - done)
             b = source.batch(start + k, B)
+            if teacher is not None:  # the labels of another teacher (teachers.py), drawn per batch
+                b = Batch(b.dense, b.sparse, torch.from_numpy(
+                    teacher.labels(b, np.random.default_rng([source.spec.seed, start + k, B, 0x7EC7]))))
             offs = b.sparse.offsets.numpy()
             L = np.diff(offs).reshape(T, B)  # table-major bag sizes
             vals = b.sparse.values.numpy()
@@ -56,25 +62,33 @@ def _write_split(source: SyntheticSource, d: Path, samples: int, start: int, chu
 
 
 def write_synthetic(name: str, spec: SyntheticSpec, out: Path, samples: int, val_samples: int | None = None,
-                    chunk: int = CHUNK, progress: Callable[[int], None] | None = None) -> Prepared:
-    """Write ``samples`` training samples (and ``val_samples``, default samples // 8, held out) of ``spec``."""
+                    chunk: int = CHUNK, progress: Callable[[int], None] | None = None,
+                    teacher: str = "scalar") -> Prepared:
+    """Write ``samples`` training samples (and ``val_samples``, default samples // 8, held out) of ``spec``, labelled
+    by ``teacher`` (teachers.py: the stream's own ``scalar`` one, or ``vector``)."""
+    if teacher not in TEACHERS:
+        raise ValueError(f"teacher must be one of {TEACHERS}, got {teacher!r}")
     if samples <= 0:
         raise ValueError(f"samples must be > 0, got {samples}")
     val_samples = max(1, samples // 8) if val_samples is None else val_samples
     if val_samples < 0 or chunk <= 0:
         raise ValueError(f"need val_samples >= 0 and chunk > 0, got {val_samples}, {chunk}")
     out = Path(out)
-    key = {"spec": repr(spec), "samples": samples, "val_samples": val_samples, "chunk": chunk}
+    key = {"spec": repr(spec), "samples": samples, "val_samples": val_samples, "chunk": chunk,
+           **({"teacher": teacher} if teacher != "scalar" else {})}  # a folder written before teachers is reused
     with staged(out, "synthetic", key) as stage:  # reused or refused when complete; a user's folder is refused
         if stage.reused:
             return load_prepared(out)
         partial = stage.path
         source = SyntheticSource(spec)
+        relabel = VectorTeacher(spec.tables, spec.num_dense, spec.teacher_seed) if teacher == "vector" else None
         rows = {"train": samples, **({"val": val_samples} if val_samples else {})}
         for split, n in rows.items():
-            _write_split(source, partial / split, n, 0 if split == "train" else HELD_OUT_START, chunk, progress)
+            _write_split(source, partial / split, n, 0 if split == "train" else HELD_OUT_START, chunk, progress,
+                         relabel)
         meta = Prepared(name, out, rows, [t.num_embeddings for t in spec.tables], 0, [], None, 0,
                         [t.name for t in spec.tables], spec.num_dense, layout="multi-hot",
-                        dims=[t.dim for t in spec.tables], synthetic=repr(spec), key=key)
+                        dims=[t.dim for t in spec.tables],
+                        synthetic=repr(spec) + (f" teacher={teacher}" if teacher != "scalar" else ""), key=key)
         (partial / "meta.json").write_text(meta.to_json())
     return meta

@@ -42,6 +42,8 @@ def flatten(record: Record | dict[str, Any]) -> dict[str, Any]:
         "iters": p.get("iters"),
         "max_rows": (p.get("data_options") or {}).get("max_rows", 0),  # 0: the preset's table sizes
         "rows": (p.get("data_options") or {}).get("rows", 0),  # 0: the preset's own row counts
+        "seed": p.get("seed", 0),
+        "budget": p.get("budget", 0.0),  # the fraction of the dense tables' bytes it was sized to (0: none)
         "world_size": p.get("world_size", 1),
         "global_batch": p["batch_size"] * p.get("world_size", 1),
         "status": record["status"],
@@ -192,8 +194,18 @@ def write_summary(
 
 
 def summarize_experiment(exp) -> Path:
-    """summary.csv (and repeats.csv) over every recorded repeat of an experiment's own points on its machine."""
+    """summary.csv (and repeats.csv) over every recorded repeat of an experiment's own points on its machine, and
+    beside them the grid points it set aside as unable to fit their budget (frontier.INFEASIBLE), when any."""
+    from dataclasses import asdict
+
+    from reproduce.analysis.frontier import INFEASIBLE
     from reproduce.harness.sweep import experiment_records
 
     order = list(dict.fromkeys(p.impl for p in exp.points))
-    return write_summary(exp.out_dir, baseline=order[0], order=order, only=experiment_records(exp))
+    out = write_summary(exp.out_dir, baseline=order[0], order=order, only=experiment_records(exp))
+    aside = Path(exp.out_dir) / INFEASIBLE
+    if exp.infeasible:
+        aside.write_text(json.dumps([asdict(i) for i in exp.infeasible], indent=1) + "\n")
+    elif aside.exists():
+        aside.unlink()
+    return out

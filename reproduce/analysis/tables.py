@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from reproduce.analysis.claims import repeats_of
+from reproduce.analysis.frontier import frontier_lines, read_infeasible
 from reproduce.harness.noise import load_probes, noise_level
 from reproduce.analysis.stats import (interval_name, median_ci, ordered_pairs, predicted_vs_measured, ratio_ci,
                                       spearman_ci)
@@ -169,6 +170,7 @@ RECSYS24 = [Col("table_row_wise / planner time", "table_row_wise", den="embark p
 
 # the result set each generated block reads (freshness.set_state names)
 BLOCK_SETS = {"sc24": "sc24", "sc24-ablation": "sc24", "sc24-table1": "sc24_table1", "recsys24": "recsys24",
+              "compression": "compression",
               "roofline": "bench", "tt-step": "bench", "prepare": "bench", "scale-model": "scale_model"}
 
 
@@ -203,6 +205,9 @@ def measured_tables(root: Path, machine: str, states: dict | None = None) -> dic
         out["recsys24"] = (ratio_table(rs, [("data", "workload"), ("world_size", "ranks")], RECSYS24,
                                        set_noise(root, "recsys24", machine))
                            + planner_choices(rs) + spearman(root, machine))
+    comp = repeats_of(root, "compression", machine)
+    if comp is not None:  # one run per point (the seeds are points): the runs are the summary
+        out["compression"] = frontier_lines(comp, read_infeasible(Path(root) / "results" / "compression" / machine))
     for name, lines in (("roofline", roofline(root, machine)), ("tt-step", tt_step(root, machine)),
                         ("prepare", prepare_rates(root, machine)),
                         ("scale-model", scale_model(root, machine)),

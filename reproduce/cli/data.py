@@ -95,8 +95,11 @@ def data_prepare(name, raw, out, strict, max_ind_range, freq_threshold, schema_p
 @click.option("--samples", type=int, required=True, callback=positive, help="training samples")
 @click.option("--val-samples", type=click.IntRange(min=0), default=None, help="held-out samples (default samples/8)")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--teacher", type=click.Choice(["scalar", "vector"]), default="scalar", show_default=True,
+              help="the labels: the stream's own (one number per id) or `vector` (d independent numbers per id: "
+                   "the labels a comparison of compressed tables is scored on; impls/data/teachers.py)")
 @data_options_no_name
-def data_synth(preset, out, samples, val_samples, seed, **kw) -> None:
+def data_synth(preset, out, samples, val_samples, seed, teacher, **kw) -> None:
     """Write PRESET's synthetic stream to OUT in the prepared layout (read back with --data OUT)."""
     from tqdm import tqdm
 
@@ -108,7 +111,7 @@ def data_synth(preset, out, samples, val_samples, seed, **kw) -> None:
         spec = get_preset(preset, seed=seed, **collect_data_options(kw))
         total = samples + (samples // 8 if val_samples is None else val_samples)
         with tqdm(total=total, unit="sample", unit_scale=True, desc=preset) as bar:
-            meta = write_synthetic(preset, spec, out, samples, val_samples, progress=bar.update)
+            meta = write_synthetic(preset, spec, out, samples, val_samples, progress=bar.update, teacher=teacher)
             reused = bar.n == 0
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None

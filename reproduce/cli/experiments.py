@@ -75,6 +75,8 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
         raise click.UsageError("--launcher slurm needs --machine NAME (the cluster's result set, e.g. 8x-h100-sxm): "
                                "this node is not the machine the points run on")
     try:
+        if data is None and not dry_run:  # the experiment's own dataset ([synth]), written once, reused after
+            _write_synth(Path(experiment), profile, root)
         exp = load_experiment(experiment, root=root, profile=profile, machine=machine, repeats=repeats, data=data)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
@@ -84,6 +86,8 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
         raise click.UsageError("no calibration profile at " + "; ".join(missing))
     for problem in unreadable(exp):
         console.print(f"[yellow]{escape(problem)}[/] (its point counts as not done)")
+    for aside in exp.infeasible:  # a system that cannot fit a budget is not run over it
+        console.print(f"set aside: {escape(aside.name)} at budget {aside.budget:g}: {escape(aside.reason)}")
     if dry_run:  # writes nothing
         runs = plan(exp, force)
         for p, r, to_run in runs:
@@ -138,6 +142,28 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
         console.print(f"[red]{len(failed)} of the runs of this sweep did not finish[/]: " + ", ".join(failed[:10])
                       + (" ..." if len(failed) > 10 else ""))
         sys.exit(1)
+
+
+def _write_synth(path: Path, profile: str | None, root: Path) -> None:
+    """Write the ``[synth]`` dataset of an experiment whose points read ``$DATA`` (no --data), unless written."""
+    from tqdm import tqdm
+
+    from impls.data.staging import is_dataset
+    from reproduce.harness.config import folder_name, reads_data, read_profiled
+    from reproduce.harness.synth_data import synth_folder, synth_table, write_synth
+
+    doc, _ = read_profiled(path, profile)
+    spec = synth_table(doc, path) if reads_data(doc) else None
+    if spec is None:
+        return
+    folder_name(spec["name"], f"{path}: [synth] name")  # one folder under datasets/synth, never outside
+    if is_dataset(synth_folder(spec, root)):
+        return
+    total = int(spec["samples"]) + (int(spec["samples"]) // 8 if spec.get("val_samples") is None
+                                    else int(spec["val_samples"]))
+    with tqdm(total=total, unit="sample", unit_scale=True, desc=f"writing {spec['name']}") as bar:
+        out = write_synth(spec, root, progress=bar.update)
+    console.print(f"dataset: {out} ({spec['preset']}, teacher {spec.get('teacher', 'scalar')})")
 
 
 @click.command()

@@ -25,6 +25,7 @@ MEASURING = ("reproduce.harness.worker", "reproduce.harness.training", "reproduc
 BOOKKEEPING = ("reproduce.harness.records", "reproduce.harness.config", "reproduce.harness.machine",
                "reproduce.harness.lifeline", "reproduce.harness.fault", "reproduce.harness.code",
                "reproduce.harness.calibration",  # names a point's profile (its path is in the point and its id)
+               "reproduce.harness.synth_data",  # writes an experiment's own dataset before its runs
                "reproduce.harness", "reproduce")
 # where a point's measured code starts besides its system's module
 DATA_ROOTS = ("impls.data.sources", "impls.data.loader", "impls.model.train")

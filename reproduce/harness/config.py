@@ -17,6 +17,7 @@ from impls.data.sources import check_source
 from impls.model.train import MODES
 
 T = TypeVar("T")
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: a dataset inside it is named relative to it (portable)
 
 OPTIMIZERS = ("sgd", "adagrad")
 DEFAULT_PROFILE = "cpu"
@@ -67,6 +68,9 @@ class RunPoint:
     bottom: list[int] = field(default_factory=lambda: [512, 256])
     top: list[int] = field(default_factory=lambda: [512, 256])
     interaction: str = "dot"
+    # the fraction of the dense tables' bytes the point's system was sized to (a compression experiment's axis: its
+    # options came from impls.compress.budget.options_for_budget); 0: sized by its own options
+    budget: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("bottom", "top"):  # lists, as a record's JSON reads them back (the id depends on it)
@@ -90,6 +94,8 @@ class RunPoint:
             raise ValueError(f"time_budget_s and warmup_max must be >= 0, got {self.time_budget_s}, {self.warmup_max}")
         if self.time_budget_s and int(self.max_iters) < int(self.iters):
             raise ValueError(f"max_iters ({self.max_iters}) must be >= iters ({self.iters}) with a time budget")
+        if not 0 <= float(self.budget) <= 1:
+            raise ValueError(f"budget is a fraction of the dense tables' bytes in (0, 1] (0: none), got {self.budget}")
         if int(self.num_batches) <= 0:
             raise ValueError(f"num_batches must be > 0, got {self.num_batches}")
         if self.mode not in MODES:
@@ -145,6 +151,7 @@ class RunPoint:
         for k, v in _FORMER_IMPL_DEFAULTS.items():  # stated explicitly now, implied in records written before
             if opts.get(k) == v:
                 opts.pop(k)
+        d["data"] = portable(d["data"])
         digest = hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:10]
         world = f"__w{self.world_size}" if self.world_size > 1 else ""
         return f"{name_slug(self.impl)}__{name_slug(self.data)}__b{self.batch_size}{world}__{digest}"
@@ -191,14 +198,31 @@ def check_finite(name: str, value: Any) -> None:
 _PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
+def portable(name: str) -> str:
+    """A dataset folder inside the project (an experiment's own, datasets/...) by its path relative to the project,
+    so that its runs' ids do not depend on where the checkout is; any other name as it is."""
+    if _PLAIN.fullmatch(name) and ".." not in name:
+        return name
+    return _in_project(name) or name
+
+
+def _in_project(name: str) -> str | None:
+    try:
+        return Path(name).resolve().relative_to(ROOT).as_posix()
+    except ValueError:
+        return None
+
+
 def name_slug(name: str) -> str:
     """``name`` itself when it is a plain name (a preset, an impl); otherwise (a path such as ``../data/my log``)
-    its last part made file-name safe plus a hash of the resolved path, so that a record id never holds a path
-    separator or ``..`` and two folders of the same name get different ids."""
+    its last part made file-name safe plus a hash of the resolved path (of the path within the project for a
+    folder inside it: ``portable``), so that a record id never holds a path separator or ``..`` and two folders of
+    the same name get different ids."""
     if _PLAIN.fullmatch(name) and ".." not in name:
         return name
     tail = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(name).name).strip(".-")[:40] or "data"
-    return f"{tail}-{hashlib.sha1(str(Path(name).resolve()).encode()).hexdigest()[:8]}"
+    where = _in_project(name) or str(Path(name).resolve())
+    return f"{tail}-{hashlib.sha1(where.encode()).hexdigest()[:8]}"
 
 
 # impl options whose default changed: a point that now states the former default has the id of the records
@@ -207,7 +231,7 @@ _FORMER_IMPL_DEFAULTS = {"tt_min_rows": 0}
 _LATER_DEFAULTS = {"warmup_max": 0, "time_budget_s": 0.0, "max_iters": 200,
                    "world_size": 1, "gpus_per_node": 0, "nnodes": 1, "rdzv_endpoint": "", "dist_timeout_s": 300.0,
                    "epochs": 0, "shuffle": True, "early_stop": 0, "mlp_optimizer": "sgd", "mlp_lr": 0.1,
-                   "bottom": [512, 256], "top": [512, 256], "interaction": "dot"}
+                   "bottom": [512, 256], "top": [512, 256], "interaction": "dot", "budget": 0.0}
 
 
 def check_world(world_size: int, gpus_per_node: int, nnodes: int, rdzv_endpoint: str, timeout_s: float) -> None:
@@ -245,6 +269,7 @@ class Experiment:
     machine: str = ""  # the result set: out_dir = results/<stem>/<machine>
     repeats: int = DEFAULT_REPEATS
     data: str | None = None  # the dataset folder given for $DATA (an experiment on the user's own data)
+    infeasible: tuple[Infeasible, ...] = ()  # grid points whose system cannot fit their budget, set aside
 
     def on(self, machine: str) -> "Experiment":
         """The same experiment read from (or written to) another machine's result set."""
@@ -268,8 +293,10 @@ def interleaved(items: list[T], repeats: int) -> list[tuple[T, int]]:
 
 # max_rows / rows: data options; variant: a name from [variants.NAME] (impl, label, impl_options, ... of one
 # system setup)
+# seed: the run's seed (data stream, initial weights, hashes); budget: a fraction of the dense tables' bytes that sizes
+# each system (options_for_budget; a point that cannot fit it is set aside as infeasible, with the reason)
 GRID_KEYS = ("impl", "data", "batch_size", "mode", "optimizer", "world_size", "gpus_per_node", "max_rows", "rows",
-             "variant")
+             "variant", "seed", "budget")
 
 
 def options_for(impl: str, impl_options: dict[str, Any], world_size: int = 1) -> dict[str, Any]:
@@ -357,20 +384,36 @@ def apply_profile(doc: dict[str, Any], profile: str | None, path: Path) -> tuple
 DATA_PLACEHOLDER = "$DATA"  # a grid's or point's data that `sweep --data DIR` names (a user's own dataset)
 
 
-def fill_data(doc: dict[str, Any], data: str | None, path: Path) -> dict[str, Any]:
-    """``doc`` with every ``$DATA`` replaced by ``data`` (a dataset folder, made absolute); an experiment that reads
-    ``$DATA`` needs it, one that does not refuses it."""
+def reads_data(doc: dict[str, Any]) -> bool:
+    """Whether a grid or point of the (profiled) experiment reads ``$DATA``."""
     grids = [doc.get("grid", {}), *doc.get("grids", [])]
-    slots = [g for g in grids if DATA_PLACEHOLDER in g.get("data", [])]
-    points = [p for p in doc.get("points", []) if p.get("data") == DATA_PLACEHOLDER]
-    if not slots and not points:
+    return (any(DATA_PLACEHOLDER in g.get("data", []) for g in grids)
+            or any(p.get("data") == DATA_PLACEHOLDER for p in doc.get("points", [])))
+
+
+def read_profiled(path: Path, profile: str | None) -> tuple[dict[str, Any], str]:
+    """The experiment file with its profile applied (``apply_profile``), and the profile's name."""
+    return apply_profile(_read(path), profile, path)
+
+
+def fill_data(doc: dict[str, Any], data: str | None, path: Path, root: str | Path = ".") -> dict[str, Any]:
+    """``doc`` with every ``$DATA`` replaced by ``data`` (a dataset folder, made absolute), else by the dataset of its
+    ``[synth]`` table (synth_data.py; written by `dlrmbench sweep`); an experiment that reads ``$DATA`` needs one of
+    them, one that does not refuses ``data``."""
+    if not reads_data(doc):
         if data is not None:
             raise ValueError(f"{path}: --data is for an experiment (profile) whose data is {DATA_PLACEHOLDER!r}; "
                              f"this one names its own")
         return doc
     if data is None:
-        raise ValueError(f"{path}: this experiment trains on a dataset of yours: give --data DIR (a folder from "
-                         f"`dlrmbench data prepare`)")
+        from reproduce.harness.synth_data import synth_data, synth_table
+
+        spec = synth_table(doc, path)
+        if spec is None:
+            raise ValueError(f"{path}: this experiment trains on a dataset of yours: give --data DIR (a folder from "
+                             f"`dlrmbench data prepare`)")
+        folder_name(spec["name"], f"{path}: [synth] name")
+        data = synth_data(spec, root, path)
     data = str(Path(data).resolve())
     out = dict(doc)
     out["grid"] = {**doc.get("grid", {})}
@@ -459,7 +502,34 @@ def check_impl(name: str) -> None:
                          + f"; known: {', '.join(known)}")
 
 
-def _expand(grid: dict[str, Any], where: str, base: dict[str, Any], variants: dict[str, Any]) -> list[RunPoint]:
+@dataclass(frozen=True)
+class Infeasible:
+    """A grid point set aside: its system cannot be sized to its budget (``reason`` says why, by the method's rule)."""
+
+    impl: str
+    label: str
+    budget: float
+    reason: str
+
+    @property
+    def name(self) -> str:
+        return self.label or self.impl
+
+
+def sized_to_budget(fields: dict[str, Any], data_options: dict[str, Any]) -> dict[str, Any]:
+    """The impl options that size the point's system to ``fields['budget']`` of its data's dense table bytes
+    (options_for_budget on the data's tables); ValueError, naming why, when it cannot fit."""
+    from impls.api import get_impl
+    from impls.compress.budget import options_for_budget
+    from impls.data.sources import open_source
+
+    tables = open_source(fields["data"], seed=int(fields.get("seed", 0)), **data_options).tables
+    return options_for_budget(get_impl(fields["impl"]), tables, float(fields["budget"]), fields["impl_options"])
+
+
+def _expand(grid: dict[str, Any], where: str, base: dict[str, Any], variants: dict[str, Any],
+            infeasible: list[Infeasible] | None = None) -> list[RunPoint]:
+    """The grid's points; a point whose system cannot fit its ``budget`` goes to ``infeasible`` (required then)."""
     bad = sorted(set(grid) - set(GRID_KEYS))
     if bad:
         raise ValueError(f"{where}: unknown grid keys {bad}; allowed: {GRID_KEYS}")
@@ -490,6 +560,16 @@ def _expand(grid: dict[str, Any], where: str, base: dict[str, Any], variants: di
             fields["data_options"] = data_options
             fields["impl_options"] = {**options_for(fields["impl"], base["impl_options"],
                                                     int(fields.get("world_size", 1))), **own}
+            if fields.get("budget"):
+                check_impl(fields["impl"])
+                try:
+                    fields["impl_options"].update(sized_to_budget(fields, data_options))
+                except ValueError as exc:
+                    if infeasible is None:
+                        raise
+                    infeasible.append(Infeasible(fields["impl"], fields.get("label", ""), float(fields["budget"]),
+                                                 str(exc)))
+                    continue
             points.append(_point(fields))
         except (TypeError, ValueError, KeyError) as exc:
             raise ValueError(f"{where}: bad point {dict(zip(keys, combo))}: {exc}") from None
@@ -509,27 +589,32 @@ def folder_name(value: object, what: str) -> str:
 
 
 def load_experiment(path: str | Path, root: str | Path = ".", profile: str | None = None, machine: str | None = None,
-                    repeats: int | None = None, data: str | None = None) -> Experiment:
+                    repeats: int | None = None, data: str | None = None, expand: bool = True) -> Experiment:
     """Expand ``[grid]`` and each ``[[grids]]`` (lists) over ``[defaults]``; ``[data_options]`` apply to all
     points and ``[impl_options]`` as resolved by ``options_for``; ``[[points]]`` add single points (their own
     ``impl_options`` overlay the resolved ones). ``profile`` picks a ``[profiles.NAME]`` overlay (default cpu);
     a profile other than cpu writes to results/NAME_PROFILE unless it names its ``results`` folder. Records go to
     that folder's ``machine`` subfolder (default: this machine's slug); ``repeats`` (default: the experiment's or
     its profile's ``repeats``, else 3) processes measure each point; ``data`` fills the ``$DATA`` of an experiment
-    that trains on the user's own dataset."""
+    that trains on the user's own dataset (else its ``[synth]`` one). With ``expand`` False: no points, only the
+    experiment's name, folders and plots."""
     from reproduce.harness.machine import this_machine
 
     path = Path(path)
-    doc, profile = apply_profile(_read(path), profile, path)
-    doc = fill_data(doc, data, path)
+    doc, profile = read_profiled(path, profile)
+    if not expand:  # its folders and figures only (no points: nothing checked or read beyond the file)
+        doc = {**doc, "grid": {}, "grids": [], "points": [], "impl_options": {}}
+    else:
+        doc = fill_data(doc, data, path, root)
     name = doc.get("name") or path.stem
     variants = doc.get("variants", {})
     base = dict(doc.get("defaults", {}))
     base["data_options"] = dict(doc.get("data_options", {}))
     base["impl_options"] = dict(doc.get("impl_options", {}))
-    points = _expand(doc.get("grid", {}), f"{path}: [grid]", base, variants)
+    infeasible: list[Infeasible] = []
+    points = _expand(doc["grid"], f"{path}: [grid]", base, variants, infeasible) if doc.get("grid") else []
     for i, grid in enumerate(doc.get("grids", [])):  # [[grids]]: further grids over the same defaults
-        points += _expand(grid, f"{path}: [[grids]] #{i + 1}", base, variants)
+        points += _expand(grid, f"{path}: [[grids]] #{i + 1}", base, variants, infeasible)
     for extra in doc.get("points", []):  # [[points]]: single points beside the grid (e.g. option variants)
         try:
             fields = {**base, **{k: v for k, v in extra.items() if k != "impl_options"}}
@@ -537,9 +622,15 @@ def load_experiment(path: str | Path, root: str | Path = ".", profile: str | Non
             fields["impl_options"] = {**options_for(fields["impl"], base["impl_options"],
                                                     int(fields.get("world_size", 1))), **own}
             fields["data_options"] = {**base["data_options"], **extra.get("data_options", {})}
+            if fields.get("budget"):  # a single point that cannot fit its budget is an error, not set aside
+                check_impl(fields["impl"])
+                fields["impl_options"].update(sized_to_budget(fields, fields["data_options"]))
             points.append(_point(fields))
         except (TypeError, ValueError, KeyError) as exc:
             raise ValueError(f"{path}: bad [[points]] entry {extra}: {exc}") from None
+    if expand and not points:
+        raise ValueError(f"{path}: no points to run" + (f": every one cannot fit its budget ({infeasible[0].reason})"
+                                                         if infeasible else ": give a [grid], [[grids]] or [[points]]"))
     check_scoped_options(base["impl_options"], (p.impl for p in points), f"{path}: [impl_options]")
     check_shared_options(base["impl_options"], points, f"{path}: [impl_options]")
     machine = this_machine(machine)
@@ -568,4 +659,5 @@ def load_experiment(path: str | Path, root: str | Path = ".", profile: str | Non
         machine=machine,
         repeats=repeats,
         data=str(Path(data).resolve()) if data is not None else None,
+        infeasible=tuple(dict.fromkeys(infeasible)),  # one entry per (system, budget), whatever the other axes
     )

@@ -248,3 +248,21 @@ def test_tt_rank_for_budget_is_the_largest_that_fits():
         assert r == 128 or sum(cls.table_param_bytes(BIG, {**opts, "ranks": 2 * r})) > budget * dense
     with pytest.raises(ValueError, match="rank 1 already holds"):
         tt_rank_for_budget(cls, BIG, 1e-6, opts)
+
+
+def test_options_for_budget_sizes_each_kind_of_method_or_says_why_not():
+    from impls.compress.budget import options_for_budget, tt_rank_for_budget
+
+    dense = sum(t.dense_bytes for t in BIG)
+    for name in ("hash", "qr", "md"):  # sized by the budget itself, by the method's own rule
+        assert options_for_budget(get_impl(name), BIG, 0.1, {"min_rows": 1000}) == {"budget": 0.1}
+    tt = get_impl("ecorec")
+    got = options_for_budget(tt, BIG, 0.01, {"tt_min_rows": 1000})
+    assert got == {"ranks": tt_rank_for_budget(tt, BIG, 0.01, {"tt_min_rows": 1000})}
+    assert sum(tt.table_param_bytes(BIG, {"tt_min_rows": 1000, **got})) <= 0.01 * dense
+    with pytest.raises(ValueError, match="md: the 3 compressed tables need at least"):
+        options_for_budget(get_impl("md"), BIG, 0.01, {})  # what the method cannot fit: its own reason
+    with pytest.raises(ValueError, match="rank 1 already holds"):
+        options_for_budget(tt, BIG, 1e-6, {"tt_min_rows": 1000})
+    with pytest.raises(ValueError, match="dense-torch: no size to set from a budget"):
+        options_for_budget(get_impl("dense-torch"), BIG, 0.1, {})

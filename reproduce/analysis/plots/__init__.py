@@ -10,14 +10,15 @@ import pandas as pd
 
 
 def _registry() -> dict[str, Callable[[pd.DataFrame, Path], list[Path]]]:
-    from reproduce.analysis.plots import accuracy, fig11, recsys24, sc24, scaling, table_size, world
+    from reproduce.analysis.plots import accuracy, fig11, frontier, recsys24, sc24, scaling, table_size, world
 
     return {"sc24-speedup": sc24.speedup, "sc24-memory": sc24.memory, "batch-scaling": scaling.batch_scaling,
             "auc-vs-step": accuracy.auc_vs_step, "world-speedup": world.world_speedup,
             "world-memory": world.world_memory, "pipeline-ablation": world.pipeline_ablation,
             "recsys24-measured": recsys24.measured, "recsys24-predicted": recsys24.predicted,
             "recsys24-world": recsys24.world, "table-size": table_size.table_size, "sc24-datasets": sc24.datasets,
-            "fig11-ratios": fig11.fig11_ratios}
+            "fig11-ratios": fig11.fig11_ratios, "compression-frontier": frontier.auc_frontier,
+            "compression-step-time": frontier.step_time}
 
 
 def plot_names() -> list[str]:
