@@ -18,7 +18,7 @@ DEPS_STAMP := $(VENV)/.dlrmbench-deps
 EXT_STAMP := $(VENV)/.dlrmbench-ext
 CSRC := $(wildcard impls/core/csrc/*.cpp impls/core/csrc/cpu/*.cpp impls/core/csrc/cuda/*.cu impls/core/csrc/*.h impls/core/csrc/*/*.h)
 
-.PHONY: help venv deps install ext test test-fast bench redundancy reproduce reproduce-sc24 reproduce-sc24-table1 reproduce-sc24-fig11 reproduce-table-size reproduce-recsys24 figures cuda-check device-check clean
+.PHONY: help venv deps install ext test test-fast bench redundancy reproduce reproduce-sc24 reproduce-sc24-table1 reproduce-sc24-fig11 reproduce-table-size reproduce-recsys24 reproduce-compression figures cuda-check device-check clean
 
 help:
 	@echo "make test            set up .venv, build the native ops, run pytest"
@@ -29,6 +29,7 @@ help:
 	@echo "make reproduce-recsys24  EMBark planner vs baselines on gloo ranks, and modeled at 8-128 GPUs"
 	@echo "make reproduce       both (cpu profile, 5 repeats; durations: README); PROFILE=paper LAUNCHER=slurm for a cluster"
 	@echo "make reproduce-table-size  one table of 1e5..1e9 rows, dense vs TT"
+	@echo "make reproduce-compression  hash, QR, MD, TT and fp16 tables at 1/10..1/1000 of the dense bytes (DATA=DIR: yours)"
 	@echo "make figures         redraw every figure and results/REPORT.md from the committed records (no runs)"
 	@echo "make install         set up .venv and build the native ops only"
 	@echo "make ext             rebuild the native ops after a C++ edit"
@@ -111,6 +112,11 @@ reproduce-sc24-fig11: install
 reproduce-table-size: install
 	$(SWEEP) reproduce/experiments/table_size.toml
 
+# hash, QR, MD, TT (EcoRec) and fp16 tables at 1/10, 1/100, 1/1000 of the dense bytes: held-out quality, step time,
+# samples to target over 3 seeds (on its own synthetic data, written once; DATA=DIR: a prepared dataset of yours)
+reproduce-compression: install
+	$(SWEEP) reproduce/experiments/compression.toml $(if $(DATA),--data $(DATA))
+
 reproduce: reproduce-sc24 reproduce-recsys24
 
 # RecSys'24 (EMBark): this machine's calibration profile when it has none (the planner plans on it; a few minutes;
@@ -123,7 +129,7 @@ reproduce-recsys24: install
 	$(PY) -m reproduce.analysis.recsys24_model $(ROOT)
 
 figures: install
-	for e in sc24 sc24_table1 sc24_fig11 recsys24 table_size accuracy; do \
+	for e in sc24 sc24_table1 sc24_fig11 recsys24 table_size accuracy compression; do \
 		$(VENV)/bin/dlrmbench plot reproduce/experiments/$$e.toml $(MACHINE_ARG) || exit 1; done
 	$(PY) -m reproduce.analysis.recsys24_model --plot-only
 	$(PY) -m reproduce.analysis.scale_model --plot-only $(MACHINE_ARG)

@@ -59,7 +59,8 @@ def flatten(record: Record | dict[str, Any]) -> dict[str, Any]:
         row["peak_rss_delta_bytes"] = mem.get("peak_rss_delta_bytes")
         row["cuda_peak_bytes"] = mem.get("cuda_peak_bytes")
         row["analytic_bytes"] = mem["analytic"]["total"]
-        row["param_bytes"] = record["param_bytes"]
+        row["param_bytes"] = record["param_bytes"]  # the collection's tensors: weights, optimizer state, buffers
+        row["weight_bytes"] = mem["analytic"]["params"]  # the embedding weights alone (what a byte budget sizes)
         row["dense_bytes"] = record["tables"]["dense_bytes"]
         work = record["work"]
         row["nnz"] = work["nnz"]

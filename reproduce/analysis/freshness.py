@@ -17,7 +17,7 @@ from reproduce.harness.records import Status, records_in
 
 # the committed reference sets `dlrmbench report --check` holds to the code (results/<name>/<reference machine>/)
 RECORD_SETS = ("sc24", "sc24_table1", "sc24_fig11", "table_size", "recsys24", "accuracy", "accuracy_real",
-               "train_defaults")
+               "train_defaults", "compression")
 OTHER_SETS = ("bench", "scale_model")
 REFERENCE_SETS = RECORD_SETS + OTHER_SETS
 MEASURED = (Status.OK, Status.DIVERGED)  # records whose numbers a report shows

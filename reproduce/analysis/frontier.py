@@ -16,12 +16,12 @@ INFEASIBLE = "infeasible.json"  # beside a sweep's records: the grid points set 
 
 
 def reference_label(ok: pd.DataFrame) -> str:
-    """The uncompressed model: the one label whose runs hold every table whole in fp32 (parameter bytes equal to
-    the dense tables' bytes, no budget); ValueError when there is none or more than one."""
-    whole = ok[(ok["param_bytes"] == ok["dense_bytes"]) & (ok["budget"].fillna(0) == 0)]
+    """The uncompressed model: the one label whose runs hold every table whole in fp32 (embedding weight bytes
+    equal to the dense tables' bytes, no budget); ValueError when there is none or more than one."""
+    whole = ok[(ok["weight_bytes"] == ok["dense_bytes"]) & (ok["budget"].fillna(0) == 0)]
     labels = sorted(whole["label"].unique())
     if len(labels) != 1:
-        raise ValueError(f"a frontier needs exactly one uncompressed reference (param bytes = dense bytes, no budget);"
+        raise ValueError(f"a frontier needs exactly one uncompressed reference (weight bytes = dense bytes, no budget);"
                          f" found {labels or 'none'}")
     return labels[0]
 
@@ -53,7 +53,7 @@ def run_rows(summary: pd.DataFrame) -> pd.DataFrame:
     ok["samples_to_target"] = [samples_to_target(c, t, b) if t == t else math.nan
                                for c, t, b in zip(ok.get("eval_curve", [None] * len(ok)), ok["target"],
                                                   ok["batch_size"])]
-    ok["bytes_fraction"] = ok["param_bytes"] / ok["dense_bytes"]
+    ok["bytes_fraction"] = ok["weight_bytes"] / ok["dense_bytes"]
     ok["reference"] = ok["label"] == ref
     return ok
 
@@ -65,7 +65,7 @@ def _spread(values: pd.Series) -> tuple[float, float, float]:
 
 def frontier(summary: pd.DataFrame) -> pd.DataFrame:
     """One row per (data, method, budget): seeds, median [min, max] over seeds of AUC, log loss and step ms; median
-    peak memory and parameter bytes; samples to target (median over the seeds that reached it) and how many did."""
+    peak memory and embedding weight bytes; samples to target (median over the seeds that reached it) and how many did."""
     runs = run_rows(summary)
     rows = []
     for (data, label, budget), g in runs.groupby(["data", "label", "budget"], sort=False):
@@ -74,7 +74,7 @@ def frontier(summary: pd.DataFrame) -> pd.DataFrame:
         for col in ("auc", "logloss", "total_ms"):
             row[col], row[f"{col}_min"], row[f"{col}_max"] = _spread(g[col])
         row["peak_rss_delta_bytes"] = float(g["peak_rss_delta_bytes"].median())
-        row["param_bytes"] = float(g["param_bytes"].median())
+        row["weight_bytes"] = float(g["weight_bytes"].median())
         row["bytes_fraction"] = float(g["bytes_fraction"].median())
         reached = g["samples_to_target"].dropna()
         row["reached"] = len(reached)

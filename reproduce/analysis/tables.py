@@ -323,7 +323,8 @@ def durations(root: Path, machine: str, states: dict | None = None) -> list[str]
     """Wall time of each experiment's runs on the machine (the sum of its runs' processes), and the commit(s) they
     ran at."""
     lines = ["| experiment | runs | repeats per point | wall time of the runs | measured at |", "|---|---|---|---|---|"]
-    for exp in ("sc24", "recsys24", "sc24_table1", "sc24_fig11", "table_size", "accuracy", "accuracy_real", "train_defaults"):
+    for exp in ("sc24", "recsys24", "sc24_table1", "sc24_fig11", "table_size", "accuracy", "accuracy_real", "train_defaults",
+                "compression"):
         reps = repeats_of(root, exp, machine)
         if reps is None or "wall_s" not in reps or reps["wall_s"].isna().all():
             continue

@@ -186,6 +186,8 @@ def plot(experiment, profile, machine, data, root, repeats) -> None:
     from reproduce.harness.machine import pick_machine
 
     try:
+        if data is None:  # its [synth] dataset: the points' ids and budgets are read from it (a fresh clone has none)
+            _write_synth(Path(experiment), profile, root)
         exp = load_experiment(experiment, root=root, profile=profile, machine=machine, data=data, repeats=repeats)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None

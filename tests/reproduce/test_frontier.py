@@ -13,10 +13,10 @@ from reproduce.analysis.plots import draw
 DENSE = 1_000_000
 
 
-def run(label, budget, seed, auc, param_bytes, curve, ms=10.0, impl=None):
+def run(label, budget, seed, auc, weight_bytes, curve, ms=10.0, impl=None):
     return {"status": "ok", "label": label, "impl": impl or label, "budget": budget, "seed": seed,
             "data": "/data/teacher", "batch_size": 100, "auc": auc, "logloss": 0.5 - auc / 10, "total_ms": ms,
-            "peak_rss_delta_bytes": 2**20 * 50, "param_bytes": param_bytes, "dense_bytes": DENSE,
+            "peak_rss_delta_bytes": 2**20 * 50, "weight_bytes": weight_bytes, "dense_bytes": DENSE,
             "eval_curve": json.dumps([{"step": s, "auc": a, "logloss": 0.4} for s, a in curve]),
             "machine": "box", "git_sha": "abcdef0123", "repeats": 1}
 

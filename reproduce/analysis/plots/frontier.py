@@ -1,5 +1,5 @@
 """The compression frontier (reproduce/analysis/frontier.py): per data set, held-out AUC and step time against the
-embedding parameter bytes (log scale), one marker per method at each budget, whiskers over seeds, the uncompressed
+embedding weight bytes (log scale), one marker per method at each budget, whiskers over seeds, the uncompressed
 model as a reference line."""
 from __future__ import annotations
 
@@ -37,19 +37,19 @@ def _draw(df: pd.DataFrame, out_dir: Path, col: str, ylabel: str, stem: str, tit
         ref = part[part["reference"]].iloc[0]
         ax.axhline(ref[col], color="0.35", lw=1.0, ls="--", label=f"{ref['method']} (uncompressed)")
         for i, m in enumerate(methods):
-            g = part[part["method"] == m].sort_values("param_bytes")
+            g = part[part["method"] == m].sort_values("weight_bytes")
             if g.empty:
                 continue
-            ax.plot(g["param_bytes"], g[col], marker=MARKERS[i % len(MARKERS)], color=colors[i % len(colors)],
+            ax.plot(g["weight_bytes"], g[col], marker=MARKERS[i % len(MARKERS)], color=colors[i % len(colors)],
                     lw=0.8, label=m)
             spread = g[g[f"{col}_min"] < g[f"{col}_max"]]
             if len(spread):
-                ax.errorbar(spread["param_bytes"], spread[col],
+                ax.errorbar(spread["weight_bytes"], spread[col],
                             yerr=[spread[col] - spread[f"{col}_min"], spread[f"{col}_max"] - spread[col]],
                             fmt="none", ecolor=colors[i % len(colors)], elinewidth=0.8, capsize=2)
                 drawn = True
         ax.set_xscale("log")
-        ax.set_xlabel("embedding parameter bytes (log)")
+        ax.set_xlabel("embedding weight bytes (log)")
         ax.set_ylabel(ylabel)
         ax.set_title(Path(str(data)).name, fontsize=9)
     axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
