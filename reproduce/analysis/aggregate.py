@@ -206,7 +206,7 @@ def summarize_experiment(exp) -> Path:
     out = write_summary(exp.out_dir, baseline=order[0], order=order, only=experiment_records(exp))
     aside = Path(exp.out_dir) / INFEASIBLE
     if exp.infeasible:
-        aside.write_text(json.dumps([asdict(i) for i in exp.infeasible], indent=1) + "\n")
+        pd.DataFrame([asdict(i) for i in exp.infeasible]).to_csv(aside, index=False)
     elif aside.exists():
         aside.unlink()
     return out

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from reproduce.analysis.claims import repeats_of
-from reproduce.analysis.frontier import frontier_lines, read_infeasible
+from reproduce.analysis.frontier import frontier_lines, read_infeasible, verdict_lines
 from reproduce.harness.noise import load_probes, noise_level
 from reproduce.analysis.stats import (interval_name, median_ci, ordered_pairs, predicted_vs_measured, ratio_ci,
                                       spearman_ci)
@@ -170,7 +170,7 @@ RECSYS24 = [Col("table_row_wise / planner time", "table_row_wise", den="embark p
 
 # the result set each generated block reads (freshness.set_state names)
 BLOCK_SETS = {"sc24": "sc24", "sc24-ablation": "sc24", "sc24-table1": "sc24_table1", "recsys24": "recsys24",
-              "compression": "compression",
+              "compression": "compression", "compression-verdict": "compression",
               "roofline": "bench", "tt-step": "bench", "prepare": "bench", "scale-model": "scale_model"}
 
 
@@ -214,7 +214,10 @@ def measured_tables(root: Path, machine: str, states: dict | None = None) -> dic
                         ("recsys24-model", recsys24_model(root)), ("durations", durations(root, machine, states))):
         if lines:
             out[name] = lines
-    out = {k: v for k, v in out.items() if len(v) > 2}
+    out = {k: v for k, v in out.items() if len(v) > 2}  # a table beyond its header
+    verdict = verdict_lines(comp) if comp is not None else []
+    if verdict:  # a data set's line and one per budget
+        out["compression-verdict"] = verdict
     for name, lines in out.items():
         st = (states or {}).get(BLOCK_SETS.get(name, ""))
         if st is not None:

@@ -1,7 +1,6 @@
 """An experiment's budget and seed axes: every system sized to a fraction of the dense tables' bytes by its own rule
 (options_for_budget), what cannot fit set aside with its reason (and written beside the records), seeds as points of
 their own; and an experiment's own dataset ([synth]), written by the sweep and refused until then."""
-import json
 
 import pytest
 
@@ -65,7 +64,8 @@ def test_budget_and_seed_axes_size_each_system_and_set_aside_what_cannot_fit(tmp
     assert "md: the 2 compressed tables need" in exp.infeasible[0].reason
     exp.out_dir.mkdir(parents=True)
     summarize_experiment(exp)  # no records yet: the summary is empty, the set-aside points are written
-    assert read_infeasible(exp.out_dir) == [json.loads(json.dumps(i.__dict__)) for i in exp.infeasible]
+    assert read_infeasible(exp.out_dir) == [i.__dict__ for i in exp.infeasible]
+    assert not list(exp.out_dir.glob("*.json"))  # every *.json of a result set is a run's record
     only_fit = write(tmp_path, f'[grid]\nvariant = ["hash"]\n{DATA}budget = [0.5]\n')
     summarize_experiment(load_experiment(only_fit, root=tmp_path))
     assert not (exp.out_dir / INFEASIBLE).exists()  # nothing set aside now: the old list goes

@@ -42,7 +42,8 @@ def test_targets_samples_and_spread_over_seeds():
     assert table.loc["dense", "reference"] and not table.loc["fp16", "reference"]
     assert table.loc["fp16", "bytes_fraction"] == 0.5 and table.loc["fp16", "samples_to_target"] == 1000  # step 10
     h = table.loc["hash"]
-    assert (h["seeds"], h["reached"], h["samples_to_target"]) == (3, 2, 2000)
+    assert (h["seeds"], h["reached_target"], h["samples_to_target"]) == (3, 2, 2000)
+    assert (h["reached_loose"], h["samples_to_loose"]) == (3, 2000)  # ref - 0.01: seed 2 too, at step 20
     assert (h["auc_min"], h["auc_max"]) == pytest.approx((0.7895, 0.80)) and h["total_ms"] == 8.0
     assert "TT" not in table.index  # a failed run has no quality to place
 
@@ -61,7 +62,8 @@ def test_table_lines_name_budgets_targets_and_what_was_set_aside():
     assert "median [min, max] over 3 seed(s)" in text
     assert "| reference | dense | 1 | 0.8000 [0.7900, 0.8100] |" in text
     assert "| own size | fp16 | 0.5 |" in text and "| 1/10 | hash | 0.1 |" in text
-    assert "| 2,000 (2/3) |" in text
+    assert "| samples to ref - 0.001 | samples to ref - 0.01 |" in text
+    assert "| 2,000 (2/3) | 2,000 (3/3) |" in text
     assert lines[-1] == "- MD at 1/1,000: infeasible - md: too small"
 
 
@@ -74,3 +76,19 @@ def test_figures_draw_whiskers_over_seeds_and_say_so(tmp_path):
     one = summary()[lambda d: d["seed"] == 0]  # one seed: no whiskers, and the caption says none are drawn
     one.to_csv(path, index=False)
     assert len(draw(["compression-frontier"], path, tmp_path / "one")) == 2
+
+
+def test_verdicts_name_the_leader_the_runner_up_and_where_tt_stands():
+    rows = summary()
+    tt = [run("TT", 0.1, seed, auc, DENSE // 12, [(10, 0.7), (20, auc)], ms=20.0, impl="ecorec")
+          for seed, auc in enumerate((0.81, 0.809, 0.795))]
+    lines = fr.verdict_lines(pd.concat([rows, pd.DataFrame(tt)], ignore_index=True))
+    assert lines[0] == "Data `teacher`:" and len(lines) == 2
+    line = lines[1]
+    # TT's AUC: median 0.809, range [0.795, 0.81]; hash's: median 0.7995, range [0.7895, 0.80]: they overlap
+    assert line.startswith("- **1/10** of the dense bytes (2 methods fit): highest AUC: TT 0.8090, then hash 0.7995")
+    assert "(within the spread over seeds)" in line
+    assert "fastest step: hash 8.0 ms, then TT 20.0 ms (beyond the spread over seeds)" in line
+    assert "fewest samples to ref - 0.001: no method reached it on every seed (4 of 6 runs did)" in line
+    assert "fewest samples to ref - 0.01: hash 2,000 samples" in line  # TT misses it on seed 2
+    assert line.endswith("; TT: AUC 1 of 2, step time 2 of 2.")

@@ -35,7 +35,9 @@ def _draw(df: pd.DataFrame, out_dir: Path, col: str, ylabel: str, stem: str, tit
     for ax, data in zip(axes[0], datas):
         part = table[table["data"] == data]
         ref = part[part["reference"]].iloc[0]
-        ax.axhline(ref[col], color="0.35", lw=1.0, ls="--", label=f"{ref['method']} (uncompressed)")
+        ax.axhline(ref[col], color="0.35", lw=1.0, ls="--")
+        ax.plot([ref["weight_bytes"]], [ref[col]], marker="o", color="0.35", ls="--", lw=1.0,
+                label=f"{ref['method']} (uncompressed; dashed: its level)")
         for i, m in enumerate(methods):
             g = part[part["method"] == m].sort_values("weight_bytes")
             if g.empty:
@@ -51,9 +53,9 @@ def _draw(df: pd.DataFrame, out_dir: Path, col: str, ylabel: str, stem: str, tit
         ax.set_xscale("log")
         ax.set_xlabel("embedding weight bytes (log)")
         ax.set_ylabel(ylabel)
-        ax.set_title(Path(str(data)).name, fontsize=9)
+        ax.set_title(f"data: {Path(str(data)).name}", fontsize=9, loc="left")
     axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))
-    fig.suptitle(f"{title}\n{_caption(df, int(table['seeds'].max()), drawn)}", fontsize=9)
+    fig.suptitle(f"{title}\n{_caption(df, int(table['seeds'].max()), drawn)}", fontsize=9, y=1.02)
     return style.save(fig, out_dir, stem)
 
 
