@@ -69,7 +69,7 @@ ext: $(EXT_STAMP)
 install: $(EXT_STAMP)
 
 test: install
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	$(PY) -m pytest -q -p no:cacheprovider --durations=15 tests
 
 # the record lands in this machine's result set: results/bench/<machine>/benchmarks.json
 bench: install redundancy

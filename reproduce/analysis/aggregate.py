@@ -60,7 +60,7 @@ def flatten(record: Record | dict[str, Any]) -> dict[str, Any]:
         row["cuda_peak_bytes"] = mem.get("cuda_peak_bytes")
         row["analytic_bytes"] = mem["analytic"]["total"]
         row["param_bytes"] = record["param_bytes"]  # the collection's tensors: weights, optimizer state, buffers
-        row["weight_bytes"] = mem["analytic"]["params"]  # the embedding weights alone (what a byte budget sizes)
+        row["weight_bytes"] = mem["analytic"].get("params")  # the embedding weights alone (what a budget sizes)
         row["dense_bytes"] = record["tables"]["dense_bytes"]
         work = record["work"]
         row["nnz"] = work["nnz"]

@@ -20,16 +20,13 @@ from typing import Any
 import pandas as pd
 
 from reproduce.analysis.claims import BAND, evaluate_claim, spread
-from reproduce.analysis.freshness import REFERENCE_SETS, SetState, set_state
+from reproduce.analysis.freshness import RECORD_SETS, REFERENCE_SETS, SetState, set_state
 from reproduce.harness import code
 from reproduce.harness.machine import machines_of, pick_machine, reference_machine
 from reproduce.harness.noise import load_probes, noise_level
 from reproduce.analysis.tables import machine_line, measured_tables
 
 BLOCK = re.compile(r"(<!-- report:(?P<name>[a-z0-9-]+) -->\n)(?P<body>.*?)(<!-- /report:(?P=name) -->)", re.S)
-EXPERIMENTS = ("sc24", "recsys24", "sc24_table1", "sc24_fig11", "table_size", "accuracy", "accuracy_real", "train_defaults")
-
-
 def _fmt(x: Any) -> str:
     return "–" if x is None or x != x else f"{x:.3g}"
 
@@ -122,7 +119,7 @@ def noise_lines(root: Path, machines: list[str]) -> list[str]:
     lines = ["| experiment | machine | probes | threads | SGEMM GFLOP/s (median) | spread within a probe | drift "
              "across the sweep | fixed work between 0.25-s windows on one core: in cache / from memory | load per core "
              "| |", "|---|---|---|---|---|---|---|---|---|---|"]
-    for exp in EXPERIMENTS:
+    for exp in RECORD_SETS:
         for m in machines:
             probes = load_probes(root / "results" / exp / m)
             level = noise_level(probes)
@@ -238,10 +235,10 @@ def results_of(root: Path) -> Path:
 
 def build_report(root: str | Path = ".", claims: str | Path = CLAIMS,
                  machines: list[str] | None = None, readme: bool = True,
-                 out: str | Path | None = None) -> list[Path]:
+                 out: str | Path | None = None, readme_path: str | Path | None = None) -> list[Path]:
     """Write REPORT.md (``out``, default results/REPORT.md), claims.csv beside it and (``readme``) README.md's
-    blocks; return the paths written. ``claims``: a path, relative to ``root`` when not absolute (default: the
-    package's claims.toml)."""
+    blocks (``readme_path``, default the root's README.md); return the paths written. ``claims``: a path, relative
+    to ``root`` when not absolute (default: the package's claims.toml)."""
     root = Path(root)
     results_of(root)
     claims_path = root / claims
@@ -262,6 +259,7 @@ def build_report(root: str | Path = ".", claims: str | Path = CLAIMS,
                   {"modeled": "; ".join(f"{v:.6g} ({label})" for label, v in r["modeled"])} for r in rows]
                  ).to_csv(csv, index=False)
     paths = [out, csv]
-    if readme and (root / "README.md").exists() and update_readme(root / "README.md", blocks):
-        paths.append(root / "README.md")
+    readme_path = Path(readme_path) if readme_path else root / "README.md"
+    if readme and readme_path.exists() and update_readme(readme_path, blocks):
+        paths.append(readme_path)
     return paths

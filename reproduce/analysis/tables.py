@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from reproduce.analysis.claims import repeats_of
+from reproduce.analysis.freshness import RECORD_SETS
 from reproduce.analysis.frontier import frontier_lines, read_infeasible, verdict_lines
 from reproduce.harness.noise import load_probes, noise_level
 from reproduce.analysis.stats import (interval_name, median_ci, ordered_pairs, predicted_vs_measured, ratio_ci,
@@ -326,8 +327,7 @@ def durations(root: Path, machine: str, states: dict | None = None) -> list[str]
     """Wall time of each experiment's runs on the machine (the sum of its runs' processes), and the commit(s) they
     ran at."""
     lines = ["| experiment | runs | repeats per point | wall time of the runs | measured at |", "|---|---|---|---|---|"]
-    for exp in ("sc24", "recsys24", "sc24_table1", "sc24_fig11", "table_size", "accuracy", "accuracy_real", "train_defaults",
-                "compression"):
+    for exp in RECORD_SETS:
         reps = repeats_of(root, exp, machine)
         if reps is None or "wall_s" not in reps or reps["wall_s"].isna().all():
             continue

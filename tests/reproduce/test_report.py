@@ -10,7 +10,7 @@ import pytest
 
 from reproduce.analysis.claims import evaluate_claim, how
 from reproduce.harness.machine import reference_machine
-from reproduce.analysis.report import build_report, render, update_readme
+from reproduce.analysis.report import build_report
 from reproduce.harness.code import point_fingerprint
 from reproduce.harness.records import Record, write_record
 
@@ -92,13 +92,12 @@ def test_committed_report_and_readme_are_generated(tmp_path):
     ref = reference_machine(ROOT / "results")
     assert ref, "results/REFERENCE_MACHINE names the committed reference set"
     out = tmp_path / "REPORT.md"
-    build_report(ROOT, machines=[ref], readme=False, out=out)
-    assert (ROOT / "results" / "REPORT.md").read_text() == out.read_text(), "run `dlrmbench report` and commit"
-    assert (ROOT / "results" / "claims.csv").read_text() == (tmp_path / "claims.csv").read_text()
     readme = tmp_path / "README.md"
     shutil.copy(ROOT / "README.md", readme)
-    _, blocks, _ = render(ROOT, __import__("tomllib").loads((ROOT / "reproduce/analysis/claims.toml").read_text()), [ref])
-    assert not update_readme(readme, blocks), "README's generated blocks are stale: run `dlrmbench report`"
+    written = build_report(ROOT, machines=[ref], out=out, readme_path=readme)
+    assert (ROOT / "results" / "REPORT.md").read_text() == out.read_text(), "run `dlrmbench report` and commit"
+    assert (ROOT / "results" / "claims.csv").read_text() == (tmp_path / "claims.csv").read_text()
+    assert readme not in written, "README's generated blocks are stale: run `dlrmbench report`"
     assert "<!-- report:claims -->" in readme.read_text()
 
 
