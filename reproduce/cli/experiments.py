@@ -58,8 +58,11 @@ def _duration(s: float | None) -> str:
               help="runs per point, interleaved across points (default: the profile's, else 3)")
 @click.option("--data", "data", type=click.Path(exists=True, file_okay=False), default=None,
               help="the dataset folder of an experiment that trains on yours (accuracy.toml --profile real)")
+@click.option("--no-probe", "no_probe", is_flag=True,
+              help="skip the noise probes (an SGEMM and fixed work per core, about 10 s, before, between rounds and "
+                   "after): a quicker smoke run whose set then states no noise level (local launcher)")
 def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, partition, account, root, machine,
-          repeats, data) -> None:
+          repeats, data, no_probe) -> None:
     """Run every point of an experiment TOML `repeats` times, interleaved (repeat 1 of every point, then repeat 2,
     ...), into this machine's result set (resumable: recorded runs are skipped; a crashed, killed or timed-out
     run is recorded and the sweep goes on), then write summary.csv and its figures."""
@@ -71,6 +74,8 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
     from reproduce.harness.config import load_experiment
     from reproduce.harness.sweep import plan, run_experiment, todo, unreadable
 
+    if launcher == "slurm" and no_probe:
+        raise click.UsageError("--no-probe is for the local launcher: a slurm sweep runs no noise probes")
     if launcher == "slurm" and not machine:
         raise click.UsageError("--launcher slurm needs --machine NAME (the cluster's result set, e.g. 8x-h100-sxm): "
                                "this node is not the machine the points run on")
@@ -133,7 +138,7 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
                 why = outcome.kind if outcome.record is None else outcome.record["status"]
                 failed.append(f"{point.point_id}.r{repeat} ({why})")
 
-        run_experiment(exp, force=force, timeout_s=timeout, on_point=done, on_start=start)
+        run_experiment(exp, force=force, timeout_s=timeout, on_point=done, on_start=start, probe=not no_probe)
     summary = summarize_experiment(exp)
     console.print(f"summary: {summary}")
     for path in draw(list(exp.plots), summary, exp.figures_dir):

@@ -103,7 +103,7 @@ dim = 8
     exp = load_experiment(exp_file, root=tmp_path)
     assert len(exp.points) == 2
     seen = []
-    run_experiment(exp, on_point=lambda i, n, p, k, o: seen.append(o.record["status"]))
+    run_experiment(exp, on_point=lambda i, n, p, k, o: seen.append(o.record["status"]), probe=False)
     summary = summarize_experiment(exp)
     assert seen == ["ok", "ok"]
     seen.clear()

@@ -48,7 +48,11 @@ def experiment(tmp_path: Path, impls=("dense-torch", "ttrec"), batches=(64,), ex
 
 
 def sweep_cmd(path: Path, root: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "reproduce", "sweep", str(path), "--root", str(root), *args]
+    """`dlrmbench sweep` in a process of its own; a local one without the noise probes (about 10 s each: what they
+    record is tested on the in-process sweep of test_repeats_interleave_and_summarize_with_intervals)."""
+    local = "--launcher" not in args
+    return [sys.executable, "-m", "reproduce", "sweep", str(path), "--root", str(root), *args,
+            *(["--no-probe"] if local else [])]
 
 
 def workers_of(root: Path) -> list[int]:
@@ -86,7 +90,7 @@ def test_killed_sweep_resumes_without_redoing_finished_points(tmp_path):
     for r, (content, mtime) in finished.items():  # never redone
         assert r.read_bytes() == content and r.stat().st_mtime_ns == mtime
     assert all(read_record(r)["status"] == "ok" for r in recs)
-    assert (exp.out_dir / "summary.csv").exists()
+    assert (exp.out_dir / "summary.csv").exists() and not (exp.out_dir / "noise").exists()  # --no-probe
     assert not todo(exp)
 
 
@@ -94,7 +98,8 @@ def test_crashed_point_is_recorded_and_the_sweep_finishes(tmp_path, monkeypatch)
     monkeypatch.setenv("DLRMBENCH_FAULT", "0:1:exit:ttrec")  # ttrec's worker dies at step 1, with no record
     exp = load_experiment(experiment(tmp_path, impls=("dense-torch", "ttrec", "elrec")), root=tmp_path)
     seen = []
-    run_experiment(exp, on_point=lambda i, n, p, k, o: seen.append((p.impl, o.record["status"], o.finished)))
+    run_experiment(exp, on_point=lambda i, n, p, k, o: seen.append((p.impl, o.record["status"], o.finished)),
+                   probe=False)
     summary = summarize_experiment(exp)
     assert seen == [("dense-torch", "ok", True), ("ttrec", "failed", False), ("elrec", "ok", True)]
     rec = read_record(record_path(exp.out_dir, exp.points[1]))
@@ -109,11 +114,11 @@ def test_crashed_point_is_recorded_and_the_sweep_finishes(tmp_path, monkeypatch)
 def test_kill_and_time_limit_are_recorded(tmp_path, monkeypatch):
     exp = load_experiment(experiment(tmp_path, impls=("dense-torch",)), root=tmp_path)
     monkeypatch.setenv("DLRMBENCH_FAULT", "0:0:kill")
-    run_experiment(exp)
+    run_experiment(exp, probe=False)
     rec = read_record(record_path(exp.out_dir, exp.points[0]))
     assert rec["status"] == "failed" and rec["reason"].startswith("killed (signal 9)")  # not the OOM killer
     monkeypatch.setenv("DLRMBENCH_FAULT", "0:0:hang")
-    run_experiment(exp, force=True, timeout_s=10)
+    run_experiment(exp, force=True, timeout_s=10, probe=False)
     rec = read_record(record_path(exp.out_dir, exp.points[0]))
     assert rec["status"] == "failed" and rec["reason"] == "time limit of 10 s exceeded"
     assert not workers_of(tmp_path)  # the hung worker's process group was killed
@@ -124,7 +129,7 @@ def test_launcher_error_is_that_points_failure(tmp_path):
              'rdzv_endpoint = "no-such-host.invalid:29500"\n')
     exp = load_experiment(experiment(tmp_path, impls=("dense-torch",), extra=extra), root=tmp_path)
     exp = type(exp)(**{**exp.__dict__, "points": exp.points[1:]})  # only the unreachable multi-node point
-    run_experiment(exp)
+    run_experiment(exp, probe=False)
     rec = read_record(record_path(exp.out_dir, exp.points[0]))
     assert rec["status"] == "failed" and "cannot resolve" in rec["reason"]
 
@@ -288,7 +293,7 @@ def test_a_truncated_record_is_named_and_run_again(tmp_path):
     out = subprocess.run(sweep_cmd(path, tmp_path, "--dry-run"), capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert rec.name in out.stdout and "not a readable record" in out.stdout and "1 runs to do" in out.stdout
-    run_experiment(exp)
+    run_experiment(exp, probe=False)
     assert read_record(rec)["status"] == "ok"  # rerun, replaced
 
 
