@@ -113,9 +113,10 @@ reproduce-table-size: install
 	$(SWEEP) reproduce/experiments/table_size.toml
 
 # hash, QR, MD, TT (EcoRec) and fp16 tables at 1/10, 1/100, 1/1000 of the dense bytes: held-out quality, step time,
-# samples to target over 3 seeds (on its own synthetic data, written once; DATA=DIR: a prepared dataset of yours)
+# samples to target over 3 seeds (on its own synthetic data, written once; DATA=DIR: a prepared dataset of yours, in
+# results/compression_real: the last --profile given holds)
 reproduce-compression: install
-	$(SWEEP) reproduce/experiments/compression.toml $(if $(DATA),--data $(DATA))
+	$(SWEEP) reproduce/experiments/compression.toml $(if $(DATA),--profile real --data $(DATA))
 
 reproduce: reproduce-sc24 reproduce-recsys24
 

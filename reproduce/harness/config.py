@@ -358,7 +358,8 @@ def _read(path: Path) -> dict[str, Any]:
 def apply_profile(doc: dict[str, Any], profile: str | None, path: Path) -> tuple[dict[str, Any], str]:
     """Overlay ``[profiles.NAME]`` on the experiment: its ``grid`` and ``defaults`` keys replace those of the
     experiment, its ``grids`` / ``points`` / ``results`` / ``impl_options`` / ``data_options`` (when given) replace
-    the experiment's. Without ``profile`` an
+    the experiment's; ``synth = false`` drops the experiment's own dataset (a profile for data of yours: it then
+    needs --data). Without ``profile`` an
     experiment with profiles runs its ``cpu`` one; an experiment without a ``cpu`` profile is its own (the file as
     written), whether or not ``cpu`` is named."""
     profiles = doc.get("profiles", {})
@@ -369,15 +370,19 @@ def apply_profile(doc: dict[str, Any], profile: str | None, path: Path) -> tuple
         raise ValueError(f"{path}: no profile {name!r}; it has {sorted(profiles) or 'none'}")
     over = profiles[name]
     bad = sorted(set(over) - {"grid", "defaults", "grids", "points", "description", "results", "repeats",
-                              "impl_options", "data_options"})
+                              "impl_options", "data_options", "synth"})
     if bad:
         raise ValueError(f"{path}: [profiles.{name}] has unknown keys {bad}")
+    if over.get("synth", False) is not False:
+        raise ValueError(f"{path}: [profiles.{name}] synth can only be false (the profile trains on --data only)")
     out = dict(doc)
     out["grid"] = {**doc.get("grid", {}), **over.get("grid", {})}
     out["defaults"] = {**doc.get("defaults", {}), **over.get("defaults", {})}
     for k in ("grids", "points", "description", "results", "repeats", "impl_options", "data_options"):
         if k in over:
             out[k] = over[k]
+    if "synth" in over:
+        out.pop("synth", None)
     return out, name
 
 

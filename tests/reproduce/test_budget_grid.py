@@ -108,6 +108,20 @@ def test_an_experiments_own_dataset_is_refused_until_written_then_read(tmp_path)
         load_experiment(path, root=tmp_path)
 
 
+def test_a_profile_for_data_of_yours_drops_the_own_dataset_and_needs_data(tmp_path):
+    path = tmp_path / "own.toml"
+    path.write_text(OWN + '[profiles.real]\nresults = "own_real"\nsynth = false\n')
+    write_synth(SPEC, tmp_path)  # written, yet the profile never falls back to it
+    with pytest.raises(ValueError, match="give --data DIR"):
+        load_experiment(path, root=tmp_path, profile="real")
+    mine = write_synth({**SPEC, "name": "mine"}, tmp_path)
+    exp = load_experiment(path, root=tmp_path, profile="real", data=str(mine))
+    assert [p.data for p in exp.points] == [str(mine)] and exp.out_dir.parent.name == "own_real"
+    path.write_text(OWN + '[profiles.real]\nsynth = true\n')
+    with pytest.raises(ValueError, match=r"\[profiles.real\] synth can only be false"):
+        load_experiment(path, root=tmp_path, profile="real")
+
+
 def test_a_dataset_inside_the_checkout_gives_the_same_ids_wherever_the_checkout_is(tmp_path, monkeypatch):
     from reproduce.harness import config
 
