@@ -59,7 +59,7 @@ def _duration(s: float | None) -> str:
 @click.option("--data", "data", type=click.Path(exists=True, file_okay=False), default=None,
               help="the dataset folder of an experiment that trains on yours (accuracy.toml --profile real)")
 @click.option("--no-probe", "no_probe", is_flag=True,
-              help="skip the noise probes (an SGEMM and fixed work per core, about 10 s, before, between rounds and "
+              help="skip the noise probes (an SGEMM and fixed work on each core, before, between rounds and "
                    "after): a quicker smoke run whose set then states no noise level (local launcher)")
 def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, partition, account, root, machine,
           repeats, data, no_probe) -> None:
@@ -154,14 +154,13 @@ def _write_synth(path: Path, profile: str | None, root: Path) -> None:
     from tqdm import tqdm
 
     from impls.data.staging import is_dataset
-    from reproduce.harness.config import folder_name, reads_data, read_profiled
+    from reproduce.harness.config import reads_data, read_profiled
     from reproduce.harness.synth_data import synth_folder, synth_table, write_synth
 
     doc, _ = read_profiled(path, profile)
     spec = synth_table(doc, path) if reads_data(doc) else None
     if spec is None:
         return
-    folder_name(spec["name"], f"{path}: [synth] name")  # one folder under datasets/synth, never outside
     if is_dataset(synth_folder(spec, root)):
         return
     total = int(spec["samples"]) + (int(spec["samples"]) // 8 if spec.get("val_samples") is None

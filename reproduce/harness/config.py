@@ -417,7 +417,6 @@ def fill_data(doc: dict[str, Any], data: str | None, path: Path, root: str | Pat
         if spec is None:
             raise ValueError(f"{path}: this experiment trains on a dataset of yours: give --data DIR (a folder from "
                              f"`dlrmbench data prepare`)")
-        folder_name(spec["name"], f"{path}: [synth] name")
         data = synth_data(spec, root, path)
     data = str(Path(data).resolve())
     out = dict(doc)

@@ -1,8 +1,8 @@
 """The dataset an experiment writes for itself: a ``[synth]`` table in its TOML names a preset's synthetic stream
 (``dlrmbench data synth``: preset, samples, teacher, seed, data options) that its ``$DATA`` points train on when
 ``--data`` is not given. `dlrmbench sweep` writes it on first use under ``<root>/datasets/synth/<name>`` (ignored
-by git; reused when complete, refused when a folder there was made from anything else: impls/data/staging.py); every
-other reader of the experiment (plot, dry run) needs it written."""
+by git; reused when complete, refused when a folder there was made from anything else: impls/data/staging.py), and
+`dlrmbench plot` too; a dry run, which writes nothing, needs it written."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,8 +12,10 @@ KEYS = {"name", "preset", "samples", "val_samples", "teacher", "seed", "options"
 
 
 def synth_table(doc: dict[str, Any], path: Path) -> dict[str, Any] | None:
-    """The experiment's ``[synth]`` table, its keys checked (None when it has none; its name is a folder name:
-    config.folder_name)."""
+    """The experiment's ``[synth]`` table, its keys checked and its name one plain folder name under datasets/synth
+    (config.folder_name), or None when it has none."""
+    from reproduce.harness.config import folder_name
+
     spec = doc.get("synth")
     if spec is None:
         return None
@@ -26,6 +28,7 @@ def synth_table(doc: dict[str, Any], path: Path) -> dict[str, Any] | None:
                          + f"; its keys: {sorted(KEYS)}")
     if not isinstance(spec.get("options", {}), dict):
         raise ValueError(f"{path}: [synth] options must be a table of data options")
+    folder_name(spec["name"], f"{path}: [synth] name")
     return spec
 
 

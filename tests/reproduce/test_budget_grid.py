@@ -106,6 +106,9 @@ def test_an_experiments_own_dataset_is_refused_until_written_then_read(tmp_path)
     path.write_text(OWN.replace('samples = 300', 'samples = 300\nsize = 3'))
     with pytest.raises(ValueError, match=r"\[synth\] has unknown keys \['size'\]"):
         load_experiment(path, root=tmp_path)
+    path.write_text(OWN.replace('name = "own-data"', 'name = "../own-data"'))  # never a folder outside datasets/synth
+    with pytest.raises(ValueError, match=r"\[synth\] name .*must name one folder"):
+        load_experiment(path, root=tmp_path)
 
 
 def test_a_profile_for_data_of_yours_drops_the_own_dataset_and_needs_data(tmp_path):
