@@ -154,11 +154,11 @@ def _write_synth(path: Path, profile: str | None, root: Path) -> None:
     from tqdm import tqdm
 
     from impls.data.staging import is_dataset
-    from reproduce.harness.config import reads_data, read_profiled
-    from reproduce.harness.synth_data import synth_folder, synth_table, write_synth
+    from reproduce.harness.config import own_dataset, reads_data, read_profiled
+    from reproduce.harness.synth_data import synth_folder, write_synth
 
     doc, _ = read_profiled(path, profile)
-    spec = synth_table(doc, path) if reads_data(doc) else None
+    spec = own_dataset(doc, path) if reads_data(doc) else None
     if spec is None:
         return
     if is_dataset(synth_folder(spec, root)):

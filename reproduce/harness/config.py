@@ -401,6 +401,17 @@ def read_profiled(path: Path, profile: str | None) -> tuple[dict[str, Any], str]
     return apply_profile(_read(path), profile, path)
 
 
+def own_dataset(doc: dict[str, Any], path: Path) -> dict[str, Any] | None:
+    """The experiment's ``[synth]`` table (synth_data.synth_table), its name one plain folder name under
+    datasets/synth; None when it has none."""
+    from reproduce.harness.synth_data import synth_table
+
+    spec = synth_table(doc, path)
+    if spec is not None:
+        folder_name(spec["name"], f"{path}: [synth] name")
+    return spec
+
+
 def fill_data(doc: dict[str, Any], data: str | None, path: Path, root: str | Path = ".") -> dict[str, Any]:
     """``doc`` with every ``$DATA`` replaced by ``data`` (a dataset folder, made absolute), else by the dataset of its
     ``[synth]`` table (synth_data.py; written by `dlrmbench sweep`); an experiment that reads ``$DATA`` needs one of
@@ -411,9 +422,9 @@ def fill_data(doc: dict[str, Any], data: str | None, path: Path, root: str | Pat
                              f"this one names its own")
         return doc
     if data is None:
-        from reproduce.harness.synth_data import synth_data, synth_table
+        from reproduce.harness.synth_data import synth_data
 
-        spec = synth_table(doc, path)
+        spec = own_dataset(doc, path)
         if spec is None:
             raise ValueError(f"{path}: this experiment trains on a dataset of yours: give --data DIR (a folder from "
                              f"`dlrmbench data prepare`)")

@@ -12,10 +12,8 @@ KEYS = {"name", "preset", "samples", "val_samples", "teacher", "seed", "options"
 
 
 def synth_table(doc: dict[str, Any], path: Path) -> dict[str, Any] | None:
-    """The experiment's ``[synth]`` table, its keys checked and its name one plain folder name under datasets/synth
-    (config.folder_name), or None when it has none."""
-    from reproduce.harness.config import folder_name
-
+    """The experiment's ``[synth]`` table, its keys checked (None when it has none); config.own_dataset also checks
+    that its name is one plain folder name under datasets/synth."""
     spec = doc.get("synth")
     if spec is None:
         return None
@@ -28,7 +26,6 @@ def synth_table(doc: dict[str, Any], path: Path) -> dict[str, Any] | None:
                          + f"; its keys: {sorted(KEYS)}")
     if not isinstance(spec.get("options", {}), dict):
         raise ValueError(f"{path}: [synth] options must be a table of data options")
-    folder_name(spec["name"], f"{path}: [synth] name")
     return spec
 
 
