@@ -116,6 +116,11 @@ def _bounds_check_fake(values, offsets, table_rows, batch_size):
     return values.new_empty(5, dtype=torch.int64)
 
 
+@torch.library.register_fake(f"{_LIB}::raise_index_error")
+def _raise_index_error_fake(like):
+    return None  # a fake tensor holds no error record (the kernel would read one); nothing to raise or return
+
+
 @torch.library.register_fake(f"{_LIB}::jagged_unique")
 def _jagged_unique_fake(values, offsets, num_tables, batch_size):
     u = torch.library.get_ctx().new_dynamic_size()
