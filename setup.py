@@ -8,6 +8,7 @@ Environment knobs (build-time only):
                          builds it in place with `make ext`, so pip never compiles it twice)
 """
 import glob
+import json
 import os
 
 from setuptools import setup
@@ -34,6 +35,9 @@ if os.environ.get("DLRMBENCH_NO_EXT") != "1":
         extra["nvcc"] = ["-O3"]
         macros.append(("WITH_CUDA", None))
     ext_modules.append(Ext("impls.core._C", sources, extra_compile_args=extra, define_macros=macros))
+    # the flags this library is built with, beside it: a run's record keeps them (reproduce/harness/fingerprint.py)
+    with open("impls/core/_C.build.json", "w") as stamp:
+        json.dump({"flags": extra, "macros": [m for m, _ in macros], "cuda": use_cuda}, stamp, sort_keys=True)
     cmdclass["build_ext"] = BuildExtension
 
 setup(ext_modules=ext_modules, cmdclass=cmdclass)

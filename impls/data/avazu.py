@@ -11,11 +11,9 @@ from typing import Callable
 
 import numpy as np
 
+from impls.data.columns import AVAZU_CAT as CAT_NAMES
 from impls.data.textio import BadRows, Problems, Rows, well_formed_fields
 
-CAT_NAMES = ("hour", "C1", "banner_pos", "site_id", "site_domain", "site_category", "app_id", "app_domain",
-             "app_category", "device_id", "device_ip", "device_model", "device_type", "device_conn_type",
-             "C14", "C15", "C16", "C17", "C18", "C19", "C20", "C21")
 HEADER = ",".join(("id", "click") + CAT_NAMES).encode()
 NUM_DENSE, NUM_CAT = 0, len(CAT_NAMES)
 NUM_COLS = 2 + NUM_CAT

@@ -13,12 +13,13 @@ from typing import Callable
 
 import numpy as np
 
+from impls.data.columns import CRITEO_CAT as CAT_NAMES
+from impls.data.columns import CRITEO_DENSE as DENSE_NAMES
+from impls.data.columns import CRITEO_NUM_CAT as NUM_CAT
+from impls.data.columns import CRITEO_NUM_DENSE as NUM_DENSE
 from impls.data.textio import BadRows, Problems, Rows, well_formed_fields
 
-NUM_DENSE, NUM_CAT = 13, 26
 NUM_COLS = 1 + NUM_DENSE + NUM_CAT
-DENSE_NAMES = tuple(f"I{i}" for i in range(1, NUM_DENSE + 1))
-CAT_NAMES = tuple(f"C{i}" for i in range(1, NUM_CAT + 1))
 
 
 def dense_transform(dense: np.ndarray) -> np.ndarray:

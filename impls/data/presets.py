@@ -16,10 +16,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from impls.api import TableSpec
-from impls.data import avazu, criteo
+from impls.data.columns import AVAZU_CAT, CRITEO_CAT
 from impls.data.synthetic import SyntheticSpec, tables_from_rows
 
-CRITEO_NAMES = criteo.CAT_NAMES  # C1..C26, as the prepared data names its tables
+CRITEO_NAMES = CRITEO_CAT  # C1..C26, as the prepared data names its tables
 
 # facebookresearch/dlrm Kaggle, no --max-ind-range (sum 33,762,577)
 CRITEO_KAGGLE_ROWS = (
@@ -130,7 +130,7 @@ def _avazu(dim: int = 16, hotness: float = 1, **kw: Any) -> SyntheticSpec:
     """Avazu-like: its 22 categorical cardinalities, one id per field, no dense features."""
     kw.setdefault("num_dense", 0)
     kw.setdefault("alpha", 1.1)
-    return SyntheticSpec(tables_from_rows(AVAZU_ROWS, dim, hotness, names=avazu.CAT_NAMES), **kw)
+    return SyntheticSpec(tables_from_rows(AVAZU_ROWS, dim, hotness, names=AVAZU_CAT), **kw)
 
 
 def _criteo_kaggle(dim: int = 16, hotness: float = 1, **kw: Any) -> SyntheticSpec:

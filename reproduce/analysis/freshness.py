@@ -1,6 +1,6 @@
 """Does a result set still describe the code beside it? Each record keeps the commit it ran at and the fingerprint
 of the code its point measures (reproduce/harness/code.py); a set is STALE when any of its measurements was taken on
-code that has changed since (or before fingerprints existed), or when a plan it ran was made on a calibration
+code that has changed since (or before fingerprints existed: fingerprint.py says what a run's code is), or when a plan it ran was made on a calibration
 profile that has been rewritten since (the record keeps the profile's digest), and a STALE set draws no verdict.
 Sets that are not run records carry their own fingerprint: `make bench`'s benchmarks.json (benchmarks/conftest.py)
 and the scale model's fit.json (its code, and the sc24 records it was fitted on)."""
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reproduce.harness import code
+from reproduce.harness import code, fingerprint
 from reproduce.harness.records import Status, records_in
 
 # the committed reference sets `dlrmbench report --check` holds to the code (results/<name>/<reference machine>/)
@@ -36,6 +36,7 @@ class SetState:
     dirty: int = 0
     stale: list[str] = field(default_factory=list)
     missing: bool = False
+    platform: list[str] = field(default_factory=list)  # library versions that differ from those installed here
 
     @property
     def is_stale(self) -> bool:
@@ -52,10 +53,11 @@ class SetState:
         return label + (f" + uncommitted code ({self.dirty} runs)" if self.dirty else "")
 
     def state(self) -> str:
-        """``fresh`` or ``STALE: why``."""
+        """``fresh`` or ``STALE: why``, with a platform change beside it (``; platform: torch 2.12 -> 2.13``)."""
         if self.missing:
             return "no records"
-        return "STALE: " + "; ".join(self.stale) if self.stale else "fresh"
+        state = "STALE: " + "; ".join(self.stale) if self.stale else "fresh"
+        return state + (f" (platform: {', '.join(self.platform)})" if self.platform else "")
 
     def line(self) -> str:
         """What a table or caption says of the set: its commit(s), and STALE with why."""
@@ -72,32 +74,43 @@ def _changed(names: set[str], limit: int = 4) -> str:
     return ", ".join(shown) + more
 
 
-@dataclass
-class _Current:
-    """Today's fingerprints, computed once per (system, sharded, device)."""
+def platform_now() -> dict[str, str | None]:
+    """The versions of the libraries a measurement depends on, installed here (read without importing them)."""
+    from importlib.metadata import PackageNotFoundError, version
 
-    root: Path
-    cache: dict = field(default_factory=dict)
-
-    def of(self, point: dict[str, Any]) -> dict[str, Any] | None:
-        key = (point["impl"], int(point.get("world_size", 1)) > 1, str(point.get("device", "cpu")))
-        if key not in self.cache:
+    out: dict[str, str | None] = {}
+    for key, dists in PLATFORM.items():
+        out[key] = None
+        for dist in dists:
             try:
-                self.cache[key] = code.point_fingerprint(point, self.root)
-            except ValueError:
-                self.cache[key] = None  # an implementation no longer registered
-        return self.cache[key]
+                out[key] = version(dist)
+                break
+            except PackageNotFoundError:
+                continue
+    return out
+
+
+# a record's env key -> the distributions that provide it (the first installed one counts)
+PLATFORM = {"torch": ("torch",), "fbgemm_gpu": ("fbgemm-gpu", "fbgemm-gpu-cpu", "fbgemm_gpu"),
+            "torchrec": ("torchrec",)}
+
+
+def _version(v: str | None) -> str | None:
+    return None if v in (None, "unknown") else str(v).split("+")[0]
 
 
 def record_set_state(out_dir: Path, name: str, machine: str, root: Path = code.ROOT,
                      only: set[str] | None = None) -> SetState:
-    """The state of a folder of run records (only the file names in ``only``, when given)."""
+    """The state of a folder of run records (only the file names in ``only``, when given): STALE when a file a
+    record ran (or an input it read) differs today (fingerprint.changes); library versions that differ from those
+    installed here are a platform change, said beside it."""
     st = SetState(name, machine)
     if not Path(out_dir).is_dir() or not any(Path(out_dir).glob("*.json")):
         st.missing = True
         return st
-    now = _Current(Path(root))
-    unfingerprinted, changed, gone, profiles = 0, set(), set(), set()
+    unfingerprinted, changed, profiles = 0, set(), set()
+    seen: dict[str, list[str]] = {}
+    now, platform = platform_now(), set()
     for rec in records_in(out_dir, only):
         if rec.status not in MEASURED:
             continue
@@ -108,13 +121,17 @@ def record_set_state(out_dir: Path, name: str, machine: str, root: Path = code.R
         # dirty: the code this run measured differs from its commit (uncommitted edits elsewhere do not count)
         st.dirty += bool(env.get("git_dirty")) and bool(then) and code.committed(then["files"], env.get("git_sha"),
                                                                                   root) is False
-        current = now.of(rec.point)
-        if current is None:
-            gone.add(rec.point["impl"])
-        elif not then:
+        if not then:
             unfingerprinted += 1
-        elif then["digest"] != current["digest"]:
-            changed |= set(code.changed_files(then["files"], current["files"]))
+        else:
+            key = then["digest"] + json.dumps(fingerprint.input_paths(rec.point), default=str)
+            if key not in seen:
+                seen[key] = fingerprint.changes(then, rec.point, root)
+            changed |= set(seen[key])
+        for lib, installed in now.items():
+            ran = _version(env.get(lib))
+            if ran and installed and ran != _version(installed):
+                platform.add(f"{lib} {ran} -> {_version(installed)}")
         plan = (rec.get("dist") or {}).get("plan") or {}
         made_on = plan.get("profile")
         if made_on and plan.get("profile_sha") and profile_sha(root, made_on) != plan["profile_sha"]:
@@ -123,10 +140,9 @@ def record_set_state(out_dir: Path, name: str, machine: str, root: Path = code.R
         st.stale.append(f"{unfingerprinted} of {st.measured} runs measured before code fingerprints")
     if changed:
         st.stale.append(f"code changed since: {_changed(changed)}")
-    if gone:
-        st.stale.append(f"implementation(s) no longer registered: {', '.join(sorted(gone))}")
     if profiles:  # the plans were made on a calibration that has been rewritten (or removed) since
         st.stale.append(f"calibration profile changed since: {_changed(profiles)}")
+    st.platform = sorted(platform)
     return st
 
 

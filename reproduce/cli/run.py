@@ -82,8 +82,9 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
     """Check, run and tabulate one point per implementation (``fields``: the RunPoint fields they share)."""
     from impls.api import registered_names
     from reproduce.analysis.aggregate import summarize
-    from reproduce.harness.config import (RunPoint, check_scoped_options, check_shared_options, interleaved,
-                                          options_for)
+    from reproduce.harness.config import interleaved
+    from reproduce.harness.options import check_point, check_scoped_options, check_shared_options, options_for
+    from reproduce.harness.point import RunPoint
     from reproduce.harness.launch import RecordedElsewhere
     from reproduce.harness.records import RunLocked
     from reproduce.harness.sweep import run_point_isolated
@@ -104,10 +105,10 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
         impl_opts = parse_impl_options(options)
         check_scoped_options(impl_opts, impls, "-o")
         points = [
-            RunPoint(impl=i, data_options=data_opts, impl_options=options_for(i, impl_opts, fields["world_size"]),
-                     **fields)
+            check_point(RunPoint(impl=i, data_options=data_opts,
+                                 impl_options=options_for(i, impl_opts, fields["world_size"]), **fields))
             for i in impls
-        ]  # RunPoint checks the data name and options before anything is launched
+        ]  # the data name and options are checked before anything is launched
         check_shared_options(impl_opts, points, "-o")
         points = [with_profile(p, ".", this_machine()) for p in points]
     except ValueError as exc:

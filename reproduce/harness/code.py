@@ -1,9 +1,10 @@
-"""What code a run measures, and its fingerprint: the modules a run point's system imports (read from the source with
-ast, every import at module level or inside a function, package ``__init__`` files included), the harness modules
-that time the step, and the native kernels the op core loads. Each file is hashed on what it does, not how it reads:
+"""Hashing code by what it does, and the static import graph. Each file is hashed on what it does, not how it reads:
 Python as its syntax tree without docstrings (comments are not in the tree), C++ / CUDA without comments and with
-whitespace collapsed. A docstring or comment edit leaves the fingerprint as it was; a changed line of code in
-anything the system imports changes it. Pure file reading: no module is imported (torch neither)."""
+whitespace collapsed, so a docstring or comment edit changes no hash. ``closure`` follows imports read from the source
+(every import at module level or inside a function, package ``__init__`` files, systems built by name): the layering
+test reads the graph, and the sets that are not run records (`make bench`, the scale model's fit, a `data synth`
+generator) fingerprint what their code imports. A run's own fingerprint is the code it executed: fingerprint.py.
+Pure file reading: no module is imported (torch neither)."""
 from __future__ import annotations
 
 import ast
@@ -15,21 +16,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("impls", "reproduce", "benchmarks")
-# the harness modules that take part in a measurement (build the step, time it, combine the ranks' times, read
-# memory, launch the ranks with their environment); the rest of the harness (records, config, machine, sweeps,
-# ...) only files results.
-# tests/reproduce/test_freshness.py makes every harness module the worker reaches appear in one list.
-MEASURING = ("reproduce.harness.worker", "reproduce.harness.training", "reproduce.harness.rank",
-             "reproduce.harness.memory", "reproduce.harness.torchrun", "reproduce.harness.launch",
-             "reproduce.harness.syncs", "reproduce.harness.allocator")
-BOOKKEEPING = ("reproduce.harness.records", "reproduce.harness.config", "reproduce.harness.machine",
-               "reproduce.harness.lifeline", "reproduce.harness.fault", "reproduce.harness.code",
-               "reproduce.harness.calibration",  # names a point's profile (its path is in the point and its id)
-               "reproduce.harness.synth_data",  # writes an experiment's own dataset before its runs
-               "reproduce.harness", "reproduce")
-# where a point's measured code starts besides its system's module
-DATA_ROOTS = ("impls.data.sources", "impls.data.loader", "impls.model.train")
-SHARDED_ROOTS = ("impls.sharding.build",)
 NATIVE_MODULE = "impls.core.ops"  # loads the extension built from csrc
 CSRC = "impls/core/csrc"
 
@@ -100,11 +86,10 @@ def _parents(name: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(1, len(parts))]
 
 
-def closure(roots: tuple[str, ...], root: Path = ROOT, follow: tuple[str, ...] = MEASURING,
+def closure(roots: tuple[str, ...], root: Path = ROOT, follow: tuple[str, ...] = (),
             exclude: tuple[str, ...] = ()) -> list[str]:
     """The project modules ``roots`` import, directly or not, with their packages' ``__init__``: every module under
-    impls except those under an ``exclude`` prefix, and under reproduce only ``follow`` (by default the measuring
-    modules of the harness: bookkeeping modules are not code a measurement depends on)."""
+    impls except those under an ``exclude`` prefix, and outside impls only ``follow``."""
     mods = modules(root)
     seen: set[str] = set()
     todo = [r for r in roots if r in mods]
@@ -218,8 +203,8 @@ def file_hash(path: Path) -> str:
 
 
 def native_files(device: str, root: Path = ROOT) -> list[Path]:
-    """The kernel sources a run on ``device`` executes: the shared ones and the CPU kernels, plus the CUDA kernels
-    on a GPU."""
+    """Every kernel source built into the library for ``device``: the shared ones and the CPU kernels, plus the CUDA
+    kernels on a GPU (a fingerprint that cannot tell which ops ran: fingerprint.py groups them by op)."""
     csrc = root / CSRC
     files = [*csrc.glob("*.cpp"), *csrc.glob("*.h"), *(csrc / "cpu").glob("*")]
     if device.startswith("cuda"):
@@ -227,17 +212,8 @@ def native_files(device: str, root: Path = ROOT) -> list[Path]:
     return sorted(f for f in files if f.is_file())
 
 
-def measured_modules(impl_module: str, world_size: int = 1, root: Path = ROOT) -> list[str]:
-    """The modules a point's measurement runs: what its system's module, the data source, loader and training step
-    (and over ranks the sharding layer) import, and the harness loop with what it imports - the sharding layer
-    only over ranks (one process never enters it, though the worker can)."""
-    system = closure((impl_module, *DATA_ROOTS, *(SHARDED_ROOTS if world_size > 1 else ())), root)
-    loop = closure(MEASURING, root, exclude=() if world_size > 1 else ("impls.sharding",))
-    return sorted(set(system) | set(loop))
-
-
 def fingerprint_of(roots: tuple[str, ...], device: str = "cpu", root: Path = ROOT,
-                   follow: tuple[str, ...] = MEASURING, names: list[str] | None = None) -> dict[str, Any]:
+                   follow: tuple[str, ...] = (), names: list[str] | None = None) -> dict[str, Any]:
     """``{"digest": ..., "files": {path: hash}}`` of the modules ``roots`` reach (``closure``; or the modules
     ``names``), and the native kernels when the op core is among them."""
     mods = modules(root)
@@ -248,14 +224,6 @@ def fingerprint_of(roots: tuple[str, ...], device: str = "cpu", root: Path = ROO
     files = {str(p.relative_to(root)): file_hash(p) for p in sorted(set(paths))}
     digest = hashlib.sha256("\n".join(f"{k} {v}" for k, v in sorted(files.items())).encode()).hexdigest()[:16]
     return {"digest": digest, "files": files}
-
-
-def impl_module(impl: str, root: Path = ROOT) -> str:
-    """The module that registers ``impl`` (read from the registry's table in impls/api.py, nothing imported)."""
-    table = registry_table(root)
-    if impl not in table:
-        raise ValueError(f"no module registers implementation {impl!r}; known: {', '.join(sorted(table))}")
-    return table[impl]
 
 
 def registry_table(root: Path = ROOT) -> dict[str, str]:
@@ -273,12 +241,6 @@ def _registry_table(api: Path, mtime_ns: int, size: int) -> dict[str, str]:
         if value is not None:
             return ast.literal_eval(value)
     raise ValueError("impls/api.py has no _MODULES table")
-
-
-def point_fingerprint(point: dict[str, Any], root: Path = ROOT) -> dict[str, Any]:
-    """The fingerprint of the code a run point (a record's ``point``) measures."""
-    names = measured_modules(impl_module(point["impl"], root), int(point.get("world_size", 1)), root)
-    return fingerprint_of((), str(point.get("device", "cpu")), root, names=names)
 
 
 def changed_files(then: dict[str, str], now: dict[str, str]) -> list[str]:

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from impls.api import registered_names
-from reproduce.harness.config import RunPoint
+from reproduce.harness.point import RunPoint
 from reproduce.harness.lifeline import die_with_parent
 from reproduce.harness.rank import rank_files
 from reproduce.harness.records import (Record, Status, check_overwritable, lock_run, log_path, read_record,

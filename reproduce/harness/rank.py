@@ -87,8 +87,9 @@ class Rank:
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return bool(t.item())
 
-    def combine(self, phases, losses, memory, param_bytes, work, iters):
-        """Everything rank 0 records, from every rank's measurements."""
+    def combine(self, phases, losses, memory, param_bytes, work, iters, modules):
+        """Everything rank 0 records, from every rank's measurements (``modules``: the project modules each loaded,
+        united)."""
         iters = max(iters, 1)  # a run that diverged before its first timed step
         sent: dict[str, dict[str, float]] = {}
         for (phase, peer), v in self.comm.sent.items():
@@ -97,7 +98,7 @@ class Rank:
                 sent.setdefault(phase, {})[peer] = d / iters
         blocked = {ph: (v - self._blocked0.get(ph, 0.0)) * 1e3 / iters for ph, v in self.comm.blocked_s.items()}
         mine = {"phases": phases, "losses": losses, "memory": memory, "param_bytes": param_bytes, "work": work,
-                "sent": sent, "blocked": blocked}
+                "sent": sent, "blocked": blocked, "modules": modules}
         ranks = self.gather(mine)
         self.ctx.close()
         slowest = {k: [max(r["phases"][k][i] for r in ranks) for i in range(min(len(r["phases"][k]) for r in ranks))]
@@ -126,4 +127,5 @@ class Rank:
         }
         params = max(r["param_bytes"] for r in ranks)
         dist_part["param_bytes_all_ranks"] = sum(r["param_bytes"] for r in ranks)
-        return slowest, total_loss, mem, params, summed, dist_part
+        ran = sorted({m for r in ranks for m in r["modules"]})
+        return slowest, total_loss, mem, params, summed, dist_part, ran

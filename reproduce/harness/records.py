@@ -39,10 +39,10 @@ _HEADER = ("schema", "point", "point_id", "repeat", "status", "reason", "log", "
 
 
 def point_id(point: dict[str, Any]) -> str:
-    """The one id of a run point (a record's ``point``): RunPoint.point_id."""
-    from reproduce.harness.config import RunPoint
+    """The one id of a run point (a record's ``point``): point_id.py's."""
+    from reproduce.harness.point_id import point_id as of
 
-    return RunPoint.from_dict(point).point_id
+    return of(point)
 
 
 @dataclass
@@ -129,6 +129,16 @@ def git_sha() -> str | None:
     return _git("rev-parse", "HEAD")
 
 
+def _installed(dist: str) -> str | None:
+    """The installed version of a distribution, read without importing it (None when it is not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
 def environment() -> dict[str, Any]:
     """Versions and hardware of this process (torch is imported here, never at CLI start-up): the machine's
     fingerprint and slug, git state, thread count."""
@@ -144,6 +154,7 @@ def environment() -> dict[str, Any]:
         "python": fp["python"],
         "torch": fp["torch"],
         "fbgemm_gpu": fp["fbgemm_gpu"],
+        "torchrec": _installed("torchrec"),
         "cuda": fp["cuda"],
         "cuda_device": fp["gpu"],
         "cpu": fp["cpu"],

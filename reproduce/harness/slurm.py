@@ -13,7 +13,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from reproduce.harness.config import Experiment, RunPoint
+from reproduce.harness.config import Experiment
+from reproduce.harness.point import RunPoint
 from reproduce.harness.launch import RecordedElsewhere, finish_point, skip_unregistered
 from reproduce.harness.records import log_path, record_path
 

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Callable
 
 from impls.api import registered_names
-from reproduce.harness.config import Experiment, RunPoint
+from reproduce.harness.config import Experiment
+from reproduce.harness.point import RunPoint
 from reproduce.harness.launch import RecordedElsewhere, launch_point
 from reproduce.harness.noise import record_probe
 from reproduce.harness.records import (Record, RunLocked, Status, adopt_older_records, lock_run, older_records,

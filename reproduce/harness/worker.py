@@ -20,8 +20,9 @@ from typing import Any
 
 from impls.api import ShardedCollection
 from reproduce.harness import allocator
-from reproduce.harness.config import RunPoint
+from reproduce.harness.point import RunPoint
 from reproduce.harness.fault import Fault
+from reproduce.harness.fingerprint import loaded_modules
 from reproduce.harness.lifeline import die_with_parent
 from reproduce.harness.rank import Rank, rank_error_path, rank_of_env
 from reproduce.harness.records import Record, Status, environment, ids_from_name, write_record
@@ -203,13 +204,14 @@ def run_point(point: RunPoint, out: str | None = None) -> Record | None:
     else:
         res = bench_loop(point, step, data.batches, data.evaluation, at.rank, at.clock, at.fault, at.me,
                          count_syncs=at.device.type == "cuda")
-    return make_record(point, at, data, emb, step, res, base, build_s)
+    ran = loaded_modules()  # the code this rank executed, read at the end of the timed loop (fingerprint.py)
+    return make_record(point, at, data, emb, step, res, base, build_s, ran)
 
 
 def make_record(point: RunPoint, at: Place, data: Data, emb, step, res, base: MemoryBase,
-                build_s: float) -> dict[str, Any]:
+                build_s: float, ran: list[str]) -> dict[str, Any]:
     """The run's record from what the loops measured: over ranks the measurements are combined on rank 0 first."""
-    from reproduce.harness.code import point_fingerprint
+    from reproduce.harness import fingerprint
 
     phases, losses = res.phases, res.losses
     memory = base.measured(emb, at.device)
@@ -222,8 +224,8 @@ def make_record(point: RunPoint, at: Place, data: Data, emb, step, res, base: Me
         evaluated = final_score(step, data.evaluation, at.rank, res)
     dist_part = None
     if at.rank:
-        phases, losses, memory, param_bytes, work, dist_part = at.rank.combine(
-            phases, losses, memory, param_bytes, work, len(losses))
+        phases, losses, memory, param_bytes, work, dist_part, ran = at.rank.combine(
+            phases, losses, memory, param_bytes, work, len(losses), ran)
         if at.me != 0:
             return None
     tables = data.source.tables
@@ -240,7 +242,7 @@ def make_record(point: RunPoint, at: Place, data: Data, emb, step, res, base: Me
         "tables": {"count": len(tables), "rows": sum(t.num_embeddings for t in tables),
                    "dense_bytes": sum(t.dense_bytes for t in tables)},
         "env": environment(),
-        "code": point_fingerprint(point.to_dict()),
+        "code": fingerprint.of_run(ran, point.to_dict(), build=fingerprint.build_info()),
         "occupancy": at.occupancy(),
     }
     if res.loop:

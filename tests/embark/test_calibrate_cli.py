@@ -62,7 +62,7 @@ def test_runs_name_their_machines_profile(tmp_path):
     from pathlib import Path
 
     from reproduce.harness.calibration import missing_profiles, with_profile
-    from reproduce.harness.config import RunPoint
+    from reproduce.harness.point import RunPoint
 
     base = dict(data="uniform", batch_size=8, world_size=2)
     p = with_profile(RunPoint(impl="embark", **base), tmp_path, "box")

@@ -8,7 +8,8 @@ from impls.api import get_impl
 from impls.data.presets import get_preset
 from reproduce.analysis.aggregate import summarize_experiment
 from reproduce.analysis.frontier import INFEASIBLE, read_infeasible
-from reproduce.harness.config import RunPoint, load_experiment
+from reproduce.harness.config import load_experiment
+from reproduce.harness.point import RunPoint
 from reproduce.harness.synth_data import synth_folder, write_synth
 
 DATA = 'data = ["uniform"]\nbatch_size = [64]\n'
@@ -126,7 +127,7 @@ def test_a_profile_for_data_of_yours_drops_the_own_dataset_and_needs_data(tmp_pa
 
 
 def test_a_dataset_inside_the_checkout_gives_the_same_ids_wherever_the_checkout_is(tmp_path, monkeypatch):
-    from reproduce.harness import config
+    from reproduce.harness import point_id as config
 
     ids, slugs = [], []
     for clone in ("a", "b"):

@@ -135,7 +135,7 @@ def test_a_damaged_dataset_is_named_before_anything_runs(tmp_path, damage, match
 
 
 def test_a_record_is_never_written_over_a_users_file(tmp_path):
-    from reproduce.harness.config import RunPoint
+    from reproduce.harness.point import RunPoint
     from reproduce.harness.launch import launch_point
     from reproduce.harness.records import record_path
 

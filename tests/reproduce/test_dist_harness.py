@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from reproduce.harness.config import RunPoint
+from reproduce.harness.point import RunPoint
 from reproduce.harness.launch import check_rendezvous, launch_point
 
 SMALL = dict(data="uniform", iters=3, warmup=1, num_batches=2, mode="embedding-only", lr=0.05,

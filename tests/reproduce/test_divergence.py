@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from reproduce.cli import cli
-from reproduce.harness.config import RunPoint
+from reproduce.harness.point import RunPoint
 from reproduce.harness.launch import launch_point
 from reproduce.harness.records import Record, read_record, write_record
 

@@ -11,7 +11,7 @@ from reproduce.analysis.claims import evaluate_claim
 from reproduce.analysis.freshness import (REFERENCE_SETS, RECORD_SETS, SetState, bench_fingerprint, fit_inputs,
                                           scale_model_fingerprint)
 from reproduce.analysis.report import check_reference
-from reproduce.harness import code
+from reproduce.harness import code, fingerprint
 from reproduce.harness.records import Record, write_json, write_record
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,36 +35,15 @@ def test_a_docstring_or_comment_edit_keeps_the_hash_a_code_edit_changes_it(tmp_p
     assert code.file_hash(cpp) != h
 
 
-def test_a_system_built_by_name_is_part_of_what_its_builder_measures():
-    """EMBark's storages and the hashing trick's tables are dense collections built with get_impl: their files are in
-    the fingerprint; a data module that only mentions a registry name ("hash" as a column kind) pulls nothing in."""
-    embark = code.point_fingerprint({"impl": "embark", "world_size": 2})["files"]
-    assert {"impls/dense/fbgemm_tbe.py", "impls/dense/torch_bag.py", "impls/ecorec/collection.py"} <= set(embark)
-    assert "impls/dense/fbgemm_tbe.py" in code.point_fingerprint({"impl": "hash"})["files"]
-    assert "impls/compress/hashing.py" not in code.point_fingerprint({"impl": "dense-torch"})["files"]
+def test_a_system_built_by_name_is_part_of_what_a_benchmark_measures():
+    """The benchmarks' fingerprint is what their code imports (they are not run records): a system they build by
+    registry name is in it."""
     assert "impls/ttrec/collection.py" in bench_fingerprint()["files"]  # the TT step benchmarks build TT-Rec by name
 
 
-def test_a_point_measures_its_system_the_core_the_data_and_the_loop_not_other_systems():
-    files = code.point_fingerprint({"impl": "ecorec", "world_size": 2})["files"]
-    assert "impls/ecorec/collection.py" in files and "impls/core/ops.py" in files
-    assert "impls/core/csrc/cpu/tt_forward.cpp" in files and "impls/core/csrc/cuda/tt.cu" not in files
-    assert "impls/data/sources.py" in files and "impls/sharding/table_wise.py" in files
-    assert "reproduce/harness/training.py" in files and "reproduce/harness/worker.py" in files
-    assert not any(f.startswith(("impls/ttrec", "impls/elrec", "impls/embark")) for f in files)
-    assert "reproduce/harness/records.py" not in files  # bookkeeping, not measurement
-    single = code.point_fingerprint({"impl": "dense-torch"})["files"]
-    assert "impls/sharding/table_wise.py" not in single
-    gpu = code.point_fingerprint({"impl": "ecorec", "device": "cuda"})["files"]
-    assert "impls/core/csrc/cuda/tt.cu" in gpu
-
-
-def test_every_harness_module_the_worker_reaches_is_classified():
-    worker = code.closure(("reproduce.harness.worker",), follow=tuple(m for m in code.modules()
-                                                                      if m.startswith("reproduce")))
-    harness = {m for m in worker if m.startswith("reproduce")}
-    assert harness <= set(code.MEASURING) | set(code.BOOKKEEPING), sorted(harness - set(code.MEASURING)
-                                                                         - set(code.BOOKKEEPING))
+# what a dense-torch run loads (a stand-in for a worker's sys.modules: test_fingerprint.py runs real ones)
+DENSE_RUN = ("impls.dense.torch_bag", "impls.data.sources", "impls.data.loader", "impls.model.train",
+             "reproduce.harness.worker", "reproduce.harness.training")
 
 
 def _tree(tmp_path: Path) -> Path:
@@ -82,9 +61,10 @@ def _fresh_sets(root: Path) -> None:
     (results).mkdir(parents=True, exist_ok=True)
     (results / "REFERENCE_MACHINE").write_text(M + "\n")
     point = {"impl": "dense-torch", "data": "uniform", "batch_size": 8, "world_size": 1, "device": "cpu"}
+    ran = code.closure(DENSE_RUN, root, follow=DENSE_RUN[-2:])
     for name in RECORD_SETS:
         rec = Record(point, "ok", point_id="dense-torch__uniform__b8__0", body={
-            "env": {"git_sha": "f" * 40, "git_dirty": False}, "code": code.point_fingerprint(point, root)})
+            "env": {"git_sha": "f" * 40, "git_dirty": False}, "code": fingerprint.of_run(ran, point, root)})
         write_record(results / name / M / "dense-torch__uniform__b8__0.r0.json", rec)
     write_json(results / "bench" / M / "benchmarks.json", {"benchmarks": [{}], "dlrmbench": {
         "git_sha": "f" * 40, "git_dirty": False, "code": bench_fingerprint(root)}})

@@ -8,7 +8,9 @@ from click.testing import CliRunner
 from impls.api import get_impl, registered_names
 from impls.sharding.build import DIST_KEYS, accepted_options
 from reproduce.cli import cli
-from reproduce.harness.config import RunPoint, load_experiment
+from reproduce.harness.config import load_experiment
+from reproduce.harness.options import check_point
+from reproduce.harness.point import RunPoint
 
 
 def run_cli(tmp_path, *args):
@@ -34,7 +36,7 @@ def test_options_for_a_system_not_run_are_refused(tmp_path):
 def test_a_plain_option_goes_to_the_systems_that_take_it(tmp_path):
     """-o tt_min_rows=1000 with dense-torch in the run reaches the TT systems only; a key no system of the run
     takes is refused with each system's reason."""
-    from reproduce.harness.config import check_shared_options, options_for
+    from reproduce.harness.options import check_point, check_shared_options, options_for
 
     opts = {"tt_min_rows": 1000, "ranks": 8}
     points = [RunPoint(impl=i, data="uniform", batch_size=8, impl_options=options_for(i, opts))
@@ -52,10 +54,12 @@ def test_run_settings_and_sharding_keys_are_told_apart(tmp_path):
     msg = run_cli(tmp_path, "--impl", "ttrec", "-o", "sharding=data-parallel")
     assert "'sharding' applies over ranks (world size >= 2) only" in msg
     # over ranks the same key is fine, and a system that plans itself takes its planner's keys
-    RunPoint(impl="ttrec", data="uniform", batch_size=8, world_size=2, impl_options={"sharding": "data-parallel"})
-    RunPoint(impl="embark", data="uniform", batch_size=8, world_size=2, impl_options={"strategy": "uniform"})
+    check_point(RunPoint(impl="ttrec", data="uniform", batch_size=8, world_size=2,
+                         impl_options={"sharding": "data-parallel"}))
+    check_point(RunPoint(impl="embark", data="uniform", batch_size=8, world_size=2, impl_options={"strategy": "uniform"}))
     with pytest.raises(ValueError, match=r"embark takes no option\(s\) \['sharding'\] over 2 ranks"):
-        RunPoint(impl="embark", data="uniform", batch_size=8, world_size=2, impl_options={"sharding": "table-wise"})
+        check_point(RunPoint(impl="embark", data="uniform", batch_size=8, world_size=2,
+                             impl_options={"sharding": "table-wise"}))
 
 
 EXPERIMENT = """

@@ -3,7 +3,7 @@ OOM-kill counter says so, else `failed` with "killed (signal 9)"."""
 import signal
 
 from reproduce.harness import launch
-from reproduce.harness.config import RunPoint
+from reproduce.harness.point import RunPoint
 from reproduce.harness.records import read_record
 from reproduce.harness.worker import _stats
 

@@ -5,7 +5,9 @@ from pathlib import Path
 
 from impls.data.export import write_synthetic
 from impls.data.presets import get_preset
-from reproduce.harness.config import RunPoint, load_experiment, name_slug
+from reproduce.harness.config import load_experiment
+from reproduce.harness.point import RunPoint
+from reproduce.harness.point_id import name_slug
 from reproduce.harness.records import record_path
 from reproduce.harness.machine import reference_machine
 from reproduce.harness.sweep import plan, todo

@@ -11,7 +11,7 @@ import pytest
 from reproduce.analysis.claims import evaluate_claim, how
 from reproduce.harness.machine import reference_machine
 from reproduce.analysis.report import build_report
-from reproduce.harness.code import point_fingerprint
+from reproduce.harness.fingerprint import of_run
 from reproduce.harness.records import Record, write_record
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,7 +112,7 @@ def test_machines_side_by_side(tmp_path):
         rows = _rows("a", 1, [slow, slow + 1, slow - 1]) + _rows("b", 1, [100.0, 101.0, 99.0])
         pd.DataFrame(rows).to_csv(d / "repeats.csv", index=False)
         point = {"impl": "dense-torch", "world_size": 1}  # a record measured on this code: the set is fresh
-        write_record(d / "a1.r0.json", Record(point, "ok", point_id="a1", body={"code": point_fingerprint(point)}))
+        write_record(d / "a1.r0.json", Record(point, "ok", point_id="a1", body={"code": of_run(["impls.dense.torch_bag"], point)}))
     (tmp_path / "results" / "REFERENCE_MACHINE").write_text("box-one\n")
     build_report(tmp_path, claims="claims.toml", machines=["box-one", "box-two"], readme=False)
     text = (tmp_path / "results" / "REPORT.md").read_text()

@@ -367,7 +367,7 @@ def test_a_sweep_with_failed_runs_exits_non_zero_naming_them(tmp_path, monkeypat
 
 
 def test_options_refused_before_launch():
-    from reproduce.harness.config import RunPoint
+    from reproduce.harness.point import RunPoint
 
     with pytest.raises(ValueError, match="is for multi-node runs"):
         RunPoint(impl="dense-torch", data="uniform", batch_size=8, world_size=2, rdzv_endpoint="h:29500")

@@ -11,7 +11,8 @@ from impls.data.export import write_synthetic
 from impls.data.loader import Epoch
 from impls.data.prepared import PreparedSource
 from impls.data.presets import get_preset
-from reproduce.harness.config import RunPoint
+from reproduce.harness.options import check_point
+from reproduce.harness.point import RunPoint
 from reproduce.harness.training import Clock, train_loop
 
 
@@ -85,7 +86,7 @@ def test_early_stop_on_held_out_log_loss_and_whole_split_scoring(data):
 ])
 def test_training_fields_are_checked(data, kw, match):
     with pytest.raises(ValueError, match=match):
-        RunPoint(**{"impl": "dense-torch", "data": str(data), "batch_size": 8, **kw})
+        check_point(RunPoint(**{"impl": "dense-torch", "data": str(data), "batch_size": 8, **kw}))
 
 
 def test_run_ids_of_benchmark_points_do_not_move():
