@@ -2,6 +2,8 @@
 bootstrap 95 % intervals of the step time, throughput, memory and the speedup over the baseline)."""
 from __future__ import annotations
 
+import io
+
 import json
 from pathlib import Path
 from typing import Any, Iterable
@@ -181,6 +183,18 @@ def write_summary(
     """Summarize the records in ``directory`` into ``directory/summary.csv`` (impls in ``order``) and every run
     into ``directory/repeats.csv``."""
     directory = Path(directory)
+    df, reps = summaries(directory, baseline, order, only)
+    reps.to_csv(directory / "repeats.csv", index=False)
+    out = directory / "summary.csv"
+    df.to_csv(out, index=False)
+    return out
+
+
+def summaries(directory: str | Path, baseline: str | None = None, order: list[str] | None = None,
+              only: set[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(summary, repeats) of the records in ``directory``, as ``write_summary`` writes them (read back as CSV, so
+    that a figure drawn from them is the figure drawn from the files)."""
+    directory = Path(directory)
     reps = flat_repeats(load_records(directory, only))
     if "machine" in reps:  # records from before fingerprints: the result set's folder names their machine
         reps["machine"] = reps["machine"].fillna(directory.name)
@@ -188,25 +202,33 @@ def write_summary(
     if order and not df.empty:
         rank = {n: i for i, n in enumerate(order)}
         df = df.sort_values(by=["impl"], key=lambda s: s.map(lambda x: rank.get(x, len(rank))), kind="stable")
-    reps.to_csv(directory / "repeats.csv", index=False)
-    out = directory / "summary.csv"
-    df.to_csv(out, index=False)
-    return out
+    as_read = [pd.read_csv(io.StringIO(t.to_csv(index=False))) if not t.empty else t for t in (df, reps)]
+    return as_read[0], as_read[1]
 
 
-def summarize_experiment(exp) -> Path:
-    """summary.csv (and repeats.csv) over every recorded repeat of an experiment's own points on its machine, and
-    beside them the grid points it set aside as unable to fit their budget (frontier.INFEASIBLE), when any."""
+def set_summaries(out_dir: str | Path, impls: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """What ``summarize_set`` writes, in memory (`plot` draws from it and writes nothing beside the records)."""
+    return summaries(out_dir, baseline=impls[0] if impls else None, order=impls)
+
+
+def summarize_set(out_dir: str | Path, impls: list[str]) -> Path:
+    """summary.csv (and repeats.csv) over every record of a result set (each names its point by its stored id; a
+    set's folder holds one experiment profile's records), ``impls`` in the experiment's order, the first the
+    baseline of speedups."""
+    return write_summary(out_dir, baseline=impls[0] if impls else None, order=impls)
+
+
+def summarize_experiment(sweep) -> Path:
+    """After a sweep: its set's summaries (``summarize_set``) and beside them the grid points it set aside as unable
+    to fit their budget (frontier.INFEASIBLE), when any."""
     from dataclasses import asdict
 
     from reproduce.analysis.frontier import INFEASIBLE
-    from reproduce.harness.sweep import experiment_records
 
-    order = list(dict.fromkeys(p.impl for p in exp.points))
-    out = write_summary(exp.out_dir, baseline=order[0], order=order, only=experiment_records(exp))
-    aside = Path(exp.out_dir) / INFEASIBLE
-    if exp.infeasible:
-        pd.DataFrame([asdict(i) for i in exp.infeasible]).to_csv(aside, index=False)
+    out = summarize_set(sweep.out_dir, sweep.experiment.impls)
+    aside = Path(sweep.out_dir) / INFEASIBLE
+    if sweep.infeasible:
+        pd.DataFrame([asdict(i) for i in sweep.infeasible]).to_csv(aside, index=False)
     elif aside.exists():
         aside.unlink()
     return out

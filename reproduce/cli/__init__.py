@@ -1,5 +1,5 @@
 """The `dlrmbench` command line, one module per command group: run and train (run.py), sweep, plot and report
-(experiments.py), data prepare / synth / reorder / stats (data.py), plan (plan.py), calibrate (calibrate.py),
+(experiments.py: also summarize), data prepare / synth / reorder / stats (data.py), plan (plan.py), calibrate (calibrate.py),
 redundancy, compression and env (studies.py). Commands parse and print; the work is in reproduce.harness and
 reproduce.analysis."""
 from __future__ import annotations
@@ -14,7 +14,8 @@ def cli() -> None:
     """dlrmbench: TT-Rec, EL-Rec, EcoRec and EMBark side by side on one op core and one harness."""
 
 
-for command in (run.run, run.train, experiments.sweep, experiments.plot, experiments.report, data.data, plan.plan,
+for command in (run.run, run.train, experiments.sweep, experiments.summarize, experiments.plot, experiments.report,
+                data.data, plan.plan,
                 calibrate.calibrate, studies.redundancy, studies.compression, studies.env):
     cli.add_command(command)
 

@@ -71,7 +71,6 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
     from reproduce.analysis.aggregate import summarize_experiment
     from reproduce.analysis.plots import draw
     from reproduce.harness.calibration import missing_profiles
-    from reproduce.harness.config import load_experiment
     from reproduce.harness.sweep import plan, run_experiment, todo, unreadable
 
     if launcher == "slurm" and no_probe:
@@ -79,10 +78,14 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
     if launcher == "slurm" and not machine:
         raise click.UsageError("--launcher slurm needs --machine NAME (the cluster's result set, e.g. 8x-h100-sxm): "
                                "this node is not the machine the points run on")
+    from reproduce.harness.experiment import parse
+    from reproduce.harness.resolve import resolve
+
     try:
+        spec = parse(experiment, profile)
         if data is None and not dry_run:  # the experiment's own dataset ([synth]), written once, reused after
-            _write_synth(Path(experiment), profile, root)
-        exp = load_experiment(experiment, root=root, profile=profile, machine=machine, repeats=repeats, data=data)
+            _write_synth(spec, root)
+        exp = resolve(spec, root=root, machine=machine, repeats=repeats, data=data)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     timeout = timeout or exp.point_timeout_s
@@ -149,19 +152,15 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
         sys.exit(1)
 
 
-def _write_synth(path: Path, profile: str | None, root: Path) -> None:
+def _write_synth(exp, root: Path) -> None:
     """Write the ``[synth]`` dataset of an experiment whose points read ``$DATA`` (no --data), unless written."""
     from tqdm import tqdm
 
     from impls.data.staging import is_dataset
-    from reproduce.harness.config import own_dataset, reads_data, read_profiled
     from reproduce.harness.synth_data import synth_folder, write_synth
 
-    doc, _ = read_profiled(path, profile)
-    spec = own_dataset(doc, path) if reads_data(doc) else None
-    if spec is None:
-        return
-    if is_dataset(synth_folder(spec, root)):
+    spec = exp.synth
+    if spec is None or is_dataset(synth_folder(spec, root)):
         return
     total = int(spec["samples"]) + (int(spec["samples"]) // 8 if spec.get("val_samples") is None
                                     else int(spec["val_samples"]))
@@ -175,35 +174,58 @@ def _write_synth(path: Path, profile: str | None, root: Path) -> None:
 @click.option("--profile", default=None, help="a [profiles.NAME] of the experiment (default cpu)")
 @click.option("--machine", default=None,
               help="whose result set (default: this machine when it has records, else the reference set)")
-@click.option("--data", "data", type=click.Path(exists=True, file_okay=False), default=None,
-              help="the dataset folder of an experiment that trains on yours")
 @click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=Path("."), show_default=True,
               help="where results/ and figures/ are")
-@click.option("--repeats", type=click.IntRange(min=1), default=None,
-              help="the repeats the sweep ran (default: the profile's)")
-def plot(experiment, profile, machine, data, root, repeats) -> None:
-    """Summarize one machine's records of an experiment again (summary.csv, repeats.csv) and redraw its figures
-    (no runs). A Slurm sweep's last step runs this."""
-    from reproduce.analysis.aggregate import summarize_experiment
+def plot(experiment, profile, machine, root) -> None:
+    """Redraw an experiment's figures from one machine's records (no runs). It reads the records of the result set
+    by their stored point ids: no grid is expanded, no dataset read or written, no record renamed, nothing written
+    outside figures/ (`dlrmbench summarize` rewrites the set's summary.csv and repeats.csv)."""
+    from reproduce.analysis.aggregate import set_summaries
     from reproduce.analysis.plots import draw
-    from reproduce.harness.config import load_experiment
+    from reproduce.harness.experiment import parse
     from reproduce.harness.machine import pick_machine
 
     try:
-        if data is None:  # its [synth] dataset: the points' ids and budgets are read from it (a fresh clone has none)
-            _write_synth(Path(experiment), profile, root)
-        exp = load_experiment(experiment, root=root, profile=profile, machine=machine, data=data, repeats=repeats)
+        exp = parse(experiment, profile)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    exp = exp.on(pick_machine(exp.out_dir.parent, root / "results", machine))
-    if not any(exp.out_dir.glob("*.json")):
-        raise click.UsageError(f"{exp.out_dir} has no records: run `dlrmbench sweep {experiment}` first")
+    machine = pick_machine(exp.results_dir(root), root / "results", machine)
+    out = exp.out_dir(root, machine)
+    if not any(out.glob("*.json")):
+        raise click.UsageError(f"{out} has no records: run `dlrmbench sweep {experiment}` first")
     try:
-        summary = summarize_experiment(exp)
+        summary, runs = set_summaries(out, exp.impls)
     except ValueError as exc:  # a record that cannot be read: named, with what to do
         raise click.UsageError(str(exc)) from None
-    for path in draw(list(exp.plots), summary, exp.figures_dir):
+    for path in draw(list(exp.plots), summary, exp.figures_dir(root, machine), runs):
         console.print(f"figure: {path}")
+
+
+@click.command()
+@click.argument("experiment", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--profile", default=None, help="a [profiles.NAME] of the experiment (default cpu)")
+@click.option("--machine", default=None,
+              help="whose result set (default: this machine when it has records, else the reference set)")
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=Path("."), show_default=True,
+              help="where results/ is")
+def summarize(experiment, profile, machine, root) -> None:
+    """Rewrite a result set's summary.csv and repeats.csv from its records (a sweep writes them as it ends; a Slurm
+    sweep's last step runs this, then `plot`)."""
+    from reproduce.analysis.aggregate import summarize_set
+    from reproduce.harness.experiment import parse
+    from reproduce.harness.machine import pick_machine
+
+    try:
+        exp = parse(experiment, profile)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    out = exp.out_dir(root, pick_machine(exp.results_dir(root), root / "results", machine))
+    if not any(out.glob("*.json")):
+        raise click.UsageError(f"{out} has no records: run `dlrmbench sweep {experiment}` first")
+    try:
+        console.print(f"summary: {summarize_set(out, exp.impls)}")
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 @click.command()

@@ -82,7 +82,7 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
     """Check, run and tabulate one point per implementation (``fields``: the RunPoint fields they share)."""
     from impls.api import registered_names
     from reproduce.analysis.aggregate import summarize
-    from reproduce.harness.config import interleaved
+    from reproduce.harness.resolve import interleaved
     from reproduce.harness.options import check_point, check_scoped_options, check_shared_options, options_for
     from reproduce.harness.point import RunPoint
     from reproduce.harness.launch import RecordedElsewhere

@@ -35,7 +35,7 @@ BOOKKEEPING = frozenset({
     "reproduce", "reproduce.harness", "reproduce.harness.worker_args", "reproduce.harness.records",
     "reproduce.harness.code", "reproduce.harness.fingerprint", "reproduce.harness.machine",
     "reproduce.harness.lifeline", "reproduce.harness.point", "reproduce.harness.point_id",
-    "reproduce.harness.config", "impls.data.lockfile",
+    "impls.data.lockfile",
 })
 
 CSRC = "impls/core/csrc"

@@ -39,10 +39,11 @@ _HEADER = ("schema", "point", "point_id", "repeat", "status", "reason", "log", "
 
 
 def point_id(point: dict[str, Any]) -> str:
-    """The one id of a run point (a record's ``point``): point_id.py's."""
+    """The one id of a run point (a record's ``point``, its missing fields at their defaults): point_id.py's."""
+    from reproduce.harness.point import RunPoint
     from reproduce.harness.point_id import point_id as of
 
-    return of(point)
+    return of(RunPoint.from_dict(point).to_dict())
 
 
 @dataclass

@@ -13,7 +13,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from reproduce.harness.config import Experiment
+from reproduce.harness.resolve import Sweep
 from reproduce.harness.point import RunPoint
 from reproduce.harness.launch import RecordedElsewhere, finish_point, skip_unregistered
 from reproduce.harness.records import log_path, record_path
@@ -39,7 +39,7 @@ def point_command(point: RunPoint, rec: Path, port: int) -> list[str]:
     return ["env", *threads, '"$PY"', "-m", "reproduce.harness.torchrun", *rdzv, *worker]
 
 
-def sbatch_script(exp: Experiment, experiment_file: Path, tasks: list[tuple[RunPoint, int]], timeout_s: float,
+def sbatch_script(exp: Sweep, experiment_file: Path, tasks: list[tuple[RunPoint, int]], timeout_s: float,
                   python: str = sys.executable, partition: str | None = None, account: str | None = None,
                   root: Path | None = None) -> str:
     """The sbatch script for ``tasks`` (the (point, repeat) runs still to do, in the sweep's interleaved order)."""
@@ -91,14 +91,13 @@ def sbatch_script(exp: Experiment, experiment_file: Path, tasks: list[tuple[RunP
         log = log_path(rec)
         cmd = " ".join(point_command(p, rec, BASE_PORT + i % 1000))
         body.append(f"run_point {_q(rec)} {_q(log)} {p.nnodes} {_q(json.dumps(p.to_dict()))} {r} {_q(cmd)}")
-    tail = ["", "# summary.csv and the figures: the command line's `plot`",
-            f'"$PY" -m reproduce plot {_q(experiment_file)} --profile {_q(exp.profile)}'
-            f" --root {_q(root)} --machine {_q(exp.machine)} --repeats {exp.repeats}"
-            + (f" --data {_q(exp.data)}" if exp.data else ""), ""]
+    where = f"{_q(experiment_file)} --profile {_q(exp.profile)} --root {_q(root)} --machine {_q(exp.machine)}"
+    tail = ["", "# summary.csv and the figures: the command line's `summarize` and `plot`",
+            f'"$PY" -m reproduce summarize {where}', f'"$PY" -m reproduce plot {where}', ""]
     return "\n".join(head + body + tail)
 
 
-def write_sbatch(exp: Experiment, experiment_file: Path, tasks: list[tuple[RunPoint, int]], timeout_s: float,
+def write_sbatch(exp: Sweep, experiment_file: Path, tasks: list[tuple[RunPoint, int]], timeout_s: float,
                  path: Path, **kw) -> Path:
     """Write the script (runs of unregistered impls get their `skipped` record now, as a local sweep would)."""
     runnable = [(p, r) for p, r in tasks if not skip_unregistered(p, exp.out_dir, r)]

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from impls.api import registered_names
-from reproduce.harness.config import Experiment
+from reproduce.harness.resolve import Sweep
 from reproduce.harness.point import RunPoint
 from reproduce.harness.launch import RecordedElsewhere, launch_point
 from reproduce.harness.noise import record_probe
@@ -30,10 +30,16 @@ def is_done(point: RunPoint, out_dir: Path, repeat: int = 0) -> bool:
         rec = read_record(path)
     except ValueError:
         return False  # unreadable (a truncated write): run again, which replaces it; `unreadable` names it
+    if rec.point.get("data") != point.data and Path(str(point.data)).is_absolute() and Path(
+            str(rec.point.get("data"))).is_absolute() and Path(str(rec.point.get("data"))).exists():
+        # an id names a dataset outside the project by its folder name: another folder of that name here is
+        # another dataset, whose record must not pass for this one's (nor be overwritten by it)
+        raise ValueError(f"{path} is a run on {rec.point.get('data')}, and this sweep's data {point.data} has the "
+                         f"same folder name: give this one another result set (--root) or rename a folder")
     return not (rec.status is Status.SKIPPED and point.impl in registered_names())
 
 
-def unreadable(exp: Experiment) -> list[str]:
+def unreadable(exp: Sweep) -> list[str]:
     """What is wrong with each record of the experiment's runs that cannot be read (they will be run again)."""
     bad = []
     for p, r in exp.tasks():
@@ -46,18 +52,18 @@ def unreadable(exp: Experiment) -> list[str]:
     return bad
 
 
-def _wanted(exp: Experiment) -> set[str]:
+def _wanted(exp: Sweep) -> set[str]:
     return {p.point_id for p in exp.points}
 
 
-def todo(exp: Experiment, force: bool = False) -> list[tuple[RunPoint, int]]:
+def todo(exp: Sweep, force: bool = False) -> list[tuple[RunPoint, int]]:
     """The (point, repeat) pairs still to run on this machine, interleaved (repeat-major); records written under an
     older point id are adopted (renamed) first."""
     adopt_older_records(exp.out_dir, _wanted(exp))
     return [(p, r) for p, r in exp.tasks() if force or not is_done(p, exp.out_dir, r)]
 
 
-def plan(exp: Experiment, force: bool = False) -> list[tuple[RunPoint, int, bool]]:
+def plan(exp: Sweep, force: bool = False) -> list[tuple[RunPoint, int, bool]]:
     """Every (point, repeat) with whether a sweep would run it, without writing anything (records under an older
     point id count as done, as a sweep would adopt them): what ``--dry-run`` lists."""
     older = older_records(exp.out_dir, _wanted(exp))
@@ -114,14 +120,14 @@ def run_point_isolated(point: RunPoint, out_dir: Path, timeout_s: float | None, 
         return record
 
 
-def probe_threads(exp: Experiment) -> int | None:
+def probe_threads(exp: Sweep) -> int | None:
     """The thread count the experiment's runs use per process (the most common; None: all cores)."""
     counts = statistics.multimode([p.threads for p in exp.points]) if exp.points else [None]
     return counts[0]
 
 
 def run_experiment(
-    exp: Experiment,
+    exp: Sweep,
     force: bool = False,
     timeout_s: float | None = None,
     on_point: Callable[[int, int, RunPoint, int, Outcome], None] | None = None,
@@ -164,7 +170,7 @@ def run_experiment(
     return outcomes
 
 
-def _claim_and_run(exp: Experiment, point: RunPoint, repeat: int, force: bool, timeout_s: float | None,
+def _claim_and_run(exp: Sweep, point: RunPoint, repeat: int, force: bool, timeout_s: float | None,
                    starting: Callable[[], object] | None) -> Outcome:
     """Take the run's lock, then decide: a sweep's list of runs to do is made when it starts, so another sweep on the
     same folder may have recorded this run since; under the lock that is seen (``earlier``, not run twice) unless
@@ -188,7 +194,7 @@ def _claim_and_run(exp: Experiment, point: RunPoint, repeat: int, force: bool, t
         release_lock(lock)
 
 
-def experiment_records(exp: Experiment) -> set[str]:
+def experiment_records(exp: Sweep) -> set[str]:
     """The file names of every recorded repeat of the experiment's own points (records of other profiles' points in
     the folder are left out), after adopting records written under an older point id."""
     adopt_older_records(exp.out_dir, _wanted(exp))

@@ -1,8 +1,8 @@
 """The dataset an experiment writes for itself: a ``[synth]`` table in its TOML names a preset's synthetic stream
 (``dlrmbench data synth``: preset, samples, teacher, seed, data options) that its ``$DATA`` points train on when
 ``--data`` is not given. `dlrmbench sweep` writes it on first use under ``<root>/datasets/synth/<name>`` (ignored
-by git; reused when complete, refused when a folder there was made from anything else: impls/data/staging.py), and
-`dlrmbench plot` too; a dry run, which writes nothing, needs it written."""
+by git; reused when complete, refused when a folder there was made from anything else: impls/data/staging.py); a
+dry run, which writes nothing, needs it written. `plot` and `report` never need it (they read records)."""
 from __future__ import annotations
 
 from pathlib import Path

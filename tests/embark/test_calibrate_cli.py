@@ -86,7 +86,7 @@ def test_runs_name_their_machines_profile(tmp_path):
 def test_a_sweep_without_its_profile_stops_before_it_runs(tmp_path):
     from reproduce.cli import cli
     from reproduce.harness.code import ROOT
-    from reproduce.harness.config import load_experiment
+    from reproduce.harness.resolve import load_experiment
 
     toml = ROOT / "reproduce" / "experiments" / "recsys24.toml"
     exp = load_experiment(toml, root=tmp_path, machine="box")

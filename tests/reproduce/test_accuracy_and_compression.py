@@ -6,7 +6,7 @@ import pytest
 
 from reproduce.analysis.aggregate import summarize
 from reproduce.analysis.compression import compression_table, model_ratio
-from reproduce.harness.config import load_experiment
+from reproduce.harness.resolve import load_experiment
 from reproduce.harness.point import RunPoint
 from reproduce.harness.launch import launch_point
 from reproduce.analysis.plots import draw

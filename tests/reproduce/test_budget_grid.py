@@ -8,7 +8,7 @@ from impls.api import get_impl
 from impls.data.presets import get_preset
 from reproduce.analysis.aggregate import summarize_experiment
 from reproduce.analysis.frontier import INFEASIBLE, read_infeasible
-from reproduce.harness.config import load_experiment
+from reproduce.harness.resolve import load_experiment
 from reproduce.harness.point import RunPoint
 from reproduce.harness.synth_data import synth_folder, write_synth
 
@@ -138,7 +138,5 @@ def test_a_dataset_inside_the_checkout_gives_the_same_ids_wherever_the_checkout_
         write_synth(SPEC, root)
         (point,) = load_experiment(root / "own.toml", root=root).points
         ids.append(point.point_id)
-        slugs.append(config.name_slug(point.data))
-    assert ids[0] == ids[1] and slugs[0] == slugs[1] and slugs[0].startswith("own-data-")
-    outside = config.name_slug(str(tmp_path / "a" / "datasets" / "synth" / "own-data"))  # no longer in the checkout
-    assert outside != slugs[1]
+        slugs.append(config.dataset_name(point.data))
+    assert ids[0] == ids[1] and slugs[0] == slugs[1] == "datasets/synth/own-data"

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from reproduce.analysis.report import build_report, check_reference
 from reproduce.cli import cli
-from reproduce.harness.config import load_experiment
+from reproduce.harness.resolve import load_experiment
 
 EXPERIMENT = """
 name = {name}

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from reproduce.harness.options import check_point
 from reproduce.harness.point import RunPoint
 from reproduce.harness.launch import check_rendezvous, launch_point
 
@@ -120,7 +121,7 @@ def test_bad_distributed_input(tmp_path):
     with pytest.raises(ValueError, match="needs --rdzv-endpoint"):
         RunPoint(impl="ttrec", batch_size=16, world_size=2, nnodes=2, **SMALL)
     with pytest.raises(ValueError, match="embark runs over ranks only"):
-        RunPoint(impl="embark", batch_size=16, **SMALL)
+        check_point(RunPoint(impl="embark", batch_size=16, **SMALL))  # asks the registry: where points are made
     with pytest.raises(ValueError, match="whole number of nodes"):
         RunPoint(impl="ttrec", batch_size=16, world_size=4, gpus_per_node=3, **SMALL)
     unreachable = RunPoint(impl="ttrec", batch_size=16, world_size=2, nnodes=2,

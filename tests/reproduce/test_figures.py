@@ -7,7 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reproduce.harness.config import load_experiment
+from reproduce.harness.experiment import parse
+from reproduce.harness.resolve import load_experiment
 from reproduce.harness.machine import reference_machine
 from reproduce.analysis.plots import draw, style
 
@@ -19,19 +20,19 @@ REF = reference_machine(ROOT / "results")
 def committed_machine(path: Path) -> str:
     """The machine whose committed set of an experiment the figures draw: the reference machine's, else (a set
     not yet rerun there, marked STALE by the report) the machine that has one."""
-    exp = load_experiment(path, root=ROOT, machine=REF, expand=False)
-    if (exp.out_dir / "summary.csv").exists():
+    exp = parse(path)
+    if (exp.out_dir(ROOT, REF) / "summary.csv").exists():
         return REF
-    have = sorted(d.name for d in exp.out_dir.parent.glob("*") if (d / "summary.csv").exists())
-    assert have, f"{exp.out_dir.parent} holds no committed set: run the experiment"
+    have = sorted(d.name for d in exp.results_dir(ROOT).glob("*") if (d / "summary.csv").exists())
+    assert have, f"{exp.results_dir(ROOT)} holds no committed set: run the experiment"
     return have[0]
 
 
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.stem)
 def test_every_plot_of_every_experiment_draws_from_committed_records(path, tmp_path):
     machine = committed_machine(path)
-    exp = load_experiment(path, root=ROOT, machine=machine, expand=False)
-    summary = exp.out_dir / "summary.csv"
+    exp = parse(path)
+    summary = exp.out_dir(ROOT, machine) / "summary.csv"
     for name in exp.plots:
         paths = draw([name], summary, tmp_path)
         assert paths, f"{path.stem}: plot {name} drew nothing from {summary}"

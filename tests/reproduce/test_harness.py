@@ -5,7 +5,7 @@ from click.testing import CliRunner
 
 from reproduce.analysis.aggregate import summarize
 from reproduce.cli import cli
-from reproduce.harness.config import load_experiment
+from reproduce.harness.resolve import load_experiment
 from reproduce.harness.options import check_point
 from reproduce.harness.point import RunPoint
 from reproduce.harness.launch import launch_point

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from impls.api import get_impl, registered_names
 from impls.sharding.build import DIST_KEYS, accepted_options
 from reproduce.cli import cli
-from reproduce.harness.config import load_experiment
+from reproduce.harness.resolve import load_experiment
 from reproduce.harness.options import check_point
 from reproduce.harness.point import RunPoint
 

@@ -13,7 +13,7 @@ import pytest
 
 from hypothesis import given, strategies as st
 
-from reproduce.harness.config import interleaved, load_experiment
+from reproduce.harness.resolve import interleaved, load_experiment
 from reproduce.harness.fault import Fault
 from reproduce.harness.records import record_path
 from reproduce.harness.records import read_record

@@ -6,7 +6,7 @@ from click.testing import CliRunner
 
 from reproduce.analysis.aggregate import summarize
 from reproduce.cli import cli
-from reproduce.harness.config import load_experiment
+from reproduce.harness.resolve import load_experiment
 from reproduce.harness.options import options_for
 from reproduce.cli.options import parse_impl_options
 from reproduce.analysis.redundancy import measure

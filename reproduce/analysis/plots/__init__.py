@@ -25,14 +25,36 @@ def plot_names() -> list[str]:
     return sorted(_registry())
 
 
-def draw(names: list[str], summary_csv: Path, out_dir: Path) -> list[Path]:
+class Runs:
+    """The runs behind a summary, carried in its ``attrs``: one shared object (pandas copies and compares attrs as
+    frames are derived; a frame there would be deep-copied and compared element-wise)."""
+
+    def __init__(self, frame: pd.DataFrame | None) -> None:
+        self.frame = frame
+
+    def __deepcopy__(self, memo) -> "Runs":
+        return self
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    __hash__ = object.__hash__
+
+
+def draw(names: list[str], summary: Path | pd.DataFrame, out_dir: Path, runs: pd.DataFrame | None = None) -> list[Path]:
+    """Draw the figures ``names`` into ``out_dir`` from a summary (summary.csv, with repeats.csv beside it; or the
+    frames of aggregate.summaries)."""
     plots = _registry()
     unknown = sorted(set(names) - set(plots))
     if unknown:
         raise ValueError(f"unknown plots {unknown}; known: {sorted(plots)}")
-    df = pd.read_csv(summary_csv)
-    reps = Path(summary_csv).with_name("repeats.csv")
-    df.attrs["repeats_csv"] = str(reps) if reps.exists() else ""  # every run, for intervals of ratios
+    if isinstance(summary, pd.DataFrame):
+        df = summary.copy()
+    else:
+        df = pd.read_csv(summary)
+        reps = Path(summary).with_name("repeats.csv")
+        runs = pd.read_csv(reps) if reps.exists() else None
+    df.attrs["runs"] = Runs(runs)  # every run, for intervals of ratios
     out: list[Path] = []
     for n in names:
         out += plots[n](df, Path(out_dir))

@@ -36,12 +36,9 @@ def footnote(df, fig) -> None:
 
 def runs(df):
     """The `ok` runs (repeats.csv) behind a summary, or None when it has none."""
-    import pandas as pd
-
-    path = df.attrs.get("repeats_csv")
-    if not path:
+    reps = getattr(df.attrs.get("runs"), "frame", None)
+    if reps is None or reps.empty:
         return None
-    reps = pd.read_csv(path)
     return reps[reps["status"] == "ok"]
 
 
