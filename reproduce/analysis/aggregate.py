@@ -10,30 +10,31 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from reproduce.harness.records import Record, point_id, records_in
+from reproduce.harness.records import Record, records_in
 from reproduce.analysis.stats import median_ci, ratio_ci
 
 KEYS = ["data", "max_rows", "rows", "batch_size", "mode", "optimizer", "world_size"]
 
 
 def flatten(record: Record | dict[str, Any]) -> dict[str, Any]:
-    record = record.to_dict() if isinstance(record, Record) else record
-    p = record["point"]
-    env = record.get("env") or {}
-    over = (record.get("occupancy") or {}).get("oversubscribed")
+    """One row of repeats.csv: a record's point and what it measured, read through its typed body."""
+    rec = record if isinstance(record, Record) else Record.from_dict(record)
+    p, b = rec.point, rec.body
+    env = rec.env
+    over = (b.occupancy or {}).get("oversubscribed")
     if over is None:  # a record from before occupancy: ranks per node x threads against the machine's cores
         cores = (env.get("machine") or {}).get("cores") or env.get("cpu_count")
         ranks = int(p.get("world_size", 1)) // int(p.get("nnodes", 1) or 1)
         over = ranks * int(p.get("threads") or env.get("torch_threads") or 1) > cores if cores else None
     row: dict[str, Any] = {
-        "point_id": record.get("point_id") or point_id(p),
-        "repeat": record.get("repeat", 0),
+        "point_id": rec.point_id,
+        "repeat": rec.repeat,
         "machine": env.get("machine_slug"),
         "git_sha": env.get("git_sha"),
         "git_dirty": env.get("git_dirty"),
-        "code": (record.get("code") or {}).get("digest"),
+        "code": (b.code or {}).get("digest"),
         "oversubscribed": over,
-        "timed_steps": (record.get("loop") or {}).get("timed_steps"),
+        "timed_steps": (b.loop or {}).get("timed_steps"),
         "impl": p["impl"],
         "label": p.get("label") or p["impl"],
         "data": p["data"],
@@ -48,29 +49,29 @@ def flatten(record: Record | dict[str, Any]) -> dict[str, Any]:
         "budget": p.get("budget", 0.0),  # the fraction of the dense tables' bytes it was sized to (0: none)
         "world_size": p.get("world_size", 1),
         "global_batch": p["batch_size"] * p.get("world_size", 1),
-        "status": record["status"],
-        "reason": record.get("reason"),
-        "wall_s": record.get("wall_s"),  # the run's process, start to record (launch, data, build, steps)
+        "status": rec.status.value,
+        "reason": rec.reason,
+        "wall_s": rec.wall_s,  # the run's process, start to record (launch, data, build, steps)
     }
-    if record.get("timing_ms"):  # ok, or diverged after some timed steps
-        for phase, s in record["timing_ms"].items():
+    if b.timing_ms:  # ok, or diverged after some timed steps
+        for phase, s in b.timing_ms.items():
             row[f"{phase}_ms"] = s["median"]
             row[f"{phase}_iqr_ms"] = s["iqr"]
-        mem = record["memory"]
-        row["samples_per_s"] = record["samples_per_s"]
+        mem = b.memory
+        row["samples_per_s"] = b.samples_per_s
         row["peak_rss_delta_bytes"] = mem.get("peak_rss_delta_bytes")
         row["cuda_peak_bytes"] = mem.get("cuda_peak_bytes")
         row["analytic_bytes"] = mem["analytic"]["total"]
-        row["param_bytes"] = record["param_bytes"]  # the collection's tensors: weights, optimizer state, buffers
+        row["param_bytes"] = b.param_bytes  # the collection's tensors: weights, optimizer state, buffers
         row["weight_bytes"] = mem["analytic"].get("params")  # the embedding weights alone (what a budget sizes)
-        row["dense_bytes"] = record["tables"]["dense_bytes"]
-        work = record["work"]
+        row["dense_bytes"] = b.tables["dense_bytes"]
+        work = b.work
         row["nnz"] = work["nnz"]
         for key in ("unique", "e1", "gemms", "flops", "intermediate_bytes"):
             row[key] = work.get(key)
         for key in ("flops_fwd", "flops_bwd", "micro_batches"):
             row[key] = work.get("extra", {}).get(key)
-        d = record.get("dist")
+        d = b.dist
         if d and d.get("comm_blocked_ms") is not None:  # the busiest rank's exposed communication per step
             row["comm_blocked_ms"] = d["comm_blocked_ms"]
             # of medians, so approximate: what is neither blocked communication nor the update phase
@@ -95,18 +96,18 @@ def flatten(record: Record | dict[str, Any]) -> dict[str, Any]:
         if d:
             row["comm_bytes_per_step"] = d.get("comm_bytes_per_step")
             row["param_bytes_all_ranks"] = d["param_bytes_all_ranks"]
-        if record.get("syncs"):  # a GPU run: host-device syncs of one step
-            row["syncs_per_step"] = record["syncs"]["per_step"]
-        row["device"] = record["env"].get("cuda_device") or record["env"].get("cpu")
-        row["threads"] = record["env"].get("torch_threads")
-        if record.get("train"):
-            row["steps"] = record["train"]["steps"]
-            row["epochs"] = record["train"]["epochs"]
-    if record.get("eval"):
-        row["auc"] = record["eval"]["auc"]
-        row["logloss"] = record["eval"]["logloss"]
-    if record.get("eval_curve"):
-        row["eval_curve"] = json.dumps(record["eval_curve"])
+        if b.syncs:  # a GPU run: host-device syncs of one step
+            row["syncs_per_step"] = b.syncs["per_step"]
+        row["device"] = env.get("cuda_device") or env.get("cpu")
+        row["threads"] = env.get("torch_threads")
+        if b.train:
+            row["steps"] = b.train["steps"]
+            row["epochs"] = b.train["epochs"]
+    if b.eval:
+        row["auc"] = b.eval["auc"]
+        row["logloss"] = b.eval["logloss"]
+    if b.eval_curve:
+        row["eval_curve"] = json.dumps(b.eval_curve)
     return row
 
 

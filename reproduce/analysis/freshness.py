@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from reproduce.harness import code, fingerprint
-from reproduce.harness.records import Status, records_in
+from reproduce.harness.records import Status, read_record, records_in
 
 # the committed reference sets `dlrmbench report --check` holds to the code (results/<name>/<reference machine>/)
 RECORD_SETS = ("sc24", "sc24_table1", "sc24_fig11", "table_size", "recsys24", "accuracy", "accuracy_real",
@@ -115,9 +115,9 @@ def record_set_state(out_dir: Path, name: str, machine: str, root: Path = code.R
         if rec.status not in MEASURED:
             continue
         st.measured += 1
-        env = rec.get("env") or {}
+        env = rec.env
         st.commits[env.get("git_sha")] += 1
-        then = rec.get("code")
+        then = rec.body.code
         # dirty: the code this run measured differs from its commit (uncommitted edits elsewhere do not count)
         st.dirty += bool(env.get("git_dirty")) and bool(then) and code.committed(then["files"], env.get("git_sha"),
                                                                                   root) is False
@@ -132,7 +132,7 @@ def record_set_state(out_dir: Path, name: str, machine: str, root: Path = code.R
             ran = _version(env.get(lib))
             if ran and installed and ran != _version(installed):
                 platform.add(f"{lib} {ran} -> {_version(installed)}")
-        plan = (rec.get("dist") or {}).get("plan") or {}
+        plan = (rec.body.dist or {}).get("plan") or {}
         made_on = plan.get("profile")
         if made_on and plan.get("profile_sha") and profile_sha(root, made_on) != plan["profile_sha"]:
             profiles.add(str(made_on))
@@ -196,8 +196,7 @@ def scale_model_fingerprint(root: Path = code.ROOT) -> dict[str, Any]:
 
 def fit_inputs(results: Path) -> dict[str, str | None]:
     """The sc24 records a fit reads, by file name, with their code digests."""
-    return {f.name: (json.loads(f.read_text()).get("code") or {}).get("digest")
-            for f in sorted(Path(results).glob("*.json"))}
+    return {f.name: (read_record(f).body.code or {}).get("digest") for f in sorted(Path(results).glob("*.json"))}
 
 
 def scale_model_state(out: Path, sc24: Path, machine: str, root: Path = code.ROOT) -> SetState:

@@ -43,7 +43,7 @@ import pandas as pd
 
 from impls.sharding.plan import place_tables
 from impls.data.zipf import expected_unique
-from reproduce.harness.records import read_record
+from reproduce.harness.records import Record, read_record
 
 SYSTEMS = ("ttrec", "elrec", "ecorec", "dense-torch", "dense-fbgemm")
 PROJECT_WORLDS = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -186,28 +186,27 @@ def _nnls(A: np.ndarray, y: np.ndarray) -> np.ndarray:
     return x
 
 
-def _observations(records: list[dict]) -> tuple[dict[str, list], list]:
+def _observations(records: list[Record]) -> tuple[dict[str, list], list]:
     """Per system, per measured rank: (lookups, distinct, bytes, kappa, compute ms); and (kappa, bytes, blocked
     ms)."""
     comp: dict[str, list] = {}
     comm: list = []
     for r in records:
-        p = r["point"]
+        p = r.point
         w = Workload.of(p["data"], **p["data_options"])
         N, b, threads = p["world_size"], p["batch_size"], p["threads"] or 1
-        k = kappa(N, threads, r["env"]["cpu_count"])
+        k = kappa(N, threads, r.env["cpu_count"])
         sh = Sharding.of(p["impl"])
         if N == 1:
             load = rank_loads(w, sh, 1, b, 0.0)[0]
-            comp.setdefault(p["impl"], []).append((load.lookups, load.distinct, 0.0, k,
-                                                   r["timing_ms"]["total"]["median"]))
+            comp.setdefault(p["impl"], []).append((load.lookups, load.distinct, 0.0, k, r.total_ms))
             continue
         owned = None
         if sh.kind == "table-wise":
             index = {t.name: i for i, t in enumerate(w.tables)}
-            owned = [[index[n] for n in mine] for mine in r["dist"]["placement"]["owned"]]
-        loads = rank_loads(w, sh, N, b, r["param_bytes"], owned)
-        for pr in r["dist"]["per_rank"]:
+            owned = [[index[n] for n in mine] for mine in r.body.dist["placement"]["owned"]]
+        loads = rank_loads(w, sh, N, b, r.body.param_bytes, owned)
+        for pr in r.body.dist["per_rank"]:
             blocked = sum(pr["comm_blocked_ms"].values())
             sent = sum(pr["comm_bytes_per_step"].values())
             load = loads[pr["rank"]]
@@ -217,7 +216,7 @@ def _observations(records: list[dict]) -> tuple[dict[str, list], list]:
     return comp, comm
 
 
-def calibrate(records: list[dict], source: str) -> Calibration:
+def calibrate(records: list[Record], source: str) -> Calibration:
     comp, comm = _observations(records)
     systems = {}
     for impl, obs in comp.items():
@@ -226,18 +225,18 @@ def calibrate(records: list[dict], source: str) -> Calibration:
         systems[impl] = Coefficients(float(a), float(u), float(e), len(o))
     c = np.array(comm, dtype=float)
     beta = float(_nnls((c[:, 0] * c[:, 1])[:, None], c[:, 2])[0]) if len(c) else 0.0
-    env = records[0]["env"]
-    return Calibration(env["cpu"], int(env["cpu_count"]), int(records[0]["point"]["threads"] or 1), beta, systems,
+    env = records[0].env
+    return Calibration(env["cpu"], int(env["cpu_count"]), int(records[0].point["threads"] or 1), beta, systems,
                        source)
 
 
-def measured_records(results: Path, max_rows: int | None = None) -> list[dict]:
+def measured_records(results: Path, max_rows: int | None = None) -> list[Record]:
     """The sc24 sweep's main points (ablation variants left out) of the systems this model covers."""
     out = []
     for f in sorted(results.glob("*.json")):
-        r = read_record(f).to_dict()
-        p = r["point"]
-        if r["status"] != "ok" or p["impl"] not in SYSTEMS or str(p.get("label", "")).startswith("ablation"):
+        r = read_record(f)
+        p = r.point
+        if not r.ok or p["impl"] not in SYSTEMS or str(p.get("label", "")).startswith("ablation"):
             continue
         if p["data_options"].get("max_rows") != max_rows:
             continue
@@ -248,15 +247,15 @@ def measured_records(results: Path, max_rows: int | None = None) -> list[dict]:
 # ---- validation and projection -----------------------------------------------------------------------------
 
 
-def validate(cal: Calibration, records: list[dict]) -> pd.DataFrame:
+def validate(cal: Calibration, records: list[Record]) -> pd.DataFrame:
     """The model's step for every measured point (median over its repeats) beside the measured median."""
     rows = []
     for r in records:
-        p = r["point"]
+        p = r.point
         w = Workload.of(p["data"], **p["data_options"])
-        m = step_ms(cal, p["impl"], w, p["world_size"], p["batch_size"], r["param_bytes"], cal.cores)
+        m = step_ms(cal, p["impl"], w, p["world_size"], p["batch_size"], r.body.param_bytes, cal.cores)
         rows.append({"impl": p["impl"], "data": p["data"], "world_size": p["world_size"],
-                     "measured_ms": r["timing_ms"]["total"]["median"], "modeled_ms": m["step_ms"]})
+                     "measured_ms": r.total_ms, "modeled_ms": m["step_ms"]})
     df = pd.DataFrame(rows).groupby(["impl", "data", "world_size"], as_index=False).median()
     df["error"] = df["modeled_ms"] / df["measured_ms"] - 1
     return df.sort_values(["impl", "world_size"]).reset_index(drop=True)
@@ -269,11 +268,11 @@ def validate_out_of_sample(records: list[dict], source: str) -> pd.DataFrame:
     not predicted (``modeled_ms`` NaN)."""
     full = validate(calibrate(records, source), records)
     parts = []
-    for world in sorted({r["point"]["world_size"] for r in records}):
-        train = [r for r in records if r["point"]["world_size"] != world]
-        test = [r for r in records if r["point"]["world_size"] == world]
-        fitted = {r["point"]["impl"] for r in train}
-        test = [r for r in test if r["point"]["impl"] in fitted]
+    for world in sorted({r.point["world_size"] for r in records}):
+        train = [r for r in records if r.point["world_size"] != world]
+        test = [r for r in records if r.point["world_size"] == world]
+        fitted = {r.point["impl"] for r in train}
+        test = [r for r in test if r.point["impl"] in fitted]
         if train and test:
             parts.append(validate(calibrate(train, source), test).assign(held_out=world))
     out = pd.concat(parts) if parts else full.iloc[:0].assign(held_out=pd.Series(dtype=int))
@@ -319,11 +318,11 @@ def run(results: Path, out: Path, figures: Path, calibration: Path | None = None
     (out / "calibration.json").write_text(fitted.to_json() + "\n")
     val = validate_out_of_sample(records, str(results))
     val.to_csv(out / "validation.csv", index=False)
-    options = {r["point"]["impl"]: r["point"]["impl_options"] for r in records}
+    options = {r.point["impl"]: r.point["impl_options"] for r in records}
     from collections import Counter
 
-    data = Counter(r["point"]["data"] for r in records).most_common(1)[0][0]  # the workload measured at most sizes
-    p = next(r["point"] for r in records if r["point"]["data"] == data)
+    data = Counter(r.point["data"] for r in records).most_common(1)[0][0]  # the workload measured at most sizes
+    p = next(r.point for r in records if r.point["data"] == data)
     measured = Workload.of(p["data"], **p["data_options"])
     meta = Workload.of("meta-2022", dim=measured.dim)
     proj = project(cal, [(f"{measured.name} (measured workload)", measured),

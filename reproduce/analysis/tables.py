@@ -16,6 +16,7 @@ from reproduce.analysis.claims import repeats_of
 from reproduce.analysis.freshness import RECORD_SETS
 from reproduce.analysis.frontier import frontier_lines, read_infeasible, verdict_lines
 from reproduce.harness.noise import load_probes, noise_level
+from reproduce.harness.records import read_record
 from reproduce.analysis.stats import (interval_name, median_ci, ordered_pairs, predicted_vs_measured, ratio_ci,
                                       spearman_ci)
 
@@ -401,7 +402,7 @@ def machine_line(root: Path, machine: str) -> str:
     """The fingerprint of a result set, from one of its records."""
     for exp in ("sc24", "recsys24", "sc24_table1", "table_size", "accuracy"):
         for f in sorted((Path(root) / "results" / exp / machine).glob("*.json")):
-            env = json.loads(f.read_text()).get("env") or {}
+            env = read_record(f).env
             fp = env.get("machine")
             if fp:
                 mem = f", {fp['memory_bytes'] / 2**30:.0f} GiB" if fp.get("memory_bytes") else ""

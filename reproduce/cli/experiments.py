@@ -21,12 +21,11 @@ def _point_line(point, outcome) -> str:
     if outcome.kind in ("locked", "elsewhere"):
         return f"{head}: [yellow]{escape(outcome.note)}[/]"
     record = outcome.record
-    if record["status"] == "ok":
-        t = record["timing_ms"]["total"]["median"]
-        return f"{head}: ok, {t:.1f} ms/iter, {record['samples_per_s']:,.0f} samples/s"
-    if record["status"] == "skipped":
-        return f"{head}: [yellow]{escape(str(record['reason']))}[/]"
-    return f"{head}: [red]{record['status']}[/]: {escape(str(record['reason']))} (log: {record.get('log')})"
+    if record.ok:
+        return f"{head}: ok, {record.total_ms:.1f} ms/iter, {record.body.samples_per_s:,.0f} samples/s"
+    if record.status.value == "skipped":
+        return f"{head}: [yellow]{escape(str(record.reason))}[/]"
+    return f"{head}: [red]{record.status.value}[/]: {escape(str(record.reason))} (log: {record.log})"
 
 
 def _duration(s: float | None) -> str:
@@ -138,7 +137,7 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
             bar.console.print(f"[{i + 1}/{n}] r{repeat} " + _point_line(point, outcome))
             bar.advance(task)
             if not outcome.finished:
-                why = outcome.kind if outcome.record is None else outcome.record["status"]
+                why = outcome.kind if outcome.record is None else outcome.record.status.value
                 failed.append(f"{point.point_id}.r{repeat} ({why})")
 
         run_experiment(exp, force=force, timeout_s=timeout, on_point=done, on_start=start, probe=not no_probe)

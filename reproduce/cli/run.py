@@ -132,8 +132,8 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
             elsewhere.append(p)
             continue
         records.append(rec)
-        if rec["status"] != "ok":
-            console.print(f"  [red]{rec['status']}[/]: {escape(str(rec['reason']))} (log: {rec.get('log')})")
+        if not rec.ok:
+            console.print(f"  [red]{rec.status.value}[/]: {escape(str(rec.reason))} (log: {rec.log})")
     if not records:
         console.print(f"no record on this node: {len(elsewhere)} run(s) recorded by the node of global rank 0 "
                       f"(its --out folder); this node's logs: {out}/logs/")

@@ -27,8 +27,8 @@ def skip_unregistered(point: RunPoint, out_dir: Path, repeat: int = 0) -> Record
     """The `skipped` record of a point whose implementation is not registered (written), else None."""
     if point.impl in registered_names():
         return None
-    record = Record(point.to_dict(), Status.SKIPPED, f"not implemented: {point.impl!r} is not registered yet",
-                    point_id=point.point_id, repeat=repeat)
+    record = Record.skipped(point.to_dict(), f"not implemented: {point.impl!r} is not registered yet", point.point_id,
+                            repeat)
     write_record(record_path(out_dir, point, repeat), record)
     return record
 
@@ -152,7 +152,7 @@ def finish_point(point: RunPoint, rec_path: Path, log: Path, code: int | None, t
                                              "counter is not readable here)")
         else:
             status, reason = _why(point, rec_path, log, code)
-        record = Record(point.to_dict(), status, reason, point_id=point.point_id)
+        record = Record.failed(point.to_dict(), reason, status, point.point_id)
     _drop(rank_files(rec_path, "step"))  # the ranks' progress notes are read (by _why) or not needed: never kept
     record.log, record.point_id, record.repeat = str(log), point.point_id, repeat
     if wall_s is not None:

@@ -15,53 +15,55 @@ OPTIMIZERS = ("sgd", "adagrad")
 
 @dataclass(frozen=True)
 class RunPoint:
-    # what runs, on what
+    # what runs, on what (label: the display name in tables and figures, default the impl; not part of the id)
     impl: str
     data: str
-    batch_size: int
-    # timing
-    iters: int = 10
-    warmup: int = 3
-    mode: str = "dlrm"
-    optimizer: str = "sgd"
-    lr: float = 0.01
-    seed: int = 0  # data stream, initial weights, hashes
-    threads: int | None = None
-    device: str = "cpu"
-    check_bounds: bool = True
-    num_batches: int = 4  # distinct batches, generated before timing and cycled
-    # warm-up: `warmup` steps, or with warmup_max > warmup until the step time settles (training.settled); timed
-    # steps: `iters`, or with time_budget_s > 0 as many as fill it at the settled step time (at most max_iters)
-    warmup_max: int = 0
-    time_budget_s: float = 0.0
-    max_iters: int = 200
-    eval_batches: int = 0  # held-out batches for AUC / log loss after the timed steps (dlrm mode)
-    eval_every: int = 0  # also evaluate after every N steps (warm-up included): an AUC-vs-step curve
-    label: str = ""  # display name in tables and figures (default: impl), e.g. "ttrec normal-init"
+    batch_size: int  # per rank: the global batch is batch_size * world_size
+    label: str = ""
     data_options: dict[str, Any] = field(default_factory=dict)
     impl_options: dict[str, Any] = field(default_factory=dict)
-    # distributed: world_size processes (GPUs, or gloo processes on a CPU machine) launched by torchrun; each
-    # rank steps on batch_size samples (the global batch is batch_size * world_size)
-    world_size: int = 1
-    gpus_per_node: int = 0  # L, ranks per node (0: world_size / nnodes); emulates nodes on one machine
-    nnodes: int = 1
-    rdzv_endpoint: str = ""  # HOST:PORT of torchrun's rendezvous (multi-node)
-    dist_timeout_s: float = 300.0  # every collective; a dead peer ends the run within it
-    # training (epochs > 0: `dlrmbench train`): passes over the whole training split of a dataset on disk, the
-    # whole held-out split scored every eval_every steps and at the end; early_stop: evaluations without a lower
-    # eval log loss before stopping (0: never)
-    epochs: int = 0
-    shuffle: bool = True
-    early_stop: int = 0
-    # the dense side of the DLRM (dlrm mode)
-    mlp_optimizer: str = "sgd"
-    mlp_lr: float = 0.1
-    bottom: list[int] = field(default_factory=lambda: [512, 256])
-    top: list[int] = field(default_factory=lambda: [512, 256])
-    interaction: str = "dot"
     # the fraction of the dense tables' bytes the point's system was sized to (a compression experiment's axis: its
     # options came from impls.compress.budget.options_for_budget); 0: sized by its own options
     budget: float = 0.0
+    seed: int = 0  # data stream, initial weights, hashes
+    device: str = "cpu"
+    threads: int | None = None
+    check_bounds: bool = True
+    # the model: embedding-only or the DLRM around the tables (bottom MLP, interaction, top MLP)
+    mode: str = "dlrm"
+    interaction: str = "dot"
+    bottom: list[int] = field(default_factory=lambda: [512, 256])
+    top: list[int] = field(default_factory=lambda: [512, 256])
+    # training: the tables' and the MLPs' optimizers; epochs > 0 (`dlrmbench train`): passes over the whole training
+    # split of a dataset on disk, the whole held-out split scored every eval_every steps and at the end; early_stop:
+    # evaluations without a lower eval log loss before stopping (0: never); eval_batches: held-out batches for AUC /
+    # log loss after a benchmark's timed steps (dlrm mode), eval_every: also after every N steps (an AUC-vs-step curve)
+    optimizer: str = "sgd"
+    lr: float = 0.01
+    mlp_optimizer: str = "sgd"
+    mlp_lr: float = 0.1
+    epochs: int = 0
+    shuffle: bool = True
+    early_stop: int = 0
+    eval_batches: int = 0
+    eval_every: int = 0
+    # timing: `warmup` steps, or with warmup_max > warmup until the step time settles (training.settled); timed
+    # steps: `iters`, or with time_budget_s > 0 as many as fill it at the settled step time (at most max_iters),
+    # cycling num_batches distinct batches generated before timing
+    iters: int = 10
+    warmup: int = 3
+    num_batches: int = 4
+    warmup_max: int = 0
+    time_budget_s: float = 0.0
+    max_iters: int = 200
+    # distribution: world_size processes (GPUs, or gloo processes on a CPU machine) launched by torchrun;
+    # gpus_per_node: L, ranks per node (0: world_size / nnodes), emulates nodes on one machine; rdzv_endpoint:
+    # HOST:PORT of torchrun's rendezvous (multi-node); dist_timeout_s: every collective (a dead peer ends the run)
+    world_size: int = 1
+    gpus_per_node: int = 0
+    nnodes: int = 1
+    rdzv_endpoint: str = ""
+    dist_timeout_s: float = 300.0
 
     def __post_init__(self) -> None:
         for name in ("bottom", "top"):  # lists, as a record's JSON reads them back (the id depends on it)

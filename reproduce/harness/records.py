@@ -13,7 +13,7 @@ import os
 import platform
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
 from typing import Any, Iterator
@@ -47,10 +47,52 @@ def point_id(point: dict[str, Any]) -> str:
 
 
 @dataclass
+class Body:
+    """What a run measured, field by field as its record's JSON holds them (a run that measured nothing has none).
+    timing_ms: per phase (fwd, bwd, comm, update, total, cpu) the median, p25, p75, iqr and min over the timed steps;
+    iterations_ms: every timed step's phase times; memory: the peak RSS delta (CUDA peak on a GPU) beside the
+    collection's analytic memory_report; work: its work_report (nnz, unique, GEMMs, FLOPs, ...); dist: over ranks,
+    the combined per-rank traffic and blocked time, placement and plan; eval / eval_curve: AUC and log loss at the end
+    and along the steps; loop: the warm-up and timed-step rule; env: versions, machine, git; code: the fingerprint of
+    what ran (fingerprint.py); occupancy: ranks x threads against the cores."""
+
+    timing_ms: dict[str, dict[str, float]] | None = None
+    iterations_ms: dict[str, list[float]] | None = None
+    samples_per_s: float | None = None
+    loss: list[float] | None = None
+    memory: dict[str, Any] | None = None
+    param_bytes: int | None = None
+    work: dict[str, Any] | None = None
+    setup_s: dict[str, float] | None = None
+    tables: dict[str, Any] | None = None
+    env: dict[str, Any] | None = None
+    code: dict[str, Any] | None = None
+    occupancy: dict[str, Any] | None = None
+    loop: dict[str, Any] | None = None
+    syncs: dict[str, Any] | None = None
+    train: dict[str, Any] | None = None
+    dist: dict[str, Any] | None = None
+    eval: dict[str, float] | None = None
+    eval_curve: list[dict[str, float]] | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Body":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"record body fields {unknown} are not part of a record (known: {sorted(known)})")
+        return cls(**d)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+
+@dataclass
 class Record:
-    """One run of one point: the header every record has, and what the run measured (``body``: timings, memory,
-    work, env, code, ...; empty for a run that measured nothing). Read like a mapping (``rec["status"]`` is the
-    status's value, ``rec.get("timing_ms")`` a body field)."""
+    """One run of one point: the header every record has, and what the run measured (``body``, a Body). Built by
+    its factories only (``measured``, ``failed``, ``skipped``, ``from_dict``); read through them and the accessors
+    (``rec.body.memory``, ``rec.total_ms``). ``rec["status"]`` and ``rec.get("timing_ms")`` read the same fields
+    by name (the JSON's)."""
 
     point: dict[str, Any]
     status: Status
@@ -59,7 +101,7 @@ class Record:
     repeat: int = 0
     log: str | None = None
     wall_s: float | None = None
-    body: dict[str, Any] = field(default_factory=dict)
+    body: Body = field(default_factory=Body)
     schema: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -67,27 +109,61 @@ class Record:
             self.status = Status(self.status)
         except ValueError:
             raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}") from None
+        if isinstance(self.body, dict):
+            self.body = Body.from_dict(self.body)
         if not self.point_id:
             self.point_id = point_id(self.point)
-        clash = sorted(set(self.body) & set(_HEADER))
-        if clash:
-            raise ValueError(f"record body fields {clash} belong to the header")
+
+    # ---- the factories
+
+    @classmethod
+    def measured(cls, point: dict[str, Any], point_id_: str, body: Body, diverged: str | None = None) -> "Record":
+        """A run that measured: `ok`, or `diverged` with why (what was measured before the loss went bad kept)."""
+        return cls(point, Status.DIVERGED if diverged else Status.OK, diverged or None, point_id=point_id_, body=body)
+
+    @classmethod
+    def failed(cls, point: dict[str, Any], reason: str, status: Status | str = Status.FAILED, point_id_: str = "",
+               repeat: int = 0) -> "Record":
+        """A run that measured nothing: `failed` (an error, a crash, a time limit) or `oom`, with its reason."""
+        if Status(status) not in (Status.FAILED, Status.OOM):
+            raise ValueError(f"a failed record's status is failed or oom, got {status!r}")
+        return cls(point, Status(status), reason, point_id=point_id_, repeat=repeat)
+
+    @classmethod
+    def skipped(cls, point: dict[str, Any], reason: str, point_id_: str = "", repeat: int = 0) -> "Record":
+        """A run not launched: its implementation is not registered here."""
+        return cls(point, Status.SKIPPED, reason, point_id=point_id_, repeat=repeat)
+
+    # ---- the accessors
 
     @property
     def ok(self) -> bool:
         return self.status is Status.OK
 
+    def phase_ms(self, phase: str = "total") -> float | None:
+        """The median time of a phase over the timed steps (None: no timed step)."""
+        timing = self.body.timing_ms or {}
+        return timing[phase]["median"] if phase in timing else None
+
+    @property
+    def total_ms(self) -> float | None:
+        return self.phase_ms("total")
+
+    @property
+    def env(self) -> dict[str, Any]:
+        return self.body.env or {}
+
     def to_dict(self) -> dict[str, Any]:
         head = {k: getattr(self, k) for k in _HEADER}
         head["status"] = self.status.value
-        return {**self.body, **head}
+        return {**self.body.to_dict(), **head}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], point_id_: str | None = None, repeat: int | None = None) -> "Record":
         """A record read back (``point_id_`` / ``repeat``: from its file name when the record predates them)."""
         if "point" not in d or "status" not in d:
             raise ValueError("not a run record (no point or status)")
-        body = {k: v for k, v in d.items() if k not in _HEADER}
+        body = Body.from_dict({k: v for k, v in d.items() if k not in _HEADER})
         return cls(point=d["point"], status=d["status"], reason=d.get("reason"),
                    point_id=d.get("point_id") or point_id_ or "",
                    repeat=int(d["repeat"]) if d.get("repeat") is not None else int(repeat or 0), log=d.get("log"),
@@ -96,13 +172,21 @@ class Record:
     def __getitem__(self, key: str) -> Any:
         if key == "status":
             return self.status.value
-        return getattr(self, key) if key in _HEADER else self.body[key]
+        if key in _HEADER:
+            return getattr(self, key)
+        value = getattr(self.body, key, None) if key in _BODY else None
+        if value is None:
+            raise KeyError(key)
+        return value
 
     def get(self, key: str, default: Any = None) -> Any:
         return self[key] if key in self else default
 
     def __contains__(self, key: str) -> bool:
-        return key in _HEADER or key in self.body
+        return key in _HEADER or (key in _BODY and getattr(self.body, key) is not None)
+
+
+_BODY = frozenset(f.name for f in fields(Body))
 
 
 def _git(*args: str) -> str | None:

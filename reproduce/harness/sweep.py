@@ -114,8 +114,8 @@ def run_point_isolated(point: RunPoint, out_dir: Path, timeout_s: float | None, 
     except (RunLocked, RecordedElsewhere):
         raise
     except (OSError, ValueError, RuntimeError) as exc:
-        record = Record(point.to_dict(), Status.FAILED, f"launcher: {type(exc).__name__}: {exc}",
-                        point_id=point.point_id, repeat=repeat)
+        record = Record.failed(point.to_dict(), f"launcher: {type(exc).__name__}: {exc}", point_id_=point.point_id,
+                               repeat=repeat)
         write_record(record_path(out_dir, point, repeat), record)
         return record
 

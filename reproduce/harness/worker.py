@@ -25,7 +25,7 @@ from reproduce.harness.fault import Fault
 from reproduce.harness.fingerprint import loaded_modules
 from reproduce.harness.lifeline import die_with_parent
 from reproduce.harness.rank import Rank, rank_error_path, rank_of_env
-from reproduce.harness.records import Record, Status, environment, ids_from_name, write_record
+from reproduce.harness.records import Body, Record, environment, ids_from_name, write_record
 from reproduce.harness.training import Clock, bench_loop, final_score, train_loop
 
 
@@ -209,7 +209,7 @@ def run_point(point: RunPoint, out: str | None = None) -> Record | None:
 
 
 def make_record(point: RunPoint, at: Place, data: Data, emb, step, res, base: MemoryBase,
-                build_s: float, ran: list[str]) -> dict[str, Any]:
+                build_s: float, ran: list[str]) -> Record | None:
     """The run's record from what the loops measured: over ranks the measurements are combined on rank 0 first."""
     from reproduce.harness import fingerprint
 
@@ -230,35 +230,28 @@ def make_record(point: RunPoint, at: Place, data: Data, emb, step, res, base: Me
             return None
     tables = data.source.tables
     timed = bool(phases["total"])
-    body = {
-        "timing_ms": {k: _stats(v) for k, v in phases.items()} if timed else None,
-        "iterations_ms": phases,
-        "samples_per_s": data.global_batch / (statistics.median(phases["total"]) / 1e3) if timed else None,
-        "loss": losses,
-        "memory": memory,
-        "param_bytes": param_bytes,
-        "work": work,
-        "setup_s": {"data": data.seconds, "build": build_s},
-        "tables": {"count": len(tables), "rows": sum(t.num_embeddings for t in tables),
-                   "dense_bytes": sum(t.dense_bytes for t in tables)},
-        "env": environment(),
-        "code": fingerprint.of_run(ran, point.to_dict(), build=fingerprint.build_info()),
-        "occupancy": at.occupancy(),
-    }
-    if res.loop:
-        body["loop"] = res.loop
-    if res.syncs is not None:
-        body["syncs"] = res.syncs
-    if res.info:
-        body["train"] = res.info
-    if dist_part:
-        body["dist"] = with_sharding(dist_part, emb)
-    if evaluated:
-        body["eval"] = evaluated
-    if res.curve:
-        body["eval_curve"] = res.curve
-    return Record(point.to_dict(), Status.DIVERGED if res.diverged else Status.OK, res.diverged,
-                  point_id=point.point_id, body=body)
+    body = Body(
+        timing_ms={k: _stats(v) for k, v in phases.items()} if timed else None,
+        iterations_ms=phases,
+        samples_per_s=data.global_batch / (statistics.median(phases["total"]) / 1e3) if timed else None,
+        loss=losses,
+        memory=memory,
+        param_bytes=param_bytes,
+        work=work,
+        setup_s={"data": data.seconds, "build": build_s},
+        tables={"count": len(tables), "rows": sum(t.num_embeddings for t in tables),
+                "dense_bytes": sum(t.dense_bytes for t in tables)},
+        env=environment(),
+        code=fingerprint.of_run(ran, point.to_dict(), build=fingerprint.build_info()),
+        occupancy=at.occupancy(),
+        loop=res.loop or None,
+        syncs=res.syncs,
+        train=res.info or None,
+        dist=with_sharding(dist_part, emb) if dist_part else None,
+        eval=evaluated or None,
+        eval_curve=res.curve or None,
+    )
+    return Record.measured(point.to_dict(), point.point_id, body, res.diverged or None)
 
 
 def with_sharding(dist_part: dict[str, Any], emb) -> dict[str, Any]:
@@ -293,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         if me:  # not rank 0: the launcher reads this when rank 0 wrote no record
             rank_error_path(args.out, me).write_text(f"{status}\n{reason}\n")
         else:
-            write_record(args.out, Record(point_dict, status, reason, point_id=ids_from_name(Path(args.out))[0]))
+            write_record(args.out, Record.failed(point_dict, reason, status, ids_from_name(Path(args.out))[0]))
         return 1
     if record is not None:  # rank 0 (or the only process) writes the record
         write_record(args.out, record)
