@@ -17,6 +17,7 @@ from torch import Tensor
 # "dense-matched" (the default): zero-mean cores scaled so that materialized rows have the dense initializer's
 # mean and variance for every shape; the others are FBTT's formulas (its weight_dist options), kept for TT-Rec's
 # initializer study: "uniform" draws non-negative cores, so the rows of a small table start far from 0.
+DEFAULT_RANK = 32  # the inner TT rank of every core unless told (TT-Rec's, EL-Rec's and EcoRec's evaluations use 32)
 WEIGHT_DISTS = ("dense-matched", "uniform", "naive-uniform", "normal", "approx-normal")
 
 

@@ -17,6 +17,7 @@ from impls.core import ops, tt
 from impls.core.counters import TTWork
 from impls.core.init import dense_table_init
 from impls.core.pooling import mean_pool
+from impls.core.tt import DEFAULT_RANK
 from impls.core.tt_batch import Workspace
 from impls.table_options import value_for
 
@@ -94,7 +95,7 @@ class TTLookup(torch.autograd.Function):
 class TTCollection(EmbeddingCollection):
     """Base of the TT systems. Options (each may be a value or a {table: value} mapping):
 
-    ranks        inner TT ranks (int: all equal), default 32
+    ranks        inner TT ranks (int: all equal), default DEFAULT_RANK (32)
     p, q         row / column radices (default: suggest_tt_shapes)
     cores        number of cores d (systems fix or bound it)
     tt_tables    names of the TT tables; default all tables with at least ``tt_min_rows`` rows
@@ -121,7 +122,7 @@ class TTCollection(EmbeddingCollection):
         device: str | torch.device = "cpu",
         check_bounds: bool = True,
         seed: int = 0,
-        ranks: int | Sequence[int] | Mapping = 32,
+        ranks: int | Sequence[int] | Mapping = DEFAULT_RANK,
         p: Sequence[int] | Mapping | None = None,
         q: Sequence[int] | Mapping | None = None,
         cores: int | Mapping = 3,
@@ -170,7 +171,7 @@ class TTCollection(EmbeddingCollection):
             raise TypeError(f"{self.name} got unknown option(s) {sorted(options)}")
 
     @classmethod
-    def plan_shapes(cls, tables: Sequence[TableSpec], ranks=32, p=None, q=None, cores=3,
+    def plan_shapes(cls, tables: Sequence[TableSpec], ranks=DEFAULT_RANK, p=None, q=None, cores=3,
                     tt_tables: Sequence[str] | None = None, tt_min_rows: int = TT_MIN_ROWS) -> dict[int, tt.TTShape]:
         """The TT shape of every table that is TT (by index); the others stay dense. Allocates nothing."""
         names = {t.name for t in tables}

@@ -1,10 +1,6 @@
-"""``dlrmbench data synth``: a synthetic stream written to disk in the prepared layout, so a run can read the
-same samples back from memory-mapped files (and other tools can read them without this package).
-
-Each split folder holds ``dense.npy`` (float32 [n, num_dense]), ``labels.npy`` (int8 [n]),
-``lengths.npy`` (int32 [n, T], bag sizes), ``row_offsets.npy`` (int64 [n + 1]) and ``values.bin`` (raw
-little-endian int64 ids, sample-major: sample i's bags in table order at values[row_offsets[i] :
-row_offsets[i+1]]). ``train`` holds batches 0, 1, ... of the source; ``val`` the held-out batches a run
+"""``dlrmbench data synth``: a synthetic stream written to disk in the prepared layout (layout.py, multi-hot), so a
+run can read the same samples back from memory-mapped files (and other tools can read them without this package).
+``train`` holds batches 0, 1, ... of the source; ``val`` the held-out batches a run
 evaluates on (the source's batches from HELD_OUT_START on). Written into ``<out>.partial``, renamed, COMPLETE last."""
 from __future__ import annotations
 
@@ -15,7 +11,7 @@ import numpy as np
 import torch
 
 from impls.data.batch import Batch
-from impls.data.prepare import Prepared, load_prepared
+from impls.data.layout import Prepared, SplitWriter, load_prepared, write_meta
 from impls.data.runs import run_index
 from impls.data.staging import staged
 from impls.data.sources import HELD_OUT_START
@@ -27,38 +23,27 @@ CHUNK = 65536
 
 def _write_split(source: SyntheticSource, d: Path, samples: int, start: int, chunk: int,
                  progress: Callable[[int], None] | None, teacher: VectorTeacher | None = None) -> None:
-    T, nd = len(source.tables), source.spec.num_dense
-    d.mkdir()
-    dense = np.lib.format.open_memmap(d / "dense.npy", "w+", np.float32, (samples, nd))
-    labels = np.lib.format.open_memmap(d / "labels.npy", "w+", np.int8, (samples,))
-    lengths = np.lib.format.open_memmap(d / "lengths.npy", "w+", np.int32, (samples, T))
-    row_off = np.lib.format.open_memmap(d / "row_offsets.npy", "w+", np.int64, (samples + 1,))
-    row_off[0] = 0
-    with open(d / "values.bin", "wb") as values:
-        done, k = 0, 0
-        while done < samples:
-            B = min(chunk, samples - done)
-            b = source.batch(start + k, B)
-            if teacher is not None:  # the labels of another teacher (teachers.py), drawn per batch
-                b = Batch(b.dense, b.sparse, torch.from_numpy(
-                    teacher.labels(b, np.random.default_rng([source.spec.seed, start + k, B, 0x7EC7]))))
-            offs = b.sparse.offsets.numpy()
-            L = np.diff(offs).reshape(T, B)  # table-major bag sizes
-            vals = b.sparse.values.numpy()
-            # table-major -> sample-major: bag (t, i) moves to sample i's run, tables in order
-            order = np.arange(T * B).reshape(T, B).T.reshape(-1)
-            starts, lens = offs[:-1][order], L.T.reshape(-1)
-            pos = run_index(starts, lens)
-            vals[pos].astype("<i8").tofile(values)
-            dense[done : done + B] = b.dense.numpy()
-            labels[done : done + B] = b.labels.numpy().astype(np.int8)
-            lengths[done : done + B] = L.T
-            row_off[done + 1 : done + B + 1] = row_off[done] + np.cumsum(L.sum(axis=0))
-            done, k = done + B, k + 1
-            if progress:
-                progress(B)
-    for m in (dense, labels, lengths, row_off):
-        m.flush()
+    T = len(source.tables)
+    split = SplitWriter(d, samples, source.spec.num_dense, T, multi_hot=True)
+    done, k = 0, 0
+    while done < samples:
+        B = min(chunk, samples - done)
+        b = source.batch(start + k, B)
+        if teacher is not None:  # the labels of another teacher (teachers.py), drawn per batch
+            b = Batch(b.dense, b.sparse, torch.from_numpy(
+                teacher.labels(b, np.random.default_rng([source.spec.seed, start + k, B, 0x7EC7]))))
+        offs = b.sparse.offsets.numpy()
+        L = np.diff(offs).reshape(T, B)  # table-major bag sizes
+        vals = b.sparse.values.numpy()
+        # table-major -> sample-major: bag (t, i) moves to sample i's run, tables in order
+        order = np.arange(T * B).reshape(T, B).T.reshape(-1)
+        starts, lens = offs[:-1][order], L.T.reshape(-1)
+        pos = run_index(starts, lens)
+        split.write(b.dense.numpy(), b.labels.numpy().astype(np.int8), lengths=L.T, values=vals[pos])
+        done, k = done + B, k + 1
+        if progress:
+            progress(B)
+    split.close()
 
 
 def write_synthetic(name: str, spec: SyntheticSpec, out: Path, samples: int, val_samples: int | None = None,
@@ -90,5 +75,5 @@ def write_synthetic(name: str, spec: SyntheticSpec, out: Path, samples: int, val
                         [t.name for t in spec.tables], spec.num_dense, layout="multi-hot",
                         dims=[t.dim for t in spec.tables],
                         synthetic=repr(spec) + (f" teacher={teacher}" if teacher != "scalar" else ""), key=key)
-        (partial / "meta.json").write_text(meta.to_json())
+        write_meta(partial, meta)
     return meta

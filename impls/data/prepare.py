@@ -8,15 +8,15 @@ last, so an interrupted run never leaves a dataset that looks complete; a rerun 
 or removes the partial directory and starts again."""
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 
-from impls.data.staging import MARKER, content_key, staged
 from impls.data import avazu, criteo
+from impls.data.layout import SPLITS, Prepared, SplitWriter, load_prepared, write_meta, write_vocab
+from impls.data.staging import content_key, staged
 from impls.data.textio import Problems, iter_rows
 
 
@@ -65,11 +65,8 @@ def terabyte_splits(rows_per_file: Sequence[int]) -> list[Split]:
     return [Split("train", 0, train), Split("test", train, half), Split("val", half, train + last)]
 
 
-SPLIT_NAMES = ("train", "val", "test")
-
-
 def random_split_ids(rows: int, seed: int, fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)) -> np.ndarray:
-    """The split (index into SPLIT_NAMES) of every row: a seeded random partition with exactly
+    """The split (index into SPLITS) of every row: a seeded random partition with exactly
     round(0.8 n) train rows and the rest halved (val gets the odd row), as in the Avazu_x4 protocol's 8:1:1
     (its seed is 2018). One byte per row; rows keep their file order within a split."""
     train = int(round(fractions[0] * rows))
@@ -90,7 +87,7 @@ class SplitPlan:
         total = sum(per_file)
         if layout == "random-8-1-1":
             ids = random_split_ids(total, seed)
-            return SplitPlan({n: int((ids == k).sum()) for k, n in enumerate(SPLIT_NAMES)}, ids=ids)
+            return SplitPlan({n: int((ids == k).sum()) for k, n in enumerate(SPLITS)}, ids=ids)
         ranges = kaggle_splits(total) if layout == "kaggle" else terabyte_splits(per_file)
         return SplitPlan({sp.name: sp.stop - sp.start for sp in ranges}, ranges=ranges)
 
@@ -98,7 +95,7 @@ class SplitPlan:
         """(split, row indices within the chunk) for the chunk of good rows [pos, pos + n)."""
         if self.ids is not None:
             chunk = self.ids[pos : pos + n]
-            return [(name, np.flatnonzero(chunk == k)) for k, name in enumerate(SPLIT_NAMES)]
+            return [(name, np.flatnonzero(chunk == k)) for k, name in enumerate(SPLITS)]
         out = []
         for sp in self.ranges:
             lo, hi = max(pos, sp.start), min(pos + n, sp.stop)
@@ -134,57 +131,6 @@ def categorify(column: np.ndarray, kept: np.ndarray, freq_threshold: int) -> np.
     pos = np.searchsorted(kept, column)
     hit = kept[np.minimum(pos, len(kept) - 1)] == column
     return np.where(hit, pos + 1, 0)
-
-
-@dataclass
-class Prepared:
-    name: str
-    out: Path
-    rows: dict[str, int]
-    cardinalities: list[int]
-    bad_lines: int
-    bad_examples: list[str]
-    max_ind_range: int | None
-    freq_threshold: int
-    tables: list[str] = field(default_factory=lambda: list(criteo.CAT_NAMES))  # (datasets prepared before Avazu)
-    num_dense: int = criteo.NUM_DENSE
-    layout: str = "one-hot"  # "one-hot": sparse.npy [n, T]; "multi-hot": lengths, row_offsets, values.bin
-    dims: list[int] | None = None  # embedding dims the data was made for (synthetic exports)
-    synthetic: str | None = None  # the SyntheticSpec of a `data synth` export
-    raw: list[list] | None = None  # [file name, bytes, sha256] of each raw file it was prepared from, in order
-    schema: dict | None = None  # `data prepare tabular`: the schema, dense column names and standardization
-    warnings: list[str] = field(default_factory=list)  # said when prepared (e.g. a split with one class)
-    key: dict | None = None  # what it was made from (impls/data/staging.py): raw bytes' sha256, schema, options
-
-    def to_json(self) -> str:
-        d = asdict(self)
-        d["out"] = str(self.out)
-        return json.dumps(d, indent=2)
-
-
-def load_prepared(out: Path) -> Prepared | None:
-    """The metadata of a complete prepared dataset, or None when ``out`` is not complete; a meta.json that cannot be
-    read (cut short, edited, of another tool) raises ValueError naming it and what is wrong."""
-    if not (out / MARKER).exists():
-        return None
-    path = Path(out) / "meta.json"
-    try:
-        d = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ValueError(f"{path} is missing (the folder has {MARKER} but no meta.json): prepare it again") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path} is not readable JSON ({exc}): prepare the dataset again") from None
-    names = {f.name for f in fields(Prepared)}
-    if not isinstance(d, dict) or not {"name", "rows", "cardinalities"} <= set(d):
-        raise ValueError(f"{path} is not a dlrmbench dataset's metadata (needs name, rows, cardinalities)")
-    unknown = sorted(set(d) - names)
-    if unknown:
-        raise ValueError(f"{path} has field(s) {unknown} this version does not know: written by a newer dlrmbench?")
-    d["out"] = Path(d.get("out", out))
-    try:
-        return Prepared(**d)
-    except TypeError as exc:
-        raise ValueError(f"{path}: {exc}") from None
 
 
 def prepare_text(
@@ -241,41 +187,24 @@ def prepare_text(
         kept = [v.kept(freq_threshold) for v in vocabs]
         cards = [len(k) + (1 if freq_threshold > 1 else 0) for k in kept]
 
-        arrays, cursor = {}, {}
-        for split, n in plan.sizes.items():
-            d = partial / split
-            d.mkdir()
-            arrays[split] = (
-                np.lib.format.open_memmap(d / "dense.npy", "w+", np.float32, (n, fmt.num_dense)),
-                np.lib.format.open_memmap(d / "sparse.npy", "w+", np.int32, (n, num_cat)),
-                np.lib.format.open_memmap(d / "labels.npy", "w+", np.int8, (n,)),
-            )
-            cursor[split] = 0
+        writers = {split: SplitWriter(partial / split, n, fmt.num_dense, num_cat, multi_hot=False)
+                   for split, n in plan.sizes.items()}
         pos = 0
         for _, rows in passes(Problems(), False):
             n = len(rows)
             dense = criteo.dense_transform(rows.dense)
             sparse = np.stack([categorify(rows.cats[:, j], kept[j], freq_threshold) for j in range(num_cat)], axis=1)
             for split, idx in plan.assign(pos, n):  # a chunk may straddle split boundaries
-                c, m = cursor[split], len(idx)
-                dst_d, dst_s, dst_l = arrays[split]
-                dst_d[c : c + m] = dense[idx]
-                dst_s[c : c + m] = sparse[idx]
-                dst_l[c : c + m] = rows.labels[idx]
-                cursor[split] = c + m
+                writers[split].write(dense[idx], rows.labels[idx], sparse=sparse[idx])
             pos += n
-        if pos != total or cursor != plan.sizes:
+        if pos != total or {s: w.at for s, w in writers.items()} != plan.sizes:
             raise RuntimeError(f"{name}: the second pass read {pos} rows, the first {total}; did a file change?")
-        for triple in arrays.values():
-            for m in triple:
-                m.flush()
-        vocab_dir = partial / "vocab"
-        vocab_dir.mkdir()
-        for j, k in enumerate(kept):
-            np.save(vocab_dir / f"{fmt.cat_names[j]}.npy", k)
+        for w in writers.values():
+            w.close()
+        write_vocab(partial, fmt.cat_names, kept)
         meta = Prepared(name, out, dict(plan.sizes), cards, problems.count, problems.examples, max_ind_range,
                         freq_threshold, list(fmt.cat_names), fmt.num_dense, raw=raw, key=key)
-        (partial / "meta.json").write_text(meta.to_json())
+        write_meta(partial, meta)
     return meta
 
 

@@ -12,44 +12,8 @@ import torch
 
 from impls.api import SparseFeatures, TableSpec
 from impls.data.batch import Batch
-from impls.data.prepare import MARKER, load_prepared
+from impls.data.layout import MARKER, load_prepared, split_arrays
 from impls.data.runs import run_index
-
-
-def _array(path: Path, shape: tuple[int, ...]) -> np.ndarray:
-    """The memory-mapped array at ``path``; one missing, cut short or of another shape than meta.json says raises
-    ValueError naming the file and what is wrong."""
-    if not path.is_file():
-        raise ValueError(f"{path} is missing: the dataset is incomplete; prepare it again")
-    try:
-        a = np.load(path, mmap_mode="r")
-    except (ValueError, OSError, EOFError) as exc:
-        raise ValueError(f"{path} is not a readable array ({exc}): cut short or damaged; prepare it again") from None
-    if a.shape != shape:
-        raise ValueError(f"{path} has shape {a.shape}, meta.json says {shape}: cut short or from another dataset; "
-                         f"prepare it again")
-    return a
-
-
-def split_arrays(path: Path, meta, split: str) -> dict[str, np.ndarray]:
-    """The memory-mapped arrays of one split, each checked against meta.json (opens, reads no data but the last
-    row offset): dense, labels and sparse (one-hot) or lengths, row_offsets and values (multi-hot)."""
-    d = Path(path) / split
-    n, T = meta.rows[split], len(meta.tables)
-    out = {"dense": _array(d / "dense.npy", (n, meta.num_dense)), "labels": _array(d / "labels.npy", (n,))}
-    if meta.layout != "multi-hot":
-        out["sparse"] = _array(d / "sparse.npy", (n, T))
-        return out
-    out["lengths"] = _array(d / "lengths.npy", (n, T))
-    out["row_offsets"] = _array(d / "row_offsets.npy", (n + 1,))
-    nnz = int(out["row_offsets"][-1])
-    values = d / "values.bin"
-    size = values.stat().st_size if values.is_file() else None
-    if size != 8 * nnz:
-        raise ValueError(f"{values}: {'missing' if size is None else f'{size:,} bytes'}, row_offsets.npy says "
-                         f"{nnz:,} int64 ids ({8 * nnz:,} bytes): cut short or from another dataset; prepare it again")
-    out["values"] = np.memmap(values, dtype="<i8", mode="r", shape=(nnz,)) if nnz else np.zeros(0, "<i8")
-    return out
 
 
 def check_prepared(path: str | Path) -> None:

@@ -19,13 +19,13 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from impls.data.prepare import Prepared, SplitPlan, Vocab, categorify, load_prepared
+from impls.data.layout import SPLITS, Prepared, SplitWriter, load_prepared, write_meta, write_vocab
+from impls.data.prepare import SplitPlan, Vocab, categorify
 from impls.data.runs import run_index
 from impls.data.staging import content_key, staged
 from impls.data.tabular_schema import OPS, Categorical, Schema
 from impls.data.textio import BadRows, MalformedInput, Problems
 
-SPLITS = ("train", "val", "test")
 BLOCK_BYTES = 16 << 20
 F32_MAX = float(np.finfo(np.float32).max)
 MISSING = "\x00missing"  # the text a missing categorical value is keyed by
@@ -380,54 +380,29 @@ def split_ids(schema: Schema, per_file: Sequence[int], time: np.ndarray | None) 
     return ids
 
 
-class Writer:
-    """The arrays of one split, written in row order."""
+class Writer(SplitWriter):
+    """The arrays of one split (layout.SplitWriter), fed a chunk's rows at a time with their fields, counting the
+    positive labels."""
 
     def __init__(self, d: Path, n: int, schema: Schema) -> None:
-        d.mkdir()
-        T = len(schema.categorical)
-        self.multi_hot = schema.multi_hot
+        super().__init__(d, n, len(schema.dense), len(schema.categorical), schema.multi_hot)
         self.positives = 0
-        self.dense = np.lib.format.open_memmap(d / "dense.npy", "w+", np.float32, (n, len(schema.dense)))
-        self.labels = np.lib.format.open_memmap(d / "labels.npy", "w+", np.int8, (n,))
-        if self.multi_hot:
-            self.lengths = np.lib.format.open_memmap(d / "lengths.npy", "w+", np.int32, (n, T))
-            self.row_off = np.lib.format.open_memmap(d / "row_offsets.npy", "w+", np.int64, (n + 1,))
-            self.row_off[0] = 0
-            self.values = open(d / "values.bin", "wb")
-        else:
-            self.sparse = np.lib.format.open_memmap(d / "sparse.npy", "w+", np.int32, (n, T))
-        self.at = 0
 
-    def write(self, idx: np.ndarray, labels, dense, fields: list[tuple[np.ndarray, np.ndarray]]) -> None:
+    def write_rows(self, idx: np.ndarray, labels, dense, fields: list[tuple[np.ndarray, np.ndarray]]) -> None:
         """Rows ``idx`` of a chunk; ``fields``: per field (bag sizes [n], ids row-major)."""
-        a, m = self.at, len(idx)
-        self.labels[a : a + m] = labels[idx]
+        m = len(idx)
         self.positives += int(labels[idx].sum())
-        self.dense[a : a + m] = dense[idx]
         if not self.multi_hot:
-            for j, (_, ids) in enumerate(fields):
-                self.sparse[a : a + m, j] = ids[idx]
-        else:
-            L = np.stack([lens[idx] for lens, _ in fields], axis=1)  # [m, T]
-            T, order_keys, vals = len(fields), [], []
-            for j, (lens, ids) in enumerate(fields):  # field j's values of rows idx, tagged (row, field)
-                mine = lens[idx]
-                vals.append(ids[run_index((np.cumsum(lens) - lens)[idx], mine)])
-                order_keys.append(np.repeat(np.arange(m) * T + j, mine))
-            order = np.argsort(np.concatenate(order_keys), kind="stable")  # sample-major, fields in order
-            np.concatenate(vals)[order].astype("<i8").tofile(self.values)
-            self.lengths[a : a + m] = L
-            self.row_off[a + 1 : a + m + 1] = self.row_off[a] + np.cumsum(L.sum(axis=1))
-        self.at += m
-
-    def close(self) -> None:
-        """Everything on disk before the dataset is marked complete."""
-        arrays = [self.dense, self.labels] + ([self.lengths, self.row_off] if self.multi_hot else [self.sparse])
-        for a in arrays:
-            a.flush()
-        if self.multi_hot:
-            self.values.close()
+            self.write(dense[idx], labels[idx], sparse=np.stack([ids[idx] for _, ids in fields], axis=1))
+            return
+        L = np.stack([lens[idx] for lens, _ in fields], axis=1)  # [m, T]
+        T, order_keys, vals = len(fields), [], []
+        for j, (lens, ids) in enumerate(fields):  # field j's values of rows idx, tagged (row, field)
+            mine = lens[idx]
+            vals.append(ids[run_index((np.cumsum(lens) - lens)[idx], mine)])
+            order_keys.append(np.repeat(np.arange(m) * T + j, mine))
+        order = np.argsort(np.concatenate(order_keys), kind="stable")  # sample-major, fields in order
+        self.write(dense[idx], labels[idx], lengths=L, values=np.concatenate(vals)[order])
 
 
 def prepare_tabular(files: Sequence[Path], schema: Schema, out: Path, name: str = "tabular", strict: bool = False,
@@ -475,7 +450,7 @@ def prepare_tabular(files: Sequence[Path], schema: Schema, out: Path, name: str 
             for split, idx in plan.assign(pos, n):
                 if not len(idx):
                     continue
-                writers[split].write(idx, rows.labels, dense, fields)
+                writers[split].write_rows(idx, rows.labels, dense, fields)
                 if split == "train":
                     present = ~np.isnan(dense[idx])
                     x = np.where(present, dense[idx], 0.0)
@@ -485,17 +460,14 @@ def prepare_tabular(files: Sequence[Path], schema: Schema, out: Path, name: str 
             raise RuntimeError(f"{name}: the second pass read {pos} rows, the first {total}; did a file change?")
         warnings = _one_class(schema, {s: (w.positives, w.at) for s, w in writers.items()})
         scale = _finish_dense(writers, schema, stats)
-        vocab_dir = partial / "vocab"
-        vocab_dir.mkdir()
-        for c, k in zip(schema.categorical, kept):
-            if k is not None:
-                np.save(vocab_dir / f"{c.name}.npy", k)
+        vocab = [(c.name, k) for c, k in zip(schema.categorical, kept) if k is not None]  # hashed fields keep none
+        write_vocab(partial, [n for n, _ in vocab], [k for _, k in vocab])
         meta = Prepared(name, Path(out), sizes, cards, problems.count, problems.examples, None, 0,
                         [c.name for c in schema.categorical], len(schema.dense),
                         layout="multi-hot" if schema.multi_hot else "one-hot", raw=raw, key=key,
                         schema={"columns": schema.to_dict(), "dense_scale": scale,
                                 "dense_names": [d for d, _ in schema.dense]}, warnings=warnings)
-        (partial / "meta.json").write_text(meta.to_json())
+        write_meta(partial, meta)
     return meta
 
 

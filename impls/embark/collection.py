@@ -18,7 +18,6 @@ the step loops over ranks only to cut one buffer into per-rank blocks. Keys trav
 embark.fwd / embark.bwd (hierarchical: embark.fwd.intra / .rail, embark.bwd.rail / .intra), emb.dp."""
 from __future__ import annotations
 
-import time
 from typing import Any, Sequence
 
 import torch
@@ -28,6 +27,8 @@ from impls.api import (EmbeddingOptim, MemoryReport, ShardedCollection, SparseFe
                        column_offsets, get_impl, register)
 from impls.core import ops
 from impls.core.pooling import bag_lengths
+from impls.core.tt import DEFAULT_RANK
+from impls.embark.planning import COSTS
 from impls.embark import hier
 from impls.embark.columns import Columns
 from impls.embark.engines import STORAGES, RBEngine, UBEngine, build_store, default_storage, shard_spec
@@ -40,7 +41,6 @@ from impls.sharding.gather import Block, assemble_table
 from impls.sharding.reports import merge_memory, merge_work
 
 
-COSTS = ("calibrated", "hugectr")
 
 
 def on_rank0(comm: Comm, rank: int, fn):
@@ -131,13 +131,11 @@ class EmbarkCollection(ShardedCollection):
         ``rho``: HugeCTR's memory / network bandwidth ratio (default the hardware profile's), ``mem_cap_gib``: GiB per
         GPU for embeddings (default the profile's). A simple strategy (round_robin, ...) is built as it is; given a
         calibration, its record also carries the calibrated prediction."""
-        from impls.embark.calibrated import Profile, table_loads
-        from impls.embark.cost import HARDWARE, CostModel, evaluate
-        from impls.embark.planner import make_plan
-        from impls.embark.search import Search, calibrated_plan, notes_for
+        from impls.embark.calibrated import table_loads
+        from impls.embark.cost import evaluate
+        from impls.embark.planning import cost_model, plan_for, search_for
+        from impls.embark.search import notes_for
 
-        if hw not in HARDWARE:
-            raise ValueError(f"unknown hardware profile {hw!r}; known: {', '.join(HARDWARE)}")
         if cost not in COSTS:
             raise ValueError(f"unknown cost {cost!r}; choose one of {', '.join(COSTS)}")
         if cost == "calibrated" and strategy == "embark" and calibration is None:
@@ -150,24 +148,18 @@ class EmbarkCollection(ShardedCollection):
         batch = comm.broadcast_object(stats.batch_size if stats is not None else None)
         if not batch:
             raise ValueError("embark's planner needs the sampled global batch on rank 0")
-        model = CostModel(HARDWARE[hw], ctx.world_size, ctx.local_world_size, batch,
-                          optimizer_bytes=8 if optim.kind == "adagrad" else 4,
-                          elem_bytes=2 if options.get("fp16_comm") else 4,
-                          storage="tt" if storage == "tt" else "dense",
-                          tt_ranks=int((options.get("storage_options") or {}).get("ranks", 32)),
-                          rho=None if rho is None else float(rho),
-                          mem_cap=None if mem_cap_gib is None else float(mem_cap_gib) * 2**30)
+        model = cost_model(hw, ctx.world_size, ctx.local_world_size, batch, adagrad=optim.kind == "adagrad",
+                           fp16=bool(options.get("fp16_comm")), storage=storage,
+                           tt_ranks=int((options.get("storage_options") or {}).get("ranks", DEFAULT_RANK)),
+                           rho=rho, mem_cap_gib=mem_cap_gib)
         search = None
         if calibration is not None:  # rank 0 reads the sample and plans; every rank takes its plan
-            profile = Profile.load(calibration)
             loads = on_rank0(comm, ctx.rank, lambda: table_loads(tables, batch, ctx.world_size, stats))
-            search = Search(tables, loads, profile, model, storage, model.elem_bytes)
-        t0 = time.perf_counter()
+            search = search_for(tables, model, calibration, storage, loads)
         if cost == "calibrated" and strategy == "embark":
-            plan = on_rank0(comm, ctx.rank, lambda: calibrated_plan(tables, search))
+            plan, secs = on_rank0(comm, ctx.rank, lambda: plan_for(tables, model, strategy, cost, search=search))
         else:
-            plan, _ = make_plan(tables, model, strategy, column_wise=column_wise)
-        secs = time.perf_counter() - t0
+            plan, secs = plan_for(tables, model, strategy, "hugectr", column_wise=column_wise)
         coll = cls(tables, optim, ctx, plan=plan, comm=comm, **options)
         ev = evaluate(plan, tables, model)
         coll._plan_info = {"strategy": strategy, "cost": cost, "storage": storage, "hw": hw,

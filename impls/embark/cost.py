@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from impls.api import TableSpec
+from impls.core.tt import DEFAULT_RANK
 from impls.data.zipf import expected_unique
 from impls.embark.shards import Cluster, Plan
 
@@ -67,7 +68,7 @@ class CostModel:
     hierarchical: bool = False
     mem_cap: float | None = None  # default: the hardware's
     storage: str = "dense"  # "tt": RB shards are ecorec TT tables (parameters of the TT cores, GEMM work)
-    tt_ranks: int = 32
+    tt_ranks: int = DEFAULT_RANK
 
     @property
     def num_nodes(self) -> int:

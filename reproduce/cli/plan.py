@@ -35,23 +35,21 @@ def plan(workload, nodes, gpus_per_node, hw, local_batch, strategy, hierarchical
     """Plan a workload's embedding sharding and print per-GPU cost and memory, the planning time and the
     predicted embedding step time against table_row_wise (a model, not a measurement)."""
     from impls.data.presets import get_preset
-    from impls.embark.cost import HARDWARE, CostModel, evaluate
-    from impls.embark.planner import make_plan
+    from impls.embark.cost import HARDWARE, evaluate
+    from impls.embark.planning import cost_model, plan_for
 
     if hw not in HARDWARE:
         raise click.BadParameter(f"unknown hardware {hw!r}; known: {', '.join(HARDWARE)}", param_hint="--hw")
-    profile = HARDWARE[hw]
-    L = gpus_per_node or profile.gpus_per_node
+    L = gpus_per_node or HARDWARE[hw].gpus_per_node
     G = nodes * L
     try:
         tables = get_preset(WORKLOADS.get(workload, workload)).tables
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--workload") from None
-    model = CostModel(profile, G, L, local_batch * G, optimizer_bytes=8 if adagrad else 4,
-                      elem_bytes=2 if fp16 else 4, hierarchical=hierarchical)
+    model = cost_model(hw, G, L, local_batch * G, adagrad=adagrad, fp16=fp16, hierarchical=hierarchical)
     try:
-        chosen, secs = make_plan(tables, model, strategy, column_wise=column_wise)
-        base, _ = make_plan(tables, model, "table_row_wise")
+        chosen, secs = plan_for(tables, model, strategy, "hugectr", column_wise=column_wise)
+        base, _ = plan_for(tables, model, "table_row_wise", "hugectr")
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     ev, ev_base = evaluate(chosen, tables, model), evaluate(base, tables, model)
@@ -82,14 +80,12 @@ def _calibrated(tables, model, path: str, storage: str) -> None:
     """The calibrated search on the same tables and world: every candidate's predicted step, the chosen breakdown."""
     import dataclasses
 
-    from impls.embark.calibrated import Profile, table_loads
-    from impls.embark.search import Search, calibrated_plan
+    from impls.embark.planning import plan_for, search_for
 
     model = dataclasses.replace(model, hierarchical=False)
     try:
-        search = Search(tables, table_loads(tables, model.batch_size, model.world_size), Profile.load(path), model,
-                        storage, model.elem_bytes)
-        chosen = calibrated_plan(tables, search)
+        search = search_for(tables, model, path, storage)
+        chosen, _ = plan_for(tables, model, "embark", "calibrated", search=search)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     t = Table(title=f"calibrated ({path}, sha {search.profile.digest}): predicted step per candidate")

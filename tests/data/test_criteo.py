@@ -7,7 +7,8 @@ import pytest
 
 from impls.data.criteo import dense_transform, parse_lines
 from impls.data.textio import MalformedInput, Problems
-from impls.data.prepare import kaggle_splits, load_prepared, prepare_criteo, terabyte_splits
+from impls.data.layout import load_prepared
+from impls.data.prepare import kaggle_splits, prepare_criteo, terabyte_splits
 from impls.data.staging import STAGING_MARK
 
 
