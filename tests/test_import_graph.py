@@ -18,7 +18,7 @@ from reproduce.harness import code
 
 ROOT = Path(__file__).resolve().parents[1]
 SYSTEMS = ("ttrec", "elrec", "ecorec", "embark", "dense", "torchrec_peer")
-BOTTOM = ("impls.api", "impls.table_options", "impls.core", "impls.data")
+BOTTOM = ("impls.api", "impls.types", "impls.interface", "impls.registry", "impls.table_options", "impls.core", "impls.data")
 
 
 def module_name(path: Path) -> str:

@@ -10,7 +10,7 @@ as dlrm starts a table capped at M rows (`--max-ind-range`: uniform +-sqrt(1/M))
 Sizes: ``budget`` (a fraction of the dense tables' bytes; budget.py shares it), or ``rows`` (M per table)."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 import numpy as np
 import torch
@@ -69,6 +69,7 @@ def kept_rows(tables: Sequence[TableSpec], budget: float, rows: Any, min_rows: i
 
 @register
 class HashEmbedding(EmbeddingCollection):
+    option_keys: ClassVar[frozenset[str]] = frozenset({"budget", "hashes", "min_rows", "rows", "storage"})
     name = "hash"
     supports_external_update = False  # single-device: its M-row tables update themselves (fused on fbgemm)
 

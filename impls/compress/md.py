@@ -12,7 +12,7 @@ projection is."""
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -81,6 +81,7 @@ def plan_dims(tables: Sequence[TableSpec], budget: float, dims: Any, min_rows: i
 
 @register
 class MDEmbedding(CompressedCollection):
+    option_keys: ClassVar[frozenset[str]] = frozenset({"budget", "dims", "min_rows", "round_dims", "temperature"})
     name = "md"
 
     def __init__(self, tables: Sequence[TableSpec], optim: EmbeddingOptim, ctx: Any | None = None, *,

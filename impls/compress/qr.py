@@ -13,7 +13,7 @@ variance); "concat": both halves as the dense table."""
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -93,6 +93,7 @@ def _uniform(seed: int, name: str, rows: int, cols: int, low: float, high: float
 
 @register
 class QREmbedding(CompressedCollection):
+    option_keys: ClassVar[frozenset[str]] = frozenset({"budget", "collisions", "min_rows", "operation"})
     name = "qr"
 
     def __init__(self, tables: Sequence[TableSpec], optim: EmbeddingOptim, ctx: Any | None = None, *,

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from impls.api import (EmbeddingCollection, EmbeddingOptim, GradientTensor, MemoryReport, SparseFeatures, TableSpec,
-                       WorkReport, keyword_names, table_seed)
+                       WorkReport, table_seed)
 from impls.core import ops, tt
 from impls.core.counters import TTWork
 from impls.core.init import dense_table_init
@@ -108,6 +108,7 @@ class TTCollection(EmbeddingCollection):
     fused        apply the core update inside backward (default); False leaves dense core gradients
                  in ``.grad`` and ``optimizer_step`` applies them
     """
+    option_keys: ClassVar[frozenset[str]] = frozenset({"cores", "fused", "p", "q", "ranks", "tt_min_rows", "tt_tables", "weight_dist"})  # and each system's configure options
 
     allowed_cores: ClassVar[tuple[int, ...]] = (3,)
     dim_multiple: ClassVar[int] = 1
@@ -156,15 +157,6 @@ class TTCollection(EmbeddingCollection):
         self._last_work = TTWork()
 
     # --- configuration ---------------------------------------------------------------------------
-    @classmethod
-    def option_names(cls) -> frozenset[str]:
-        """The constructor's options plus every system's ``configure`` options (chunk sizes, micro-batches)."""
-        names = set(super().option_names())
-        for klass in cls.__mro__:
-            if "configure" in klass.__dict__:
-                names |= keyword_names(klass.__dict__["configure"])[0]
-        return frozenset(names)
-
     def configure(self, **options: Any) -> None:
         """System options (chunk sizes, micro-batches); the base accepts none."""
         if options:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 from impls.api import EmbeddingOptim, MemoryReport, SparseFeatures, TableSpec, WorkReport, register
 from impls.dense.base import DenseCollection
@@ -38,6 +38,7 @@ def _precision(value: str) -> tuple[Any, int]:
 
 @register
 class DenseFbgemm(DenseCollection):
+    option_keys: ClassVar[frozenset[str]] = frozenset({"weights_precision"})
     name = "dense-fbgemm"
     supports_external_update = False  # the TBE applies SGD / Adagrad in its backward
 

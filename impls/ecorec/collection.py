@@ -41,6 +41,7 @@ def micro_batch_bounds(num_unique: int, micro_batches: int, min_chunk: int) -> l
 
 @register
 class EcoRec(TTCollection):
+    option_keys = TTCollection.option_keys | {"micro_batches", "min_chunk"}
     name = "ecorec"
     # the SC24 artifact's distributed run: greedy (LPT) placement on unique counts, 4 table groups on the
     # slope of skew 1, each rank's list reversed (cheap tables first), AlltoAlls overlapped

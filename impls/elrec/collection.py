@@ -27,6 +27,7 @@ from impls.elrec.host_pipeline import HostPipeline
 
 @register
 class ELRec(TTCollection):
+    option_keys = TTCollection.option_keys | {"host_pipeline"}
     name = "elrec"
     dist_defaults = {"sharding": "data-parallel"}  # replicated cores, gradients summed every step (SC24's baseline)
     allowed_cores = (3,)

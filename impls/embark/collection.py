@@ -18,7 +18,7 @@ the step loops over ranks only to cut one buffer into per-rank blocks. Keys trav
 embark.fwd / embark.bwd (hierarchical: embark.fwd.intra / .rail, embark.bwd.rail / .intra), emb.dp."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 import torch
 from torch import Tensor
@@ -61,6 +61,9 @@ def on_rank0(comm: Comm, rank: int, fn):
 class EmbarkCollection(ShardedCollection):
     """Registered as ``embark``: distributed only (``dlrmbench run --impl embark --world-size N``); the plan
     comes from ``build_distributed`` (planner.py) unless one is given."""
+    option_keys: ClassVar[frozenset[str]] = frozenset({"fp16_comm", "storage", "storage_options"})
+    dist_option_keys: ClassVar[frozenset[str]] = frozenset({"calibration", "column_wise", "cost", "hw", "mem_cap_gib",
+                                                           "rho", "strategy"})
 
     name = "embark"
 

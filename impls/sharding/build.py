@@ -8,7 +8,7 @@ from typing import Any, Sequence
 import torch
 
 from impls.api import (BUILD_ARGS, HARNESS_KEYS, EmbeddingCollection, EmbeddingOptim, ShardedCollection,
-                       SparseFeatures, TableSpec, keyword_names)
+                       SparseFeatures, TableSpec)
 from impls.sharding.comm import Comm
 from impls.sharding.context import DistContext
 from impls.sharding.data_parallel import DataParallelCollection
@@ -29,8 +29,7 @@ def accepted_options(cls: type[EmbeddingCollection], distributed: bool) -> froze
         return frozenset(names)
     if not issubclass(cls, ShardedCollection):
         return frozenset(names | set(DIST_KEYS))
-    keys, _ = keyword_names(cls.build_distributed)
-    return frozenset((names | keys) - BUILD_ARGS - HARNESS_KEYS)
+    return frozenset((names | cls.dist_option_keys) - BUILD_ARGS - HARNESS_KEYS)
 
 
 def unique_counts(features: SparseFeatures) -> list[int]:

@@ -11,7 +11,7 @@ single-device model. TorchRec's collectives are its own: bytes are not counted b
 absent for this implementation)."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 import torch
 from torch import Tensor
@@ -28,6 +28,7 @@ GPU_SHARDINGS = ("row_wise", "table_row_wise")
 
 @register
 class TorchRecCollection(ShardedCollection):
+    option_keys: ClassVar[frozenset[str]] = frozenset({"sharding"})
     name = "torchrec"
     supports_external_update = False  # apply_optimizer_in_backward: sharded tables leave no gradient
     comm_counted = False  # TorchRec's own collectives (only the data-parallel all-reduce goes through Comm)

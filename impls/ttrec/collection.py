@@ -24,6 +24,7 @@ from impls.ttrec.cache import HotRowCache
 
 @register
 class TTRec(TTCollection):
+    option_keys = TTCollection.option_keys | {"cache_hash_size", "cache_populate_every", "cache_rows", "chunk"}
     name = "ttrec"
     allowed_cores = (2, 3, 4)
     dim_multiple = 4  # FBTT pools with float4 loads

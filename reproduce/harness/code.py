@@ -120,7 +120,7 @@ _C_STRING = re.compile(r'"(?:\\.|[^"\\])*"')
 
 
 def _registry_entries(node: ast.stmt) -> ast.expr | None:
-    """The value of impls.api's ``_MODULES`` assignment, or None for any other statement."""
+    """The value of impls.registry's ``_MODULES`` assignment, or None for any other statement."""
     target = node.target if isinstance(node, ast.AnnAssign) else (
         node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
     if isinstance(target, ast.Name) and target.id == "_MODULES" and node.value is not None:
@@ -129,7 +129,7 @@ def _registry_entries(node: ast.stmt) -> ast.expr | None:
 
 
 def _without_registry_entries(tree: ast.Module) -> ast.Module:
-    """impls/api.py with its registry table emptied: a point's own entry is in its fingerprint already (the module it
+    """impls/registry.py with its registry table emptied: a point's own entry is in its fingerprint already (the module it
     names is a file of it), and another system's entry changes nothing the point runs, so registering a new system
     leaves every set that does not run it fresh."""
     for node in tree.body:
@@ -139,13 +139,13 @@ def _without_registry_entries(tree: ast.Module) -> ast.Module:
 
 
 def normalized(path: Path, text: str | None = None) -> bytes:
-    """What a file does: a Python file's syntax tree without docstrings (impls/api.py also without its registry
+    """What a file does: a Python file's syntax tree without docstrings (impls/registry.py also without its registry
     table's entries), a C++ / CUDA file without comments and with whitespace collapsed (string literals kept as
     written). ``text``: the file's content (default: read it)."""
     text = path.read_text() if text is None else text
     if path.suffix == ".py":
         tree = _strip_docstrings(ast.parse(text, str(path)))
-        if path.name == "api.py" and path.parent.name == "impls":
+        if path.name == "registry.py" and path.parent.name == "impls":
             tree = _without_registry_entries(tree)
         return ast.dump(tree, annotate_fields=False, include_attributes=False).encode()
     strings: list[str] = []
@@ -227,8 +227,8 @@ def fingerprint_of(roots: tuple[str, ...], device: str = "cpu", root: Path = ROO
 
 
 def registry_table(root: Path = ROOT) -> dict[str, str]:
-    """impls.api's ``_MODULES`` (implementation name -> module), read from the source (as it is now)."""
-    api = root / "impls" / "api.py"
+    """impls.registry's ``_MODULES`` (implementation name -> module), read from the source (as it is now)."""
+    api = root / "impls" / "registry.py"
     st = api.stat()
     return dict(_registry_table(api, st.st_mtime_ns, st.st_size))
 
@@ -240,7 +240,7 @@ def _registry_table(api: Path, mtime_ns: int, size: int) -> dict[str, str]:
         value = _registry_entries(node)
         if value is not None:
             return ast.literal_eval(value)
-    raise ValueError("impls/api.py has no _MODULES table")
+    raise ValueError("impls/registry.py has no _MODULES table")
 
 
 def changed_files(then: dict[str, str], now: dict[str, str]) -> list[str]:

@@ -212,7 +212,7 @@ def of_run(module_names: Iterable[str], point: dict[str, Any], root: Path = ROOT
         if what == "data" and path.is_dir() and is_generated(path):
             paths |= {str(mods[m].relative_to(root)) for m in generator_modules(root)}
     files = {rel: code.file_hash(root / rel) for rel in sorted(paths) if (root / rel).is_file()}
-    entry = code.registry_table(root).get(str(point.get("impl")))  # api.py's hash leaves the registry table out
+    entry = code.registry_table(root).get(str(point.get("impl")))  # registry.py's hash leaves the registry table out
     return {"digest": _digest(files, inputs), "files": files, "entry": entry, "ops": ops, "build": build,
             "inputs": inputs}
 
@@ -224,7 +224,7 @@ def changes(fingerprint: dict[str, Any], point: dict[str, Any], root: Path = ROO
                if not (root / rel).is_file() or code.file_hash(root / rel) != h]
     impl = str(point.get("impl"))
     if "entry" in fingerprint and code.registry_table(root).get(impl) != fingerprint["entry"]:
-        changed.append(f"the registry entry of {impl} (impls/api.py)")
+        changed.append(f"the registry entry of {impl} (impls/registry.py)")
     now = input_paths(point)
     for what, then in (fingerprint.get("inputs") or {}).items():
         if what in now and _cached_digest(now[what]) != then:
