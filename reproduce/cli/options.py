@@ -33,6 +33,20 @@ def writable_folder(path: Path, what: str) -> Path:
     return path
 
 
+def point_default(name: str):
+    """A RunPoint field's default: the command line's defaults are the point's (point.py has no torch to import)."""
+    from dataclasses import MISSING
+
+    from reproduce.harness.point import RunPoint
+
+    f = RunPoint.__dataclass_fields__[name]
+    return f.default if f.default is not MISSING else f.default_factory()
+
+
+def _layers(name: str) -> str:
+    return ",".join(str(x) for x in point_default(name))
+
+
 def positive(ctx, param, value):
     if value is not None and not (value > 0 and math.isfinite(value)):  # NaN and inf are not positive numbers
         raise click.BadParameter(f"must be a finite number > 0, got {value}")
@@ -47,27 +61,27 @@ def finite(ctx, param, value):
 
 timing_options = _stack(
     click.option("--batch-size", "-b", type=int, default=4096, show_default=True, callback=positive),
-    click.option("--iters", type=int, default=10, show_default=True, callback=positive, help="timed iterations"),
-    click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True),
+    click.option("--iters", type=int, default=point_default("iters"), show_default=True, callback=positive, help="timed iterations"),
+    click.option("--warmup", type=click.IntRange(min=0), default=point_default("warmup"), show_default=True),
     click.option("--threads", type=int, default=None, callback=positive, help="torch threads (default: torch's)"),
-    click.option("--device", default="cpu", show_default=True),
-    click.option("--num-batches", type=int, default=4, show_default=True, callback=positive,
+    click.option("--device", default=point_default("device"), show_default=True),
+    click.option("--num-batches", type=int, default=point_default("num_batches"), show_default=True, callback=positive,
                  help="distinct batches generated before timing and cycled"),
-    click.option("--eval-batches", type=click.IntRange(min=0), default=0, show_default=True,
+    click.option("--eval-batches", type=click.IntRange(min=0), default=point_default("eval_batches"), show_default=True,
                  help="held-out batches for AUC / log loss (dlrm mode)"),
     click.option("--eval", "eval_flag", is_flag=True, help="AUC / log loss on 8 held-out batches (= --eval-batches 8)"),
     click.option("--no-check-bounds", is_flag=True, help="skip index validation (benchmarks only)"),
 )
 
 dist_options = _stack(
-    click.option("--world-size", "-n", type=int, default=1, show_default=True, callback=positive,
+    click.option("--world-size", "-n", type=int, default=point_default("world_size"), show_default=True, callback=positive,
                  help="ranks (GPUs; gloo processes on a CPU machine), launched by torchrun; "
                       "--batch-size is per rank"),
-    click.option("--gpus-per-node", type=click.IntRange(min=0), default=0,
+    click.option("--gpus-per-node", type=click.IntRange(min=0), default=point_default("gpus_per_node"),
                  help="ranks per node L (emulates nodes on one machine; default: world size / nnodes)"),
-    click.option("--nnodes", type=int, default=1, show_default=True, callback=positive),
-    click.option("--rdzv-endpoint", default="", help="HOST:PORT of torchrun's rendezvous (multi-node)"),
-    click.option("--dist-timeout", "dist_timeout_s", type=float, default=300.0, show_default=True,
+    click.option("--nnodes", type=int, default=point_default("nnodes"), show_default=True, callback=positive),
+    click.option("--rdzv-endpoint", default=point_default("rdzv_endpoint"), help="HOST:PORT of torchrun's rendezvous (multi-node)"),
+    click.option("--dist-timeout", "dist_timeout_s", type=float, default=point_default("dist_timeout_s"), show_default=True,
                  callback=positive, help="seconds any collective may wait (a dead rank ends the run within it)"),
 )
 
@@ -88,18 +102,18 @@ def mlp_options(optimizer: str, lr: float) -> Callable:
                      show_default=True, help="the MLPs' optimizer"),
         click.option("--mlp-lr", type=float, default=lr, show_default=True, callback=positive,
                      help="the MLPs' learning rate"),
-        click.option("--bottom", default="512,256", show_default=True, callback=_sizes, help="bottom MLP hidden layers"),
-        click.option("--top", default="512,256", show_default=True, callback=_sizes, help="top MLP hidden layers"),
-        click.option("--interaction", type=click.Choice(["dot", "dcnv2"]), default="dot", show_default=True,
+        click.option("--bottom", default=_layers("bottom"), show_default=True, callback=_sizes, help="bottom MLP hidden layers"),
+        click.option("--top", default=_layers("top"), show_default=True, callback=_sizes, help="top MLP hidden layers"),
+        click.option("--interaction", type=click.Choice(["dot", "dcnv2"]), default=point_default("interaction"), show_default=True,
                      help="dot: DLRM's pairwise dot products; dcnv2: DCN-V2's low-rank cross network (MLPerf DLRMv2)"),
     )
 
 
 model_options = _stack(
-    click.option("--mode", type=click.Choice(["dlrm", "embedding-only"]), default="dlrm", show_default=True),
-    click.option("--optimizer", type=click.Choice(["sgd", "adagrad"]), default="sgd", show_default=True),
-    click.option("--lr", type=float, default=0.01, show_default=True, callback=positive),
-    click.option("--seed", type=int, default=0, show_default=True),
+    click.option("--mode", type=click.Choice(["dlrm", "embedding-only"]), default=point_default("mode"), show_default=True),
+    click.option("--optimizer", type=click.Choice(["sgd", "adagrad"]), default=point_default("optimizer"), show_default=True),
+    click.option("--lr", type=float, default=point_default("lr"), show_default=True, callback=positive),
+    click.option("--seed", type=int, default=point_default("seed"), show_default=True),
 )
 
 data_options_no_name = _stack(

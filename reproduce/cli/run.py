@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from reproduce.cli.options import (collect_data_options, data_options, dist_options, mlp_options, model_options,
-                                   parse_impl_options, positive, reorder_option, timing_options,
+                                   parse_impl_options, point_default, positive, reorder_option, timing_options,
                                    writable_folder)
 from reproduce.cli.output import console
 
@@ -59,7 +59,7 @@ def comparison_table(df) -> Table:
 @click.option("--impl", "impls", multiple=True, required=True, help="implementation (repeat to compare)")
 @data_options
 @model_options
-@mlp_options("sgd", 0.1)
+@mlp_options(point_default("mlp_optimizer"), point_default("mlp_lr"))
 @timing_options
 @dist_options
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,

@@ -8,8 +8,6 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from impls.model.train import MODES
-
 OPTIMIZERS = ("sgd", "adagrad")
 
 
@@ -91,6 +89,8 @@ class RunPoint:
             raise ValueError(f"budget is a fraction of the dense tables' bytes in (0, 1] (0: none), got {self.budget}")
         if int(self.num_batches) <= 0:
             raise ValueError(f"num_batches must be > 0, got {self.num_batches}")
+        from impls.model.train import MODES
+
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
         if self.optimizer not in OPTIMIZERS:
