@@ -74,7 +74,7 @@ test: install
 # the record lands in this machine's result set: results/bench/<machine>/benchmarks.json
 bench: install redundancy
 	$(VENV)/bin/dlrmbench calibrate --if-missing $(MACHINE_ARG)
-	dir=results/bench/$$($(PY) -m reproduce.harness.machine $(MACHINE)) && mkdir -p $$dir && \
+	dir=results/bench/$$($(VENV)/bin/dlrmbench env --slug $(MACHINE_ARG)) && mkdir -p $$dir && \
 	$(PY) -m pytest -q -p no:cacheprovider benchmarks --benchmark-only --benchmark-columns=median,iqr,rounds \
 		--benchmark-json=$$dir/benchmarks.json
 
@@ -93,30 +93,29 @@ ROOT ?= .
 MACHINE ?=
 REPEATS ?=
 MACHINE_ARG = $(if $(MACHINE),--machine $(MACHINE))
-SWEEP = $(VENV)/bin/dlrmbench sweep --profile $(PROFILE) --launcher $(LAUNCHER) --root $(ROOT) $(MACHINE_ARG) \
+# `dlrmbench reproduce EXPERIMENT`: its sweep, then the models its TOML names (the scale model after sc24)
+REPRODUCE = $(VENV)/bin/dlrmbench reproduce --profile $(PROFILE) --launcher $(LAUNCHER) --root $(ROOT) $(MACHINE_ARG) \
 	$(if $(REPEATS),--repeats $(REPEATS))
 
 reproduce-sc24: install
-	$(SWEEP) reproduce/experiments/sc24.toml
-	@if [ "$(LAUNCHER)" = local ] && [ "$(PROFILE)" != paper ]; then \
-		$(PY) -m reproduce.analysis.scale_model --root $(ROOT) $(MACHINE_ARG); fi
+	$(REPRODUCE) sc24
 
 reproduce-sc24-table1: install
-	$(SWEEP) reproduce/experiments/sc24_table1.toml
+	$(REPRODUCE) sc24_table1
 
 # EcoRec's Figure 11 configuration (28 Meta-like tables, D 32, R 32) beside the artifact's ratios (PROFILE=gpu on a GPU)
 reproduce-sc24-fig11: install
-	$(SWEEP) reproduce/experiments/sc24_fig11.toml
+	$(REPRODUCE) sc24_fig11
 
 # one table of 1e5...1e9 rows, dense vs TT
 reproduce-table-size: install
-	$(SWEEP) reproduce/experiments/table_size.toml
+	$(REPRODUCE) table_size
 
 # hash, QR, MD, TT (EcoRec) and fp16 tables at 1/10, 1/100, 1/1000 of the dense bytes: held-out quality, step time,
 # samples to target over 3 seeds (on its own synthetic data, written once; DATA=DIR: a prepared dataset of yours, in
 # results/compression_real: the last --profile given holds)
 reproduce-compression: install
-	$(SWEEP) reproduce/experiments/compression.toml $(if $(DATA),--profile real --data $(DATA))
+	$(REPRODUCE) compression $(if $(DATA),--profile real --data $(DATA))
 
 reproduce: reproduce-sc24 reproduce-recsys24
 
@@ -126,15 +125,10 @@ reproduce: reproduce-sc24 reproduce-recsys24
 # speedups over table_row_wise
 reproduce-recsys24: install
 	$(if $(filter local,$(LAUNCHER)),$(VENV)/bin/dlrmbench calibrate --if-missing --root $(ROOT) $(MACHINE_ARG))
-	$(SWEEP) reproduce/experiments/recsys24.toml
-	$(PY) -m reproduce.analysis.recsys24_model $(ROOT)
+	$(REPRODUCE) recsys24
 
 figures: install
-	for e in sc24 sc24_table1 sc24_fig11 recsys24 table_size accuracy compression; do \
-		$(VENV)/bin/dlrmbench plot reproduce/experiments/$$e.toml $(MACHINE_ARG) || exit 1; done
-	$(PY) -m reproduce.analysis.recsys24_model --plot-only
-	$(PY) -m reproduce.analysis.scale_model --plot-only $(MACHINE_ARG)
-	$(VENV)/bin/dlrmbench report $(MACHINE_ARG)
+	$(VENV)/bin/dlrmbench figures $(MACHINE_ARG)
 
 # Compile-check the CUDA kernels on a machine with nvcc but no GPU (a separate venv of several GB). The torch is the
 # oldest a GPU machine of ours may have (2.11, CUDA 13.0): an API it lacks fails here, not there. A warning in our

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from reproduce.harness import code, fingerprint
+from reproduce.harness.experiment import reference_sets
 from reproduce.harness.records import Status, read_record, records_in
 
 # the committed reference sets `dlrmbench report --check` holds to the code (results/<name>/<reference machine>/)
-RECORD_SETS = ("sc24", "sc24_table1", "sc24_fig11", "table_size", "recsys24", "accuracy", "accuracy_real",
-               "train_defaults", "compression")
+RECORD_SETS = tuple(reference_sets())  # each experiment TOML's ``reference`` profiles (harness/experiment.py)
 OTHER_SETS = ("bench", "scale_model")
 REFERENCE_SETS = RECORD_SETS + OTHER_SETS
 MEASURED = (Status.OK, Status.DIVERGED)  # records whose numbers a report shows

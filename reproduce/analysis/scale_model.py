@@ -31,7 +31,6 @@ with enough tables (same per-op costs: modeled on a workload that was not measur
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from dataclasses import asdict, dataclass
@@ -346,37 +345,9 @@ def write_fit_meta(out: Path, results: Path) -> Path:
                                          "code": scale_model_fingerprint(), "inputs": fit_inputs(results)})
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="SC24 scale model: calibrate on one machine's results/sc24 records, "
-                                             "validate out of sample, project")
-    ap.add_argument("--root", type=Path, default=Path("."), help="results/ and figures/ are under it")
-    ap.add_argument("--machine", default=None,
-                    help="whose sc24 records (default: this machine when it has some, else the reference set)")
-    ap.add_argument("--results", type=Path, default=None, help="default ROOT/results/sc24/MACHINE")
-    ap.add_argument("--out", type=Path, default=None, help="default ROOT/results/scale_model/MACHINE")
-    ap.add_argument("--figures", type=Path, default=None, help="default ROOT/figures/scale_model/MACHINE")
-    ap.add_argument("--calibration", type=Path, default=None,
-                    help="a stored calibration.json (e.g. one fitted on GPU records) to project with")
-    ap.add_argument("--plot-only", action="store_true", help="redraw from the CSVs and calibration in --out")
-    args = ap.parse_args(argv)
-    from reproduce.harness.machine import pick_machine
+def redraw(out: Path, figures: Path) -> list[Path]:
+    """The scale model's figures again, from the CSVs and calibration it wrote in ``out``."""
+    from reproduce.analysis.plots.scale import draw_scale
 
-    machine = pick_machine(args.root / "results" / "sc24", args.root / "results", args.machine)
-    results = args.results or args.root / "results" / "sc24" / machine
-    out = args.out or args.root / "results" / "scale_model" / machine
-    figures = args.figures or args.root / "figures" / "scale_model" / machine
-    if args.plot_only:
-        from reproduce.analysis.plots.scale import draw_scale
-
-        cal = Calibration.from_json((out / "calibration.json").read_text())
-        paths = draw_scale(pd.read_csv(out / "validation.csv"), pd.read_csv(out / "projection.csv"), cal, figures)
-        outputs = {p.name: p for p in paths}
-    else:
-        outputs = run(results, out, figures, args.calibration)
-    for name, path in outputs.items():
-        print(f"{name}: {path}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    cal = Calibration.from_json((out / "calibration.json").read_text())
+    return draw_scale(pd.read_csv(out / "validation.csv"), pd.read_csv(out / "projection.csv"), cal, figures)

@@ -171,9 +171,8 @@ RECSYS24 = [Col("table_row_wise / planner time", "table_row_wise", den="embark p
 
 
 # the result set each generated block reads (freshness.set_state names)
-BLOCK_SETS = {"sc24": "sc24", "sc24-ablation": "sc24", "sc24-table1": "sc24_table1", "recsys24": "recsys24",
-              "compression": "compression", "compression-verdict": "compression",
-              "roofline": "bench", "tt-step": "bench", "prepare": "bench", "scale-model": "scale_model"}
+# blocks that are not an experiment's: `make bench`'s sets and the models' outputs (their sets' names)
+BENCH_BLOCKS = {"roofline": "bench", "tt-step": "bench", "prepare": "bench"}
 
 
 def set_noise(root: Path, experiment: str, machine: str) -> float | None:
@@ -181,47 +180,72 @@ def set_noise(root: Path, experiment: str, machine: str) -> float | None:
     return level["noise"] if level else None
 
 
+def _sc24(reps: pd.DataFrame, root: Path, set_name: str, machine: str) -> list[str]:
+    main = reps[~reps["label"].astype(str).str.startswith("ablation")]
+    return ratio_table(main, [("data", "dataset"), ("max_rows", "tables"), ("world_size", "ranks")], SC24,
+                       set_noise(root, set_name, machine))
+
+
+def _sc24_ablation(reps: pd.DataFrame, root: Path, set_name: str, machine: str) -> list[str]:
+    eco = reps[reps["impl"] == "ecorec"]
+    keys = ["data", "max_rows", "world_size"]
+    ablated = eco[eco["label"].astype(str).str.startswith("ablation")][keys].drop_duplicates()
+    return ratio_table(eco.merge(ablated, on=keys), [("data", "dataset"), ("max_rows", "tables"),
+                                                     ("world_size", "ranks")], ABLATION,
+                       set_noise(root, set_name, machine))
+
+
+def _sc24_table1(reps: pd.DataFrame, root: Path, set_name: str, machine: str) -> list[str]:
+    return ratio_table(reps, [("data", "ids"), ("batch_size", "batch")], TABLE1, set_noise(root, set_name, machine))
+
+
+def _recsys24(reps: pd.DataFrame, root: Path, set_name: str, machine: str) -> list[str]:
+    return (ratio_table(reps, [("data", "workload"), ("world_size", "ranks")], RECSYS24,
+                        set_noise(root, set_name, machine)) + planner_choices(reps) + spearman(root, machine))
+
+
+def _compression(reps: pd.DataFrame, root: Path, set_name: str, machine: str) -> list[str]:
+    # one run per point (the seeds are points): the runs are the summary
+    return frontier_lines(reps, read_infeasible(Path(root) / "results" / set_name / machine))
+
+
+def _compression_verdict(reps: pd.DataFrame, root: Path, set_name: str, machine: str) -> list[str]:
+    return verdict_lines(reps)
+
+
+# the tables an experiment can name in its TOML's ``report`` list, each drawn from that experiment's result set
+SET_BLOCKS = {"sc24": _sc24, "sc24-ablation": _sc24_ablation, "sc24-table1": _sc24_table1, "recsys24": _recsys24,
+              "compression": _compression, "compression-verdict": _compression_verdict}
+
+
 def measured_tables(root: Path, machine: str, states: dict | None = None) -> dict[str, list[str]]:
     """The named tables (markdown lines) that ``machine``'s records support, each opened by the line that names
     its result set, the commit(s) it was measured at and, when the code moved since, STALE (``states``: set name ->
-    freshness.SetState)."""
+    freshness.SetState): each experiment's ``report`` blocks (SET_BLOCKS), `make bench`'s, each model's and the
+    durations."""
+    from reproduce.analysis.models import MODELS
+    from reproduce.harness.experiment import report_blocks
+
     out: dict[str, list[str]] = {}
-    sc24 = repeats_of(root, "sc24", machine)
-    if sc24 is not None:
-        noise = set_noise(root, "sc24", machine)
-        main = sc24[~sc24["label"].astype(str).str.startswith("ablation")]
-        out["sc24"] = ratio_table(main, [("data", "dataset"), ("max_rows", "tables"), ("world_size", "ranks")], SC24,
-                                  noise)
-        eco = sc24[sc24["impl"] == "ecorec"]
-        keys = ["data", "max_rows", "world_size"]
-        ablated = eco[eco["label"].astype(str).str.startswith("ablation")][keys].drop_duplicates()
-        out["sc24-ablation"] = ratio_table(eco.merge(ablated, on=keys),
-                                           [("data", "dataset"), ("max_rows", "tables"), ("world_size", "ranks")],
-                                           ABLATION, noise)
-    t1 = repeats_of(root, "sc24_table1", machine)
-    if t1 is not None:
-        out["sc24-table1"] = ratio_table(t1, [("data", "ids"), ("batch_size", "batch")], TABLE1,
-                                         set_noise(root, "sc24_table1", machine))
-    rs = repeats_of(root, "recsys24", machine)
-    if rs is not None:
-        out["recsys24"] = (ratio_table(rs, [("data", "workload"), ("world_size", "ranks")], RECSYS24,
-                                       set_noise(root, "recsys24", machine))
-                           + planner_choices(rs) + spearman(root, machine))
-    comp = repeats_of(root, "compression", machine)
-    if comp is not None:  # one run per point (the seeds are points): the runs are the summary
-        out["compression"] = frontier_lines(comp, read_infeasible(Path(root) / "results" / "compression" / machine))
+    sets: dict[str, str] = dict(BENCH_BLOCKS)
+    for block, set_name in report_blocks():
+        reps = repeats_of(root, set_name, machine)
+        if reps is not None:
+            out[block] = SET_BLOCKS[block](reps, root, set_name, machine)
+            sets[block] = set_name
     for name, lines in (("roofline", roofline(root, machine)), ("tt-step", tt_step(root, machine)),
-                        ("prepare", prepare_rates(root, machine)),
-                        ("scale-model", scale_model(root, machine)),
-                        ("recsys24-model", recsys24_model(root)), ("durations", durations(root, machine, states))):
-        if lines:
-            out[name] = lines
+                        ("prepare", prepare_rates(root, machine))):
+        out[name] = lines
+    for model in MODELS.values():
+        out[model.block] = model.table(root, machine)
+        sets[model.block] = model.set_name
+    out["durations"] = durations(root, machine, states)
+    verdict = out.pop("compression-verdict", [])
     out = {k: v for k, v in out.items() if len(v) > 2}  # a table beyond its header
-    verdict = verdict_lines(comp) if comp is not None else []
     if verdict:  # a data set's line and one per budget
         out["compression-verdict"] = verdict
     for name, lines in out.items():
-        st = (states or {}).get(BLOCK_SETS.get(name, ""))
+        st = (states or {}).get(sets.get(name, ""))
         if st is not None:
             out[name] = [f"Set `results/{st.name}/{machine}`: {st.line()}.", "", *lines]
     return out

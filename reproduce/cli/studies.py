@@ -1,4 +1,4 @@
-"""`dlrmbench redundancy` (lookup redundancy per source and batch size), `dlrmbench compression` (TT-Rec's
+"""`dlrmbench redundancy` (lookup redundancy per source and batch size), `dlrmbench tt-params` (TT-Rec's
 model-size arithmetic) and `dlrmbench env` (versions and hardware)."""
 from __future__ import annotations
 
@@ -45,9 +45,10 @@ def redundancy(presets, batch_sizes, batches, max_rows, out, figures) -> None:
         console.print(f"figure: {path}")
 
 
-@click.command()
-def compression() -> None:
-    """TT-Rec's model-size compression as parameter-count arithmetic on the real cardinalities."""
+@click.command("tt-params")
+def tt_params() -> None:
+    """TT-Rec's model-size compression as parameter-count arithmetic on the real cardinalities (the compression
+    study, methods measured side by side, is `dlrmbench reproduce compression`)."""
     from reproduce.analysis.compression import compression_table
 
     df = compression_table()
@@ -61,10 +62,21 @@ def compression() -> None:
 
 
 @click.command()
-def env() -> None:
+@click.option("--slug", "slug", is_flag=True, help="print only this machine's result-set name (e.g. amd-epyc-2c-avx512)")
+@click.option("--machine", default=None, help="with --slug: the name to check and print instead of this machine's")
+def env(slug, machine) -> None:
     """Versions and hardware."""
     from impls.api import registered_names
     from reproduce.harness.records import environment
+
+    if slug:
+        from reproduce.harness.machine import this_machine
+
+        try:
+            click.echo(this_machine(machine))
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+        return
 
     for k, v in environment().items():
         console.print(f"{k:>14}: {v}")

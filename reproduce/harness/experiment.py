@@ -82,6 +82,9 @@ class Experiment:
     synth: dict[str, Any] | None = None  # the [synth] dataset its $DATA points train on without --data
     reads_data: bool = False  # some point reads $DATA
     impl_options: dict[str, Any] = field(default_factory=dict)  # the experiment's options table, as written
+    models: tuple[str, ...] = ()  # what runs after its sweep (`dlrmbench model NAME`: analysis/models.py)
+    report: tuple[str, ...] = ()  # the report's tables drawn from its result set (analysis/tables.py SET_BLOCKS)
+    reference: tuple[str, ...] = ()  # the profiles whose result sets are committed reference sets
 
     def results_dir(self, root: str | Path) -> Path:
         """results/<its folder>: one result set per machine inside."""
@@ -219,10 +222,18 @@ def parse(path: str | Path, profile: str | None = None, doc: dict[str, Any] | No
     repeats = int(doc.get("repeats", DEFAULT_REPEATS))
     if repeats < 1:
         raise ValueError(f"{path}: repeats must be >= 1, got {repeats}")
+    lists = {}
+    for key in ("plots", "models", "report", "reference"):
+        value = doc.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+            raise ValueError(f"{path}: {key} must be a list of names, got {value!r}")
+        lists[key] = tuple(value)
+    unknown = sorted(set(lists["reference"]) - {DEFAULT_PROFILE, *doc.get("profiles", {})})
+    if unknown:
+        raise ValueError(f"{path}: reference names profiles it does not have: {unknown}")
     return Experiment(path=path, name=name, description=doc.get("description", ""), profile=profile, results=results,
-                      plots=tuple(doc.get("plots", [])), specs=tuple(specs), repeats=repeats,
-                      point_timeout_s=doc.get("point_timeout_s"), synth=synth, reads_data=reads_data(doc),
-                      impl_options=base["impl_options"])
+                      specs=tuple(specs), repeats=repeats, point_timeout_s=doc.get("point_timeout_s"), synth=synth,
+                      reads_data=reads_data(doc), impl_options=base["impl_options"], **lists)
 
 
 def experiments_folder() -> Path:
@@ -231,4 +242,27 @@ def experiments_folder() -> Path:
 
 
 def experiment_names() -> list[str]:
+    """Every experiment of the project: the TOMLs of the experiments folder (the one list of them)."""
     return sorted(p.stem for p in experiments_folder().glob("*.toml"))
+
+
+def experiment(name: str, profile: str | None = None) -> Experiment:
+    """The project's experiment ``name`` (a file of the experiments folder) with ``profile`` applied."""
+    path = experiments_folder() / f"{name}.toml"
+    if not path.is_file():
+        raise ValueError(f"no experiment {name!r}; the experiments: {', '.join(experiment_names())}")
+    return parse(path, profile)
+
+
+def reference_sets() -> list[str]:
+    """The result sets (results/<name>) of every experiment's reference profiles: the committed reference sets."""
+    out = []
+    for name in experiment_names():
+        for profile in experiment(name).reference:
+            out.append(experiment(name, profile).results)
+    return out
+
+
+def report_blocks() -> list[tuple[str, str]]:
+    """(block, result set) of every table an experiment's ``report`` names (drawn from its cpu profile's set)."""
+    return [(block, exp.results) for exp in (experiment(n) for n in experiment_names()) for block in exp.report]

@@ -146,9 +146,3 @@ def pick_machine(exp_dir: Path, results: Path, override: str | None = None) -> s
     if have:
         return have[0]
     return here
-
-
-if __name__ == "__main__":  # `python -m reproduce.harness.machine [NAME]`: the result-set name a sweep here would use
-    import sys
-
-    print(this_machine(sys.argv[1] if len(sys.argv) > 1 and sys.argv[1] else None))
