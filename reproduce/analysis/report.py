@@ -6,8 +6,8 @@ for: the value aggregated as the paper phrases it, its interval over the repeats
 point, else the range of the runs, named as such), n / min / median / max over groups, and a verdict (reproduced /
 exceeds / below; not comparable; not measurable here; STALE: no verdict). Modeled values get their own table with the
 model's out-of-sample error, never a claim's row. Then the noise probes of each result set, the measured tables, and
-every group's value. README.md's blocks between ``<!-- report:NAME -->`` and ``<!-- /report:NAME -->`` are
-rewritten from the reference machine's records only, so the README always shows the committed reference run.
+every group's value. The blocks between ``<!-- report:NAME -->`` and ``<!-- /report:NAME -->`` of README.md and the
+docs/ pages are rewritten from the reference machine's records only, so they always show the committed reference run.
 Every number is computed from records; nothing is typed in. ``--check`` (``check_reference``) fails when a committed
 reference set is STALE."""
 from __future__ import annotations
@@ -207,8 +207,13 @@ def check_reference(root: str | Path = ".") -> list[SetState]:
     return [st for st in (states(name, ref) for name in REFERENCE_SETS) if st.is_stale or st.missing]
 
 
+def pages(root: Path) -> list[Path]:
+    """The pages whose ``report:`` blocks the report rewrites: README.md and every page of docs/."""
+    return [p for p in (Path(root) / "README.md", *sorted((Path(root) / "docs").rglob("*.md"))) if p.is_file()]
+
+
 def update_readme(readme: Path, blocks: dict[str, list[str]]) -> bool:
-    """Rewrite README's generated blocks; a block the report has no table for says so. True when it changed."""
+    """Rewrite a page's generated blocks; a block the report has no table for says so. True when it changed."""
     text = readme.read_text()
 
     def fill(m: re.Match) -> str:
@@ -235,10 +240,10 @@ def results_of(root: Path) -> Path:
 
 def build_report(root: str | Path = ".", claims: str | Path = CLAIMS,
                  machines: list[str] | None = None, readme: bool = True,
-                 out: str | Path | None = None, readme_path: str | Path | None = None) -> list[Path]:
-    """Write REPORT.md (``out``, default results/REPORT.md), claims.csv beside it and (``readme``) README.md's
-    blocks (``readme_path``, default the root's README.md); return the paths written. ``claims``: a path, relative
-    to ``root`` when not absolute (default: the package's claims.toml)."""
+                 out: str | Path | None = None, pages_root: str | Path | None = None) -> list[Path]:
+    """Write REPORT.md (``out``, default results/REPORT.md), claims.csv beside it and (``readme``) the generated
+    blocks of README.md and docs/ under ``pages_root`` (default ``root``); return the paths written. ``claims``: a
+    path, relative to ``root`` when not absolute (default: the package's claims.toml)."""
     root = Path(root)
     results_of(root)
     claims_path = root / claims
@@ -259,7 +264,6 @@ def build_report(root: str | Path = ".", claims: str | Path = CLAIMS,
                   {"modeled": "; ".join(f"{v:.6g} ({label})" for label, v in r["modeled"])} for r in rows]
                  ).to_csv(csv, index=False)
     paths = [out, csv]
-    readme_path = Path(readme_path) if readme_path else root / "README.md"
-    if readme and readme_path.exists() and update_readme(readme_path, blocks):
-        paths.append(readme_path)
+    if readme:
+        paths += [page for page in pages(Path(pages_root) if pages_root else root) if update_readme(page, blocks)]
     return paths

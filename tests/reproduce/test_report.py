@@ -94,10 +94,12 @@ def test_committed_report_and_readme_are_generated(tmp_path):
     out = tmp_path / "REPORT.md"
     readme = tmp_path / "README.md"
     shutil.copy(ROOT / "README.md", readme)
-    written = build_report(ROOT, machines=[ref], out=out, readme_path=readme)
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")
+    written = build_report(ROOT, machines=[ref], out=out, pages_root=tmp_path)
     assert (ROOT / "results" / "REPORT.md").read_text() == out.read_text(), "run `dlrmbench report` and commit"
     assert (ROOT / "results" / "claims.csv").read_text() == (tmp_path / "claims.csv").read_text()
     assert readme not in written, "README's generated blocks are stale: run `dlrmbench report`"
+    assert not [p for p in written if "docs" in p.parts], "docs/' generated blocks are stale: run `dlrmbench report`"
     assert "<!-- report:claims -->" in readme.read_text()
 
 
