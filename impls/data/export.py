@@ -12,7 +12,7 @@ import torch
 
 from impls.data.batch import Batch
 from impls.data.layout import Prepared, SplitWriter, load_prepared, write_meta
-from impls.data.runs import run_index
+from impls.data.id_runs import run_index
 from impls.data.staging import staged
 from impls.data.sources import HELD_OUT_START
 from impls.data.synthetic import SyntheticSource, SyntheticSpec

@@ -1,5 +1,5 @@
 """The prepared layout: what a dataset on disk is, whoever wrote it (`data prepare` for Criteo / Avazu text,
-`data prepare tabular` for any click log, `data synth` for a synthetic stream) and whoever reads it (prepared.py).
+`data prepare tabular` for any click log, `data synth` for a synthetic stream) and whoever reads it (prepared_source.py).
 
 A prepared folder holds ``meta.json`` (``Prepared``), a ``COMPLETE`` marker written last (staging.py), optionally
 ``vocab/<field>.npy`` (each field's sorted raw keys), and one folder per split (``SPLITS``) with ``dense.npy``

@@ -35,7 +35,7 @@ def open_source(name: str, split: str = "train", reorder: str | None = None, **o
 def _open(name: str, split: str, **options: Any):
     path = Path(name)
     if path.is_dir():
-        from impls.data.prepared import PreparedSource
+        from impls.data.prepared_source import PreparedSource
 
         return PreparedSource(path, split, dim=_file_source_options(name, options))
     if is_trace_file(name):
@@ -58,7 +58,7 @@ def check_source(name: str, reorder: str | None = None, **options: Any) -> None:
         raise ValueError(f"{reorder} holds no reordering (no reorder.json): run `dlrmbench data reorder` first")
     path = Path(name)
     if path.is_dir():
-        from impls.data.prepared import check_prepared
+        from impls.data.prepared_source import check_prepared
 
         check_prepared(path)
         _file_source_options(name, options)
@@ -77,7 +77,7 @@ def check_source(name: str, reorder: str | None = None, **options: Any) -> None:
 
 def held_out(name: str, source, reorder: str | None = None, **options: Any) -> tuple[Any, int]:
     """(source, first batch index) of the evaluation batches that go with ``source`` (opened from ``name``)."""
-    from impls.data.prepared import PreparedSource
+    from impls.data.prepared_source import PreparedSource
     from impls.data.reorder import ReorderedSource
     from impls.data.synthetic import SyntheticSource
 

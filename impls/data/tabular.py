@@ -21,7 +21,7 @@ import numpy as np
 
 from impls.data.layout import SPLITS, Prepared, SplitWriter, load_prepared, write_meta, write_vocab
 from impls.data.prepare import SplitPlan, Vocab, categorify
-from impls.data.runs import run_index
+from impls.data.id_runs import run_index
 from impls.data.staging import content_key, staged
 from impls.data.tabular_schema import OPS, Categorical, Schema
 from impls.data.textio import BadRows, MalformedInput, Problems

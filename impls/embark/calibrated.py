@@ -42,6 +42,12 @@ KEY_BYTES = 8  # keys travel as int64 local rows
 A2A_PER_STEP = 4  # keys header, keys, forward rows, backward rows
 
 
+def oversubscription(ranks: int, threads: int, cores: int) -> float:
+    """How many turns ranks of ``threads`` threads each take on ``cores`` cores (1 when they fit): the factor their
+    compute slows by."""
+    return max(1.0, ranks * threads / max(cores, 1))
+
+
 @dataclass(frozen=True)
 class Line:
     """Seconds = fixed + per_unit * x (x: bytes, keys)."""
@@ -221,7 +227,7 @@ class Profile:
         return self.lookup[storage][direction].at(bags, keys, unique, row_bytes, unique_bytes, out_bytes)
 
     def oversubscription(self, world: int) -> float:
-        return max(1.0, world * self.threads / max(self.cores, 1))
+        return oversubscription(world, self.threads, self.cores)
 
 
 @dataclass(frozen=True)

@@ -130,8 +130,8 @@ class EmbarkCollection(ShardedCollection):
         ``cost``: ``calibrated`` (default: the planner's search over every candidate plan, scored by ``calibration``:
         the profile `dlrmbench calibrate` measured on this machine, results/calibration/<machine>/<backend>.json,
         which the harness names for every run; search.py) or ``hugectr`` (HugeCTR's greedy on its own cost function,
-        with the hardware profile ``hw``).
-        ``rho``: HugeCTR's memory / network bandwidth ratio (default the hardware profile's), ``mem_cap_gib``: GiB per
+        with the hardware spec ``hw``: cost.HARDWARE).
+        ``rho``: HugeCTR's memory / network bandwidth ratio (default the hardware spec's), ``mem_cap_gib``: GiB per
         GPU for embeddings (default the profile's). A simple strategy (round_robin, ...) is built as it is; given a
         calibration, its record also carries the calibrated prediction."""
         from impls.embark.calibrated import table_loads

@@ -1,4 +1,4 @@
-"""EMBark's cost model (the one of HugeCTR's embedding-collection sharding planner), with hardware profiles.
+"""EMBark's cost model (the one of HugeCTR's embedding-collection sharding planner), with hardware specs (HARDWARE).
 
 Costs are in element-access units of device memory: a bucket (a GPU, or a node when hierarchical) pays
   compute  w_s * B * sum_t h_t * d'_t / r_t      (B the global batch: a shard serves every sample's keys)

@@ -1,8 +1,8 @@
 """The EMBark planner's partitioner (TorchRec's name for the step that places shards on devices): given every RB
 table's split, place the shards greedily in descending cost (equal cost: the larger shard first, as HugeCTR's
 planner.py), each on the cheapest bucket that has room and holds no shard of the same table. The result is typed:
-a ``Placement`` (where each shard went, and the largest bucket cost) or ``Unplaceable`` (the table whose shard
-fit nowhere)."""
+a ``ShardAssignment`` (the bucket each shard went to, and the largest bucket cost) or ``Unplaceable`` (the table whose
+shard fit nowhere)."""
 from __future__ import annotations
 
 import heapq
@@ -15,7 +15,7 @@ from impls.embark.proposer import Splits
 
 
 @dataclass(frozen=True)
-class Placement:
+class ShardAssignment:
     where: dict[int, dict[tuple[int, int], int]]  # table -> (column shard k, row shard j) -> bucket
     max_cost: float  # the largest bucket's RB cost
 
@@ -26,7 +26,7 @@ class Unplaceable:
 
 
 def place(tables: Sequence[TableSpec], rb: Sequence[int], model: CostModel, splits: Splits,
-          base_mem: float) -> Placement | Unplaceable:
+          base_mem: float) -> ShardAssignment | Unplaceable:
     """Every RB shard of ``splits`` on a bucket (``base_mem`` bytes already taken on each by DP / UB)."""
     n = model.num_buckets
     cost, mem = [0.0] * n, [base_mem] * n
@@ -58,4 +58,4 @@ def place(tables: Sequence[TableSpec], rb: Sequence[int], model: CostModel, spli
             return Unplaceable(t)
         for item in skipped:
             heapq.heappush(heap, item)
-    return Placement(where, max(cost))
+    return ShardAssignment(where, max(cost))

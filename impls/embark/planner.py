@@ -9,7 +9,7 @@ smallest tables (V*d, then higher hotness) go to DP and then the lowest-hotness 
 generate_plan does.
 
 Split along TorchRec's lines: the proposer (proposer.py: each RB table's split, which table to split next), the
-partitioner (partitioner.py: greedy placement of the shards, a typed Placement or Unplaceable) and the evaluator
+partitioner (partitioner.py: greedy placement of the shards, a typed ShardAssignment or Unplaceable) and the evaluator
 (cost.evaluate). Greedy search: start with every table whole; place; record the candidate; split the hottest
 splittable table (rank d'h/r + 80 d'; 2 r c <= buckets) by doubling r (or, with ``column_wise``, halving d' when
 that gives the lower max cost); a shard that fits nowhere splits its own table. Up to ``max_iter`` rounds; the
@@ -25,7 +25,7 @@ from typing import Sequence
 
 from impls.api import TableSpec
 from impls.embark.cost import CostModel, evaluate
-from impls.embark.partitioner import Placement, place
+from impls.embark.partitioner import ShardAssignment, place
 from impls.embark.proposer import HOWS, Splits, hottest
 from impls.embark.shards import Cluster, Plan, TablePlacement
 
@@ -112,13 +112,13 @@ def embark_plan(tables: Sequence[TableSpec], model: CostModel, dp: Sequence[int]
         st.split(t, how)
         res = place(tables, rb, model, st, base_mem)
         st.unsplit(t, how)
-        return res.max_cost if isinstance(res, Placement) else float("inf")
+        return res.max_cost if isinstance(res, ShardAssignment) else float("inf")
 
     shared = model.shared_cost(tables, dp, ub)
     best, since = float("inf"), 0
     for it in range(1, max_iter + 1):
         res = place(tables, rb, model, st, base_mem)
-        if isinstance(res, Placement):
+        if isinstance(res, ShardAssignment):
             cost = res.max_cost + shared
             candidates.append((cost, it, (res.where, st.copy())))
             best, since = (cost, 0) if cost < best * (1 - 1e-9) else (best, since + 1)

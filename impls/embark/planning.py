@@ -18,12 +18,12 @@ def cost_model(hw: str, world_size: int, gpus_per_node: int | None, global_batch
                fp16: bool = False, storage: str = "dense", tt_ranks: int = DEFAULT_RANK, rho: float | None = None,
                mem_cap_gib: float | None = None, hierarchical: bool = False) -> CostModel:
     """HugeCTR's cost model of ``world_size`` GPUs, ``gpus_per_node`` a node (default: the hardware's), on the
-    hardware profile ``hw``: 8 bytes per element with Adagrad (weights + accumulator), 2-byte payloads with fp16,
+    hardware spec ``hw`` (cost.HARDWARE): 8 bytes per element with Adagrad (weights + accumulator), 2-byte payloads with fp16,
     TT storage priced as TT cores of rank ``tt_ranks``."""
     if hw not in HARDWARE:
-        raise ValueError(f"unknown hardware profile {hw!r}; known: {', '.join(HARDWARE)}")
-    profile = HARDWARE[hw]
-    return CostModel(profile, world_size, gpus_per_node or profile.gpus_per_node, global_batch,
+        raise ValueError(f"unknown hardware {hw!r}; known: {', '.join(HARDWARE)}")
+    spec = HARDWARE[hw]
+    return CostModel(spec, world_size, gpus_per_node or spec.gpus_per_node, global_batch,
                      optimizer_bytes=8 if adagrad else 4, elem_bytes=2 if fp16 else 4,
                      storage="tt" if storage == "tt" else "dense", tt_ranks=int(tt_ranks),
                      rho=None if rho is None else float(rho),

@@ -80,7 +80,7 @@ def flatten(record: Record | dict[str, Any]) -> dict[str, Any]:
         if d and d.get("plan"):
             row["plan_strategy"] = d["plan"].get("strategy")
             row["predicted_step_ms"] = d["plan"].get("predicted_step_ms")
-            if row["predicted_step_ms"] is not None:  # older records: HugeCTR's cost function with a hardware profile
+            if row["predicted_step_ms"] is not None:  # older records: HugeCTR's cost function with a hardware spec
                 row["predicted_by"] = d["plan"].get("predicted_by", "hugectr")
             terms = d["plan"].get("predicted") or {}
             if terms:  # the calibrated breakdown, to hold against the measured comm_blocked_ms / compute_ms

@@ -135,7 +135,7 @@ class Coefficients:
 
 
 @dataclass
-class Calibration:
+class Fit:
     """Per-op costs of each system on one machine, and its seconds per byte sent."""
     machine: str
     cores: int
@@ -148,17 +148,20 @@ class Calibration:
         return json.dumps(asdict(self), indent=1)
 
     @staticmethod
-    def from_json(text: str) -> "Calibration":
+    def from_json(text: str) -> "Fit":
         d = json.loads(text)
         d["systems"] = {k: Coefficients(**v) for k, v in d["systems"].items()}
-        return Calibration(**d)
+        return Fit(**d)
 
 
 def kappa(world: int, threads: int, cores: int | None) -> float:
-    return 1.0 if cores is None else max(1.0, world * threads / cores)
+    """How much slower a rank computes when the ranks share ``cores`` (None: each on its own cores)."""
+    from impls.embark.calibrated import oversubscription
+
+    return 1.0 if cores is None else oversubscription(world, threads, cores)
 
 
-def step_ms(cal: Calibration, impl: str, w: Workload, world: int, batch: int, grad_bytes: float,
+def step_ms(cal: Fit, impl: str, w: Workload, world: int, batch: int, grad_bytes: float,
             cores: int | None) -> dict[str, float]:
     """Modeled step of ``impl`` at ``world`` ranks (cores None: every rank on its own cores)."""
     c, sh = cal.systems[impl], Sharding.of(impl)
@@ -178,11 +181,10 @@ def step_ms(cal: Calibration, impl: str, w: Workload, world: int, batch: int, gr
 
 
 def _nnls(A: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Non-negative least squares on relative errors (each row divided by its observation)."""
-    from scipy.optimize import nnls
+    """Non-negative least squares on relative errors (the calibration's fit: harness/calibration.fit_nonneg)."""
+    from reproduce.harness.calibration import fit_nonneg
 
-    x, _ = nnls(A / y[:, None], np.ones_like(y))
-    return x
+    return np.asarray(fit_nonneg(A, y))
 
 
 def _observations(records: list[Record]) -> tuple[dict[str, list], list]:
@@ -215,7 +217,7 @@ def _observations(records: list[Record]) -> tuple[dict[str, list], list]:
     return comp, comm
 
 
-def calibrate(records: list[Record], source: str) -> Calibration:
+def fit(records: list[Record], source: str) -> Fit:
     comp, comm = _observations(records)
     systems = {}
     for impl, obs in comp.items():
@@ -225,7 +227,7 @@ def calibrate(records: list[Record], source: str) -> Calibration:
     c = np.array(comm, dtype=float)
     beta = float(_nnls((c[:, 0] * c[:, 1])[:, None], c[:, 2])[0]) if len(c) else 0.0
     env = records[0].env
-    return Calibration(env["cpu"], int(env["cpu_count"]), int(records[0].point["threads"] or 1), beta, systems,
+    return Fit(env["cpu"], int(env["cpu_count"]), int(records[0].point["threads"] or 1), beta, systems,
                        source)
 
 
@@ -246,7 +248,7 @@ def measured_records(results: Path, max_rows: int | None = None) -> list[Record]
 # ---- validation and projection -----------------------------------------------------------------------------
 
 
-def validate(cal: Calibration, records: list[Record]) -> pd.DataFrame:
+def validate(cal: Fit, records: list[Record]) -> pd.DataFrame:
     """The model's step for every measured point (median over its repeats) beside the measured median."""
     rows = []
     for r in records:
@@ -265,7 +267,7 @@ def validate_out_of_sample(records: list[dict], source: str) -> pd.DataFrame:
     predict this one's points (``modeled_ms`` / ``error``: out of sample, the error the report quotes); beside them
     the fit on every record (``in_sample_ms`` / ``in_sample_error``). A system with no record left to fit on is
     not predicted (``modeled_ms`` NaN)."""
-    full = validate(calibrate(records, source), records)
+    full = validate(fit(records, source), records)
     parts = []
     for world in sorted({r.point["world_size"] for r in records}):
         train = [r for r in records if r.point["world_size"] != world]
@@ -273,7 +275,7 @@ def validate_out_of_sample(records: list[dict], source: str) -> pd.DataFrame:
         fitted = {r.point["impl"] for r in train}
         test = [r for r in test if r.point["impl"] in fitted]
         if train and test:
-            parts.append(validate(calibrate(train, source), test).assign(held_out=world))
+            parts.append(validate(fit(train, source), test).assign(held_out=world))
     out = pd.concat(parts) if parts else full.iloc[:0].assign(held_out=pd.Series(dtype=int))
     out = full.drop(columns=["modeled_ms", "error"]).merge(out[["impl", "data", "world_size", "modeled_ms", "error",
                                                                  "held_out"]], on=["impl", "data", "world_size"],
@@ -283,7 +285,7 @@ def validate_out_of_sample(records: list[dict], source: str) -> pd.DataFrame:
     return out
 
 
-def project(cal: Calibration, workloads: list[tuple[str, Workload]], batch: int, options: dict[str, dict],
+def project(cal: Fit, workloads: list[tuple[str, Workload]], batch: int, options: dict[str, dict],
             worlds=PROJECT_WORLDS) -> pd.DataFrame:
     """Every system at every world size on each workload, each rank on its own cores (``options``: each system's
     impl options, for its parameter bytes)."""
@@ -311,8 +313,8 @@ def run(results: Path, out: Path, figures: Path, calibration: Path | None = None
     records = measured_records(results)
     if not records:
         raise ValueError(f"no sc24 records in {results}: run `make reproduce-sc24` first")
-    fitted = calibrate(records, str(results))
-    cal = Calibration.from_json(calibration.read_text()) if calibration else fitted
+    fitted = fit(records, str(results))
+    cal = Fit.from_json(calibration.read_text()) if calibration else fitted
     out.mkdir(parents=True, exist_ok=True)
     (out / "calibration.json").write_text(fitted.to_json() + "\n")
     val = validate_out_of_sample(records, str(results))
@@ -349,5 +351,5 @@ def redraw(out: Path, figures: Path) -> list[Path]:
     """The scale model's figures again, from the CSVs and calibration it wrote in ``out``."""
     from reproduce.analysis.plots.scale import draw_scale
 
-    cal = Calibration.from_json((out / "calibration.json").read_text())
+    cal = Fit.from_json((out / "calibration.json").read_text())
     return draw_scale(pd.read_csv(out / "validation.csv"), pd.read_csv(out / "projection.csv"), cal, figures)

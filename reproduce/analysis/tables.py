@@ -424,7 +424,7 @@ def tt_step(root: Path, machine: str) -> list[str]:
 
 def machine_line(root: Path, machine: str) -> str:
     """The fingerprint of a result set, from one of its records."""
-    for exp in ("sc24", "recsys24", "sc24_table1", "table_size", "accuracy"):
+    for exp in RECORD_SETS:
         for f in sorted((Path(root) / "results" / exp / machine).glob("*.json")):
             env = read_record(f).env
             fp = env.get("machine")

@@ -16,7 +16,7 @@ WORKLOADS = {"dcnv2": "dcnv2-multihot", "t180": "embark-t180", "t200": "embark-t
 @click.option("--workload", required=True, help=f"{', '.join(WORKLOADS)} or any data preset name")
 @click.option("--nodes", type=int, default=1, show_default=True, callback=positive)
 @click.option("--gpus-per-node", type=int, default=None, callback=positive, help="default: the hardware's")
-@click.option("--hw", default="dgx-h100", show_default=True, help="hardware profile")
+@click.option("--hw", default="dgx-h100", show_default=True, help="hardware spec (impls/embark/cost.py HARDWARE)")
 @click.option("--local-batch", type=int, default=8192, show_default=True, callback=positive, help="samples per GPU")
 @click.option("--strategy", default="embark", show_default=True,
               type=click.Choice(["embark", "table_row_wise", "uniform", "round_robin"]))

@@ -1,22 +1,13 @@
 """Dataset manifests (``datasets/<name>.toml``) and the prepare step behind ``dlrmbench data prepare``."""
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any, Callable
 
-MANIFEST_DIR = Path(__file__).resolve().parents[2] / "datasets"  # the checkout's datasets/, from any folder
+from impls.data.datasets_facts import MANIFEST_DIR, manifest
 
 
-def manifest(name: str, root: Path = MANIFEST_DIR) -> dict[str, Any]:
-    path = root / f"{name}.toml"
-    if not path.exists():
-        known = sorted(p.stem for p in root.glob("*.toml"))
-        raise ValueError(f"no dataset manifest {path}; known: {', '.join(known) or '(none)'}")
-    return tomllib.loads(path.read_text())
-
-
-def raw_files(man: dict[str, Any], raw: Path) -> list[Path]:
+def manifest_files(man: dict[str, Any], raw: Path) -> list[Path]:
     """The raw files in manifest order: ``raw`` is the one file, or a folder holding them (plain or .gz)."""
     if raw.is_file():
         return [raw]
@@ -40,7 +31,7 @@ def prepare(name: str, raw: Path, out: Path | None, strict: bool, max_ind_range:
 
     if man["reader"] not in FORMATS:
         raise NotImplementedError(f"{name}: {man.get('prepare_note', 'no `data prepare` step for this dataset')}")
-    files = raw_files(man, raw)
+    files = manifest_files(man, raw)
     out = out or root / name / "prepared"
     return prepare_text(name, files, out, man["reader"], man["layout"], max_ind_range=max_ind_range,
                         freq_threshold=freq_threshold, strict=strict, progress=progress,

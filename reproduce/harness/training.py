@@ -177,7 +177,7 @@ def loop_rule(point) -> str:
     return f"{warm}; {timed}"
 
 
-def bench_loop(point, step, batches, evaluation, rank, clock: Clock, fault, me: int,
+def bench_loop(point, step, batches, evaluation, rank, clock: Clock, fault, rank_no: int,
                count_syncs: bool = False) -> LoopResult:
     """Warm-up (``warmup`` steps; with ``warmup_max`` more, until the step time settles on every rank), then the
     timed steps (``iters``, or with ``time_budget_s`` as many as fill it), cycling ``batches``; with ``eval_every``,
@@ -205,7 +205,7 @@ def bench_loop(point, step, batches, evaluation, rank, clock: Clock, fault, me: 
                 if it >= total:
                     break
         if fault:
-            fault.at_step(me, it)
+            fault.at_step(rank_no, it)
         if rank:
             rank.at_step(it, warmup if total is not None else -1)
         now, after = batches[it % len(batches)], batches[(it + 1) % len(batches)]
@@ -276,7 +276,7 @@ def whole_split(source, batch_size: int, rank_id: int, world: int):
     return BatchIterator(source, batch_size, -(-n // batch_size), 0, rank_id, world), n
 
 
-def train_loop(point, step, source, held_out, rank, clock: Clock, fault, me: int, world: int, device) -> LoopResult:
+def train_loop(point, step, source, held_out, rank, clock: Clock, fault, rank_no: int, world: int, device) -> LoopResult:
     """``point.epochs`` shuffled passes over ``source`` (whole global batches), scoring the whole ``held_out``
     split every ``eval_every`` steps (0: after every epoch) and at the end; early stop after ``early_stop``
     evaluations without a lower eval log loss."""
@@ -288,7 +288,7 @@ def train_loop(point, step, source, held_out, rank, clock: Clock, fault, me: int
     if per_epoch == 0:
         raise ValueError(f"the training split has {source.num_rows} samples, fewer than one global batch of {B}: "
                          f"lower --batch-size")
-    evaluation, n_eval = whole_split(held_out, B, me, world)
+    evaluation, n_eval = whole_split(held_out, B, rank_no, world)
     best: dict[str, Any] | None = None
     since_best, it, stop, window = 0, 0, "epochs done", []
     boom = Explosion(point.mode)
@@ -314,14 +314,14 @@ def train_loop(point, step, source, held_out, rank, clock: Clock, fault, me: int
         return "early stop" if point.early_stop and since_best >= point.early_stop else "epochs done"
 
     for epoch in range(point.epochs):
-        batches = BatchIterator(Epoch(source, point.seed, epoch, point.shuffle), B, per_epoch, 0, me, world)
+        batches = BatchIterator(Epoch(source, point.seed, epoch, point.shuffle), B, per_epoch, 0, rank_no, world)
         with batches:
             stream = iter(batches)
             nxt = next(stream).to(device)
             for k in range(per_epoch):
                 batch, nxt = nxt, (next(stream).to(device) if k + 1 < per_epoch else nxt)
                 if fault:
-                    fault.at_step(me, it)
+                    fault.at_step(rank_no, it)
                 if rank:
                     rank.at_step(it, point.warmup)
                 loss, times = clock.step(step, batch, nxt)

@@ -35,12 +35,13 @@ def _stats(xs: list[float]) -> dict[str, float]:
 
 
 @dataclass
-class Place:
-    """Where the point runs: its rank in a torchrun launch (None for one process), the device and its clock."""
+class Site:
+    """Where the point runs: its rank in a torchrun launch (None for one process), the world size and this process's
+    global rank number, the device and its clock."""
 
     rank: Rank | None
     world: int
-    me: int
+    rank_no: int
     device: Any
     clock: Clock
     fault: Fault
@@ -57,20 +58,20 @@ class Place:
         return {"ranks_on_node": ranks, "threads_per_rank": threads, "cores": n, "oversubscribed": ranks * threads > n}
 
     @classmethod
-    def join(cls, point: RunPoint, out: str | None) -> "Place":
+    def join(cls, point: RunPoint, out: str | None) -> "Site":
         import torch
 
         rank = Rank.join(point, out)  # None for a single process
-        world, me = (rank.ctx.world_size, rank.ctx.rank) if rank else (1, 0)
+        world, rank_no = (rank.ctx.world_size, rank.ctx.rank) if rank else (1, 0)
         if point.threads or rank:
             torch.set_num_threads(point.threads or 1)
         device = rank.ctx.device if rank else torch.device(point.device)
         sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-        return cls(rank, world, me, device, Clock(sync), Fault.from_env(point.impl))
+        return cls(rank, world, rank_no, device, Clock(sync), Fault.from_env(point.impl))
 
 
 @dataclass
-class Data:
+class Inputs:
     """The point's source and this rank's slices of the batches it steps on (a training run reads as it goes)."""
 
     source: Any
@@ -81,25 +82,25 @@ class Data:
     seconds: float
 
     @classmethod
-    def load(cls, point: RunPoint, at: Place) -> "Data":
+    def load(cls, point: RunPoint, site: Site) -> "Inputs":
         from impls.data.loader import BatchIterator
         from impls.data.sources import held_out, open_source
 
         source = open_source(point.data, seed=point.seed, **point.data_options)
         t0 = time.perf_counter()
-        B = point.batch_size * at.world  # the global batch; this rank steps on its slice
+        B = point.batch_size * site.world  # the global batch; this rank steps on its slice
         batches, evaluation, held = [], [], None
         if point.epochs:
             held, _ = held_out(point.data, source, **point.data_options)
         else:
-            batches = [b.to(at.device) for b in BatchIterator(source, B, point.num_batches, rank=at.me,
-                                                              world_size=at.world)]
+            batches = [b.to(site.device) for b in BatchIterator(source, B, point.num_batches, rank=site.rank_no,
+                                                              world_size=site.world)]
         if point.eval_batches and not point.epochs:
             if point.mode != "dlrm":
                 raise ValueError("eval_batches needs mode='dlrm' (embedding-only runs have no predictions)")
             eval_source, start = held_out(point.data, source, **point.data_options)
-            evaluation = [b.to(at.device) for b in BatchIterator(eval_source, B, point.eval_batches, start, at.me,
-                                                                 at.world)]
+            evaluation = [b.to(site.device) for b in BatchIterator(eval_source, B, point.eval_batches, start, site.rank_no,
+                                                                 site.world)]
         return cls(source, B, batches, evaluation, held, time.perf_counter() - t0)
 
 
@@ -155,27 +156,27 @@ class MemoryBase:
         return memory
 
 
-def build(point: RunPoint, at: Place, data: Data):
+def build(point: RunPoint, site: Site, data: Inputs):
     """The embedding collection (sharded over the ranks of a launch) and the training step around it."""
     from impls.api import EmbeddingOptim, get_impl
     from impls.model.train import TrainStep
 
     cls, tables = get_impl(point.impl), data.source.tables
     optim = EmbeddingOptim(point.optimizer, lr=point.lr)
-    common = dict(device=at.device, check_bounds=point.check_bounds, seed=point.seed, **point.impl_options)
-    if at.rank:
+    common = dict(device=site.device, check_bounds=point.check_bounds, seed=point.seed, **point.impl_options)
+    if site.rank:
         from impls.sharding.build import build_sharded
 
-        stats = data.source.batch(0, data.global_batch).sparse if at.me == 0 else None  # greedy placement's sample
-        emb = build_sharded(cls, tables, optim, at.rank.ctx, at.rank.comm, stats=stats, **common)
+        stats = data.source.batch(0, data.global_batch).sparse if site.rank_no == 0 else None  # greedy placement's sample
+        emb = build_sharded(cls, tables, optim, site.rank.ctx, site.rank.comm, stats=stats, **common)
     else:
         emb = cls(tables, optim, **common)
     step = TrainStep(emb, mode=point.mode, num_dense=data.source.num_dense, seed=point.seed,
-                     comm=at.rank.comm if at.rank else None, global_batch=data.global_batch,
+                     comm=site.rank.comm if site.rank else None, global_batch=data.global_batch,
                      mlp_optimizer=point.mlp_optimizer, mlp_lr=point.mlp_lr, bottom=point.bottom, top=point.top,
                      interaction=point.interaction)
     if step.model is not None:
-        step.model.to(at.device)
+        step.model.to(site.device)
     return emb, step
 
 
@@ -185,48 +186,48 @@ def run_point(point: RunPoint, out: str | None = None) -> Record | None:
     from impls.api import get_impl
     from reproduce.harness.memory import check_fits
 
-    at = Place.join(point, out)
-    data = Data.load(point, at)
-    if at.rank is None:  # one process holds every table; over ranks, per-rank capacity is the sharding planners' job
+    site = Site.join(point, out)
+    data = Inputs.load(point, site)
+    if site.rank is None:  # one process holds every table; over ranks, per-rank capacity is the sharding planners' job
         need = get_impl(point.impl).table_param_bytes(data.source.tables, point.impl_options)
-        check_fits(sum(need), at.device, f"{point.impl} on {point.data}")
-    base = MemoryBase.take(at.device)
+        check_fits(sum(need), site.device, f"{point.impl} on {point.data}")
+    base = MemoryBase.take(site.device)
     t0 = time.perf_counter()
-    emb, step = build(point, at, data)
+    emb, step = build(point, site, data)
     build_s = time.perf_counter() - t0
     if point.epochs or point.warmup:
-        at.clock.after_first = base.close  # the first step ends the memory window
+        site.clock.after_first = base.close  # the first step ends the memory window
     else:  # every step is timed: all of them run with freed memory kept, and the peak covers them all
         allocator.retain_freed_memory("every step (no warm-up: the peak covers the timed steps)")
     # warm-up, then the timed steps (a benchmark), or the epochs with their evaluations (a training run)
     if point.epochs:
-        res = train_loop(point, step, data.source, data.held, at.rank, at.clock, at.fault, at.me, at.world, at.device)
+        res = train_loop(point, step, data.source, data.held, site.rank, site.clock, site.fault, site.rank_no, site.world, site.device)
     else:
-        res = bench_loop(point, step, data.batches, data.evaluation, at.rank, at.clock, at.fault, at.me,
-                         count_syncs=at.device.type == "cuda")
+        res = bench_loop(point, step, data.batches, data.evaluation, site.rank, site.clock, site.fault, site.rank_no,
+                         count_syncs=site.device.type == "cuda")
     ran = loaded_modules()  # the code this rank executed, read at the end of the timed loop (fingerprint.py)
-    return make_record(point, at, data, emb, step, res, base, build_s, ran)
+    return make_record(point, site, data, emb, step, res, base, build_s, ran)
 
 
-def make_record(point: RunPoint, at: Place, data: Data, emb, step, res, base: MemoryBase,
+def make_record(point: RunPoint, site: Site, data: Inputs, emb, step, res, base: MemoryBase,
                 build_s: float, ran: list[str]) -> Record | None:
     """The run's record from what the loops measured: over ranks the measurements are combined on rank 0 first."""
     from reproduce.harness import fingerprint
 
     phases, losses = res.phases, res.losses
-    memory = base.measured(emb, at.device)
+    memory = base.measured(emb, site.device)
     param_bytes = sum(p.numel() * p.element_size() for p in emb.parameters()) + sum(
         b.numel() * b.element_size() for b in emb.buffers())
     work = emb.work_report().to_dict()
     if point.epochs:
         evaluated = res.curve[-1] if res.curve and not res.diverged else None
     else:
-        evaluated = final_score(step, data.evaluation, at.rank, res)
+        evaluated = final_score(step, data.evaluation, site.rank, res)
     dist_part = None
-    if at.rank:
-        phases, losses, memory, param_bytes, work, dist_part, ran = at.rank.combine(
+    if site.rank:
+        phases, losses, memory, param_bytes, work, dist_part, ran = site.rank.combine(
             phases, losses, memory, param_bytes, work, len(losses), ran)
-        if at.me != 0:
+        if site.rank_no != 0:
             return None
     tables = data.source.tables
     timed = bool(phases["total"])
@@ -243,7 +244,7 @@ def make_record(point: RunPoint, at: Place, data: Data, emb, step, res, base: Me
                 "dense_bytes": sum(t.dense_bytes for t in tables)},
         env=environment(),
         code=fingerprint.of_run(ran, point.to_dict(), build=fingerprint.build_info()),
-        occupancy=at.occupancy(),
+        occupancy=site.occupancy(),
         loop=res.loop or None,
         syncs=res.syncs,
         train=res.info or None,
@@ -274,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     die_with_parent()  # a rank under torchrun, or a worker whose launcher is killed outright, goes with it
     allocator.apply("eager", "memory window: the build, and the first step when a warm-up or training follows")
     point_dict = json.loads(args.point_json)
-    me = rank_of_env()
+    rank_no = rank_of_env()
     try:
         record = run_point(RunPoint.from_dict(point_dict), args.out)
     except Exception as exc:  # noqa: BLE001 - every failure becomes a `failed` record
@@ -282,9 +283,9 @@ def main(argv: list[str] | None = None) -> int:
         msg = str(exc).lower()
         oom = isinstance(exc, MemoryError) or "out of memory" in msg or "can't allocate memory" in msg
         status = "oom" if oom else "failed"
-        reason = f"{type(exc).__name__}: {exc}" if me is None else f"rank {me}: {type(exc).__name__}: {exc}"
-        if me:  # not rank 0: the launcher reads this when rank 0 wrote no record
-            rank_error_path(args.out, me).write_text(f"{status}\n{reason}\n")
+        reason = f"{type(exc).__name__}: {exc}" if rank_no is None else f"rank {rank_no}: {type(exc).__name__}: {exc}"
+        if rank_no:  # not rank 0: the launcher reads this when rank 0 wrote no record
+            rank_error_path(args.out, rank_no).write_text(f"{status}\n{reason}\n")
         else:
             write_record(args.out, Record.failed(point_dict, reason, status, ids_from_name(Path(args.out))[0]))
         return 1

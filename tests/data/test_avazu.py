@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from impls.data.avazu import CAT_NAMES, HEADER, parse_lines
 from impls.data.layout import load_prepared
 from impls.data.prepare import prepare_text, random_split_ids
-from impls.data.prepared import PreparedSource
+from impls.data.prepared_source import PreparedSource
 from impls.data.textio import MalformedInput, Problems
 from reproduce.cli import cli
 

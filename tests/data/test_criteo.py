@@ -185,7 +185,7 @@ def test_cli_data_prepare(tmp_path):
 
 
 def test_prepared_source_batches(tmp_path):
-    from impls.data.prepared import PreparedSource
+    from impls.data.prepared_source import PreparedSource
 
     raw = tmp_path / "train.txt"
     lines = write_kaggle(raw, 90, seed=4)

@@ -6,7 +6,7 @@ from click.testing import CliRunner
 
 from impls.data.export import write_synthetic
 from impls.data.presets import get_preset
-from impls.data.prepared import PreparedSource
+from impls.data.prepared_source import PreparedSource
 from impls.data.sources import HELD_OUT_START, check_source, held_out, open_source
 from impls.data.synthetic import SyntheticSource
 from reproduce.cli import cli

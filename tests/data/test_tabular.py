@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from impls.data.prepared import PreparedSource
+from impls.data.prepared_source import PreparedSource
 from impls.data.tabular import prepare_tabular, raw_files
 from impls.data.tabular_schema import LabelRule, Schema, SplitSpec
 from impls.data.textio import MalformedInput

@@ -14,7 +14,7 @@ from impls.api import SparseFeatures
 from impls.data.batch import Batch
 from impls.data.export import write_synthetic
 from impls.data.hashing import unit_uniform
-from impls.data.prepared import PreparedSource
+from impls.data.prepared_source import PreparedSource
 from impls.data.presets import get_preset
 from impls.data.synthetic import SyntheticSource
 from impls.data.teachers import VectorTeacher

@@ -199,7 +199,7 @@ def test_tt_storage_in_the_cost_model():
 def test_fidelity_to_hugectr_cost_model_and_tie_order():
     """HugeCTR's planner.py / cost model: caps in GiB, V / r rows per shard, equal-cost shards placed larger first,
     and node buckets (hierarchical RB) whenever there is more than one node."""
-    from impls.embark.partitioner import Placement, Unplaceable, place
+    from impls.embark.partitioner import ShardAssignment, Unplaceable, place
     from impls.embark.proposer import Splits
 
     assert HW.mem_cap == 60 * 2**30 and HARDWARE["cpu-gloo"].mem_cap == 4 * 2**30
@@ -210,7 +210,7 @@ def test_fidelity_to_hugectr_cost_model_and_tie_order():
     small, big = TableSpec("small", 100, 16, hotness=2), TableSpec("big", 10_000, 16, hotness=2)
     assert m.shard_cost(small, 1, 1) == m.shard_cost(big, 1, 1)
     res = place([small, big], [0, 1], m, Splits.whole([0, 1]), 0.0)
-    assert isinstance(res, Placement) and res.where[1][(0, 0)] == 0 and res.where[0][(0, 0)] == 1
+    assert isinstance(res, ShardAssignment) and res.where[1][(0, 0)] == 0 and res.where[0][(0, 0)] == 1
     # a shard that fits nowhere is a typed answer naming its table
     tight = CostModel(HW, 4, 4, 1024, mem_cap=1000.0)
     assert place([small, big], [0, 1], tight, Splits.whole([0, 1]), 0.0) == Unplaceable(1)

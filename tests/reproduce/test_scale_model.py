@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from impls.data.sources import open_source
-from reproduce.analysis.scale_model import (Calibration, Coefficients, Sharding, Workload, calibrate, project, rank_loads,
+from reproduce.harness.records import Record
+from reproduce.analysis.scale_model import (Fit, Coefficients, Sharding, Workload, fit, project, rank_loads,
                                    step_ms, validate, validate_out_of_sample)
 
 W = Workload.of("uniform", num_tables=4, rows=5000, dim=8, hotness=3, alpha=1.05)
@@ -33,7 +34,7 @@ def test_expected_distinct_ids_match_the_generator():
         assert w.distinct(t, 8192) == pytest.approx(measured, rel=0.05)
 
 
-def _records(cal: Calibration, impl: str) -> list[dict]:
+def _records(cal: Fit, impl: str) -> list[Record]:
     """Records the model itself would produce for ``impl`` at 1, 2 and 4 ranks (placement: the system's own)."""
     out = []
     sh = Sharding.of(impl)
@@ -56,20 +57,21 @@ def _records(cal: Calibration, impl: str) -> list[dict]:
             owned = place_tables([W.distinct(t, 64 * N) for t in range(4)], N, sh.placement)
             placement = {"owned": [[W.tables[t].name for t in mine] for mine in owned]}
         total = max(p["total_ms_median"] for p in per_rank)
-        out.append({"point": point, "env": {"cpu": "test", "cpu_count": cal.cores}, "param_bytes": 4096.0,
-                    "timing_ms": {"total": {"median": total}},
-                    "dist": {"per_rank": per_rank, "placement": placement} if N > 1 else None})
+        out.append(Record.from_dict({"point": point, "point_id": f"{impl}-{N}", "status": "ok",
+                                     "env": {"cpu": "test", "cpu_count": cal.cores}, "param_bytes": 4096.0,
+                                     "timing_ms": {"total": {"median": total}},
+                                     "dist": {"per_rank": per_rank, "placement": placement} if N > 1 else None}))
     return out
 
 
 def test_fit_recovers_the_coefficients_of_model_made_records():
-    truth = Calibration("test", 2, 1, 2e-6, {"ttrec": Coefficients(3e-3, 0.0, 5e-6, 0),
+    truth = Fit("test", 2, 1, 2e-6, {"ttrec": Coefficients(3e-3, 0.0, 5e-6, 0),
                                               "elrec": Coefficients(1e-3, 2e-3, 1e-6, 0)}, "truth")
     recs = _records(truth, "ttrec") + _records(truth, "elrec")
-    fit = calibrate(recs, "synthetic")
-    assert fit.beta_ms_per_byte == pytest.approx(truth.beta_ms_per_byte, rel=1e-6)
+    fitted = fit(recs, "synthetic")
+    assert fitted.beta_ms_per_byte == pytest.approx(truth.beta_ms_per_byte, rel=1e-6)
     for impl in ("ttrec", "elrec"):
-        got, want = fit.systems[impl], truth.systems[impl]
+        got, want = fitted.systems[impl], truth.systems[impl]
         assert got.e_ms_per_byte == pytest.approx(want.e_ms_per_byte, rel=1e-5, abs=1e-12)
         if impl == "ttrec":  # table-wise: every rank's lookups and distinct ids differ, so a and u are identified
             assert got.a_ms_per_lookup == pytest.approx(want.a_ms_per_lookup, rel=1e-5, abs=1e-12)
@@ -78,15 +80,15 @@ def test_fit_recovers_the_coefficients_of_model_made_records():
             load = rank_loads(W, Sharding("data-parallel"), 1, 64, 0.0)[0]
             cost = lambda c: c.a_ms_per_lookup * load.lookups + c.u_ms_per_distinct * load.distinct  # noqa: E731
             assert cost(got) == pytest.approx(cost(want), rel=1e-6)
-    assert validate(fit, recs)["error"].abs().max() < 1e-6
-    assert Calibration.from_json(fit.to_json()) == fit
+    assert validate(fitted, recs)["error"].abs().max() < 1e-6
+    assert Fit.from_json(fitted.to_json()) == fitted
     held = validate_out_of_sample(recs, "synthetic")  # each world size predicted by a fit on the others
     assert (held["held_out"] == held["world_size"]).all() and len(held) == 6
     assert held["error"].abs().max() < 1e-3 and held["in_sample_error"].abs().max() < 1e-6
 
 
 def test_projection_marks_table_wise_beyond_the_table_count():
-    cal = Calibration("test", 2, 1, 1e-6, {i: Coefficients(1e-3, 1e-3, 1e-6, 0) for i in ("ttrec", "elrec", "ecorec")},
+    cal = Fit("test", 2, 1, 1e-6, {i: Coefficients(1e-3, 1e-3, 1e-6, 0) for i in ("ttrec", "elrec", "ecorec")},
                       "test")
     df = project(cal, [("w", W)], 64, {i: {"ranks": 4} for i in cal.systems}, worlds=(1, 4, 8))
     tw8 = df[(df["impl"] == "ttrec") & (df["world_size"] == 8)].iloc[0]

@@ -9,7 +9,7 @@ import torch
 
 from impls.data.export import write_synthetic
 from impls.data.loader import Epoch
-from impls.data.prepared import PreparedSource
+from impls.data.prepared_source import PreparedSource
 from impls.data.presets import get_preset
 from reproduce.harness.options import check_point
 from reproduce.harness.point import RunPoint

@@ -13,7 +13,7 @@ import torch
 from impls.api import SparseFeatures, TableSpec
 from impls.data.batch import Batch
 from impls.data.layout import MARKER, load_prepared, split_arrays
-from impls.data.runs import run_index
+from impls.data.id_runs import run_index
 
 
 def check_prepared(path: str | Path) -> None:
