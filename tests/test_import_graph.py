@@ -9,6 +9,12 @@
 - in reproduce, the harness never imports the analysis (the command line composes sweep -> summarize -> plot);
 - in reproduce, the command line (reproduce.cli) is imported by nothing but ``python -m reproduce``: the harness
   and the analysis work without it;
+- an experiment parses and a point is named without the world outside: experiment.py and point_id.py import no
+  implementation, data or registry module (nothing under impls) and no harness module that resolves; point.py only
+  the model's choices (impls.model);
+- only the run and sweep paths resolve: the analysis (plot, report, figures) never imports resolve.py or options.py;
+- the prepared layout has one owner: nothing but layout.py writes or reads meta.json (the readers and writers of the
+  data layer import layout.py);
 - neither module graph (impls, reproduce) has a cycle (no late import hides one)."""
 from pathlib import Path
 
@@ -97,6 +103,32 @@ def find_cycle(g: dict[str, set[str]]) -> list[str] | None:
 def test_the_harness_never_imports_the_analysis():
     g = graph("reproduce")
     assert not violations(g, ("reproduce.harness",), ("reproduce.analysis",))
+
+
+def test_parsing_and_naming_a_point_need_no_implementation_and_no_data():
+    g = graph("reproduce")
+    resolving = ("reproduce.harness.resolve", "reproduce.harness.options", "reproduce.harness.calibration",
+                 "reproduce.harness.datasets", "reproduce.harness.worker")
+    for module in ("reproduce.harness.experiment", "reproduce.harness.point_id"):
+        deps = imports_of(code.modules(ROOT)[module])
+        assert not [d for d in deps if under(d, "impls")], (module, deps)
+        assert not violations(g, (module,), resolving), module
+    point = imports_of(code.modules(ROOT)["reproduce.harness.point"])
+    assert {d for d in point if under(d, "impls")} <= {"impls.model.train", "impls.model.train.MODES",
+                                                       "impls.model.dlrm", "impls.model.dlrm.INTERACTIONS",
+                                                       "impls.model.train.MLP_OPTIMIZERS"}, point
+
+
+def test_the_analysis_never_resolves_an_experiment():
+    g = graph("reproduce")
+    assert not violations(g, ("reproduce.analysis",), ("reproduce.harness.resolve", "reproduce.harness.options"))
+
+
+def test_the_prepared_layout_has_one_owner():
+    names = {"meta.json", "dense.npy", "sparse.npy", "labels.npy", "lengths.npy", "row_offsets.npy", "values.bin"}
+    owners = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "impls").rglob("*.py")
+                    if any(f'"{n}"' in p.read_text() for n in names))
+    assert owners == ["impls/data/layout.py"], owners
 
 
 def test_only_the_entry_point_imports_the_cli():

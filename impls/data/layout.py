@@ -78,6 +78,11 @@ def load_prepared(out: Path) -> Prepared | None:
         raise ValueError(f"{path}: {exc}") from None
 
 
+def is_dataset(path: Path) -> bool:
+    """Whether ``path`` holds a complete dataset (its marker and its meta.json)."""
+    return (Path(path) / MARKER).is_file() and (Path(path) / META).is_file()
+
+
 def write_meta(folder: Path, meta: Prepared) -> None:
     """``meta.json`` of a dataset being written (into its staging folder; the marker comes after it)."""
     (Path(folder) / META).write_text(meta.to_json())

@@ -24,11 +24,6 @@ MARKER = "COMPLETE"  # written last into a finished folder: {"kind": ..., "key":
 STAGING_MARK = ".dlrmbench-staging"  # inside a staging folder while it is being written
 
 
-def is_dataset(path: Path) -> bool:
-    """A complete dataset this tool wrote."""
-    return (path / MARKER).is_file() and (path / "meta.json").is_file()
-
-
 def finished(out: Path) -> dict[str, Any] | None:
     """The completion marker of a finished folder ({"kind", "key"}; {} for one written before markers carried a
     key), or None when ``out`` is not finished."""

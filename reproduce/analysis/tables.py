@@ -316,38 +316,6 @@ def term_errors(ok: pd.DataFrame) -> str:
     return f" The calibrated model over its {len(cal)} plans: " + "; ".join(parts) + "." if parts else ""
 
 
-def scale_model(root: Path, machine: str) -> list[str]:
-    """The scale model's error per system: out of sample (leave one world size out) and in sample."""
-    path = Path(root) / "results" / "scale_model" / machine / "validation.csv"
-    if not path.exists():
-        return []
-    v = pd.read_csv(path)
-    if "in_sample_error" not in v:
-        return []
-    lines = ["| system | points | mean abs. error, out of sample (leave one world size out) | in sample |",
-             "|---|---|---|---|"]
-    for impl, g in v.groupby("impl", sort=False):
-        lines.append(f"| {impl} | {len(g)} | {g['error'].abs().mean():.0%} | {g['in_sample_error'].abs().mean():.0%} |")
-    lines.append(f"| all | {len(v)} | {v['error'].abs().mean():.0%} | {v['in_sample_error'].abs().mean():.0%} |")
-    return lines
-
-
-def recsys24_model(root: Path) -> list[str]:
-    """The EMBark cost model's speedups of the planner over table_row_wise (modeled, DGX-H100, 8-128 GPUs)."""
-    path = Path(root) / "results" / "recsys24_model" / "modeled.csv"
-    if not path.exists():
-        return []
-    m = pd.read_csv(path)
-    lines = ["| workload (modeled, 8-128 H100) | planner with clusters: mean / max | all-RB planner: mean / max |",
-             "|---|---|---|"]
-    for w, g in m.groupby("workload", sort=False):
-        rb = f"{g['speedup_rb'].mean():.2f}× / {g['speedup_rb'].max():.2f}×" if "speedup_rb" in g else "–"
-        lines.append(f"| {w} | {g['speedup'].mean():.2f}× / {g['speedup'].max():.2f}× | {rb} |")
-    rb = f"{m['speedup_rb'].mean():.2f}× / {m['speedup_rb'].max():.2f}×" if "speedup_rb" in m else "–"
-    lines.append(f"| all | {m['speedup'].mean():.2f}× / {m['speedup'].max():.2f}× | {rb} |")
-    return lines
-
-
 def durations(root: Path, machine: str, states: dict | None = None) -> list[str]:
     """Wall time of each experiment's runs on the machine (the sum of its runs' processes), and the commit(s) they
     ran at."""

@@ -155,7 +155,7 @@ def _write_synth(exp, root: Path) -> None:
     """Write the ``[synth]`` dataset of an experiment whose points read ``$DATA`` (no --data), unless written."""
     from tqdm import tqdm
 
-    from impls.data.staging import is_dataset
+    from impls.data.layout import is_dataset
     from reproduce.harness.synth_data import synth_folder, write_synth
 
     spec = exp.synth

@@ -48,7 +48,7 @@ def write_synth(spec: dict[str, Any], root: str | Path, progress: Callable[[int]
 
 def synth_data(spec: dict[str, Any], root: str | Path, path: Path) -> str:
     """The folder of a written ``[synth]`` dataset; ValueError saying how to write it when it is not."""
-    from impls.data.staging import is_dataset
+    from impls.data.layout import is_dataset
 
     out = synth_folder(spec, root)
     if not is_dataset(out):
