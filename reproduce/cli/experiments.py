@@ -168,6 +168,22 @@ def _write_synth(exp, root: Path) -> None:
     console.print(f"dataset: {out} ({spec['preset']}, teacher {spec.get('teacher', 'scalar')})")
 
 
+def _recorded_set(experiment: Path, profile: str | None, machine: str | None, root: Path):
+    """(the parsed experiment, the machine, its result folder) of a set that has records; UsageError otherwise."""
+    from reproduce.harness.experiment import parse
+    from reproduce.harness.machine import pick_machine
+
+    try:
+        exp = parse(experiment, profile)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    machine = pick_machine(exp.results_dir(root), root / "results", machine)
+    out = exp.out_dir(root, machine)
+    if not any(out.glob("*.json")):
+        raise click.UsageError(f"{out} has no records: run `dlrmbench sweep {experiment}` first")
+    return exp, machine, out
+
+
 @click.command()
 @click.argument("experiment", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--profile", default=None, help="a [profiles.NAME] of the experiment (default cpu)")
@@ -181,17 +197,8 @@ def plot(experiment, profile, machine, root) -> None:
     outside figures/ (`dlrmbench summarize` rewrites the set's summary.csv and repeats.csv)."""
     from reproduce.analysis.aggregate import set_summaries
     from reproduce.analysis.plots import draw
-    from reproduce.harness.experiment import parse
-    from reproduce.harness.machine import pick_machine
 
-    try:
-        exp = parse(experiment, profile)
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
-    machine = pick_machine(exp.results_dir(root), root / "results", machine)
-    out = exp.out_dir(root, machine)
-    if not any(out.glob("*.json")):
-        raise click.UsageError(f"{out} has no records: run `dlrmbench sweep {experiment}` first")
+    exp, machine, out = _recorded_set(experiment, profile, machine, root)
     try:
         summary, runs = set_summaries(out, exp.impls)
     except ValueError as exc:  # a record that cannot be read: named, with what to do
@@ -211,16 +218,8 @@ def summarize(experiment, profile, machine, root) -> None:
     """Rewrite a result set's summary.csv and repeats.csv from its records (a sweep writes them as it ends; a Slurm
     sweep's last step runs this, then `plot`)."""
     from reproduce.analysis.aggregate import summarize_set
-    from reproduce.harness.experiment import parse
-    from reproduce.harness.machine import pick_machine
 
-    try:
-        exp = parse(experiment, profile)
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
-    out = exp.out_dir(root, pick_machine(exp.results_dir(root), root / "results", machine))
-    if not any(out.glob("*.json")):
-        raise click.UsageError(f"{out} has no records: run `dlrmbench sweep {experiment}` first")
+    exp, _, out = _recorded_set(experiment, profile, machine, root)
     try:
         console.print(f"summary: {summarize_set(out, exp.impls)}")
     except ValueError as exc:

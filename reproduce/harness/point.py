@@ -113,11 +113,7 @@ class RunPoint:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RunPoint":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"unknown run-point keys: {unknown}")
-        return cls(**d)
+        return from_known_fields(cls, d, "unknown run-point keys")
 
     @property
     def point_id(self) -> str:
@@ -125,6 +121,14 @@ class RunPoint:
         from reproduce.harness.point_id import point_id
 
         return point_id(self.to_dict())
+
+def from_known_fields(cls, d: dict[str, Any], what: str):
+    """``cls(**d)`` for a dataclass, a key that is none of its fields refused by name (``what``: the error's head)."""
+    unknown = sorted(set(d) - {f.name for f in fields(cls)})
+    if unknown:
+        raise ValueError(f"{what}: {unknown}")
+    return cls(**d)
+
 
 def check_training(p: "RunPoint") -> None:
     """The training and model fields of a point."""

@@ -77,11 +77,9 @@ class Body:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Body":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"record body fields {unknown} are not part of a record (known: {sorted(known)})")
-        return cls(**d)
+        from reproduce.harness.point import from_known_fields
+
+        return from_known_fields(cls, d, "record body fields that are not part of a record")
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
