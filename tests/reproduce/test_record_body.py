@@ -1,0 +1,44 @@
+"""The record body is typed (records.Body): a record is built by its factories only, an unknown body field is
+refused by name, and readers go through the accessors; every committed record reads back into it unchanged."""
+import json
+from pathlib import Path
+
+import pytest
+
+from reproduce.harness.records import Body, Record, Status, read_record, write_record
+
+ROOT = Path(__file__).resolve().parents[2]
+POINT = {"impl": "dense-torch", "data": "uniform", "batch_size": 8}
+
+
+def test_factories_give_the_status_and_nothing_measured_for_a_failure():
+    ok = Record.measured(POINT, "p", Body(timing_ms={"total": {"median": 2.5}}, samples_per_s=10.0))
+    assert ok.ok and ok.total_ms == 2.5 and ok.phase_ms("fwd") is None and ok.reason is None
+    bad = Record.measured(POINT, "p", Body(loss=[float("nan")]), diverged="loss nan at step 3")
+    assert bad.status is Status.DIVERGED and bad.reason == "loss nan at step 3"
+    failed = Record.failed(POINT, "worker exited with code 3", point_id_="p", repeat=2)
+    assert failed.status is Status.FAILED and failed.body == Body() and failed.total_ms is None and failed.repeat == 2
+    assert Record.failed(POINT, "killed", "oom", "p").status is Status.OOM
+    with pytest.raises(ValueError, match="failed or oom"):
+        Record.failed(POINT, "why", Status.OK, "p")
+    assert Record.skipped(POINT, "not registered", "p").status is Status.SKIPPED
+
+
+def test_an_unknown_body_field_is_refused_by_name(tmp_path):
+    path = tmp_path / "p.r0.json"
+    write_record(path, Record.measured(POINT, "p", Body(samples_per_s=1.0)))
+    d = json.loads(path.read_text())
+    d["timings"] = {}
+    path.write_text(json.dumps(d))
+    with pytest.raises(ValueError, match=r"not part of a record.*'timings'"):
+        read_record(path)
+
+
+def test_every_committed_record_reads_back_into_the_typed_body_unchanged():
+    files = sorted((ROOT / "results").glob("*/*/*.r*.json"))
+    assert files
+    for f in files:
+        rec = read_record(f)
+        assert rec.to_dict() == json.loads(f.read_text()), f
+        if rec.ok:
+            assert rec.total_ms is not None and rec.env.get("machine_slug"), f
