@@ -220,16 +220,22 @@ def summarize_set(out_dir: str | Path, impls: list[str]) -> Path:
 
 
 def summarize_experiment(sweep) -> Path:
-    """After a sweep: its set's summaries (``summarize_set``) and beside them the grid points it set aside as unable
-    to fit their budget (frontier.INFEASIBLE), when any."""
+    """After a sweep: its set's summaries (``summarize_set``) and beside them what it set aside
+    (``write_infeasible``)."""
+    out = summarize_set(sweep.out_dir, sweep.experiment.impls)
+    write_infeasible(sweep)
+    return out
+
+
+def write_infeasible(sweep) -> None:
+    """The grid points a sweep set aside as unable to fit their budget (frontier.INFEASIBLE) beside its records, when
+    any (resolution knows them; `summarize` and `plot` never resolve)."""
     from dataclasses import asdict
 
     from reproduce.analysis.frontier import INFEASIBLE
 
-    out = summarize_set(sweep.out_dir, sweep.experiment.impls)
     aside = Path(sweep.out_dir) / INFEASIBLE
     if sweep.infeasible:
         pd.DataFrame([asdict(i) for i in sweep.infeasible]).to_csv(aside, index=False)
     elif aside.exists():
         aside.unlink()
-    return out

@@ -107,7 +107,10 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
     if launcher == "slurm":
         from reproduce.harness.slurm import write_sbatch
 
+        from reproduce.analysis.aggregate import write_infeasible
+
         path = sbatch_path or exp.out_dir / "sweep.sbatch"
+        write_infeasible(exp)
         try:
             write_sbatch(exp, experiment, todo(exp, force), timeout or 3600.0, path, partition=partition,
                          account=account, root=root)
