@@ -1,17 +1,15 @@
 """The id of a run point: a pure function of its measured configuration. No file is read and nothing is imported;
-the display label is not part of it, nor is any path or machine-local root: a dataset is named by its preset name,
-by its path inside the project (datasets/synth/...), or by its folder's name; a calibration profile (an input whose
-bytes the run's fingerprint digests) not at all. A record's file name and its place in a result set come from it."""
+the display label is not part of it, nor is any path or machine-local root: a dataset is named by its preset name or
+its folder's name; a calibration profile (an input whose bytes the run's fingerprint digests) not at all. A record's
+file name and its place in a result set come from it."""
 from __future__ import annotations
 
 import hashlib
 import json
 import os
 import re
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import Any
-
-ROOT = Path(__file__).resolve().parents[2]  # the checkout: a dataset inside it is named relative to it
 
 # not measured configuration: how the point is shown, and where this machine keeps an input
 NOT_MEASURED = ("label",)
@@ -55,17 +53,12 @@ def point_id(point: dict[str, Any]) -> str:
 
 
 def dataset_name(data: str) -> str:
-    """A preset's (or a plain) name as it is; a path inside the project by its path relative to it
-    (``datasets/synth/compression-teacher``); any other path by its last part (the folder's name)."""
+    """A preset's (or a plain) name as it is; a dataset on disk by its folder's (or file's) name, wherever it lies:
+    the same dataset gets the same id in any checkout on any machine (the sweep refuses to take another folder of
+    the same name for it: sweep.is_done)."""
     if _PLAIN.fullmatch(data) and ".." not in data:
         return data
-    path = PurePosixPath(os.path.normpath(data))
-    if path.is_absolute():
-        try:
-            return path.relative_to(PurePosixPath(ROOT)).as_posix()
-        except ValueError:
-            return path.name or "data"
-    return path.as_posix() if ".." not in path.parts else path.name or "data"
+    return PurePosixPath(os.path.normpath(data)).name or "data"
 
 
 def slug(name: str) -> str:

@@ -127,17 +127,16 @@ def test_a_profile_for_data_of_yours_drops_the_own_dataset_and_needs_data(tmp_pa
         load_experiment(path, root=tmp_path, profile="real")
 
 
-def test_a_dataset_inside_the_checkout_gives_the_same_ids_wherever_the_checkout_is(tmp_path, monkeypatch):
+def test_a_dataset_gives_the_same_ids_wherever_the_checkout_is(tmp_path):
     from reproduce.harness import point_id as config
 
     ids, slugs = [], []
     for clone in ("a", "b"):
         root = (tmp_path / clone).resolve()
         root.mkdir()
-        monkeypatch.setattr(config, "ROOT", root)
         (root / "own.toml").write_text(OWN)
         write_synth(SPEC, root)
         (point,) = load_experiment(root / "own.toml", root=root).points
         ids.append(point.point_id)
         slugs.append(config.dataset_name(point.data))
-    assert ids[0] == ids[1] and slugs[0] == slugs[1] == "datasets/synth/own-data"
+    assert ids[0] == ids[1] and slugs[0] == slugs[1] == "own-data"

@@ -93,16 +93,16 @@ def test_paper_lines_only_for_comparable_claims():
 
 
 def test_models_redraw_from_their_committed_csvs(tmp_path):
-    from reproduce.analysis import recsys24_model, scale_model
-
-    assert scale_model.main(["--plot-only", "--root", str(ROOT), "--machine", REF,
-                             "--figures", str(tmp_path / "scale")]) == 0
-    assert {p.name for p in (tmp_path / "scale").iterdir()} >= {"validation.png", "projection.png",
-                                                               "projection_speedup.png"}
-    proj = pd.read_csv(ROOT / "results" / "scale_model" / REF / "projection.csv")
-    assert proj["modeled"].all()
     import shutil
 
-    shutil.copytree(ROOT / "results" / "recsys24_model", tmp_path / "results" / "recsys24_model")
-    assert recsys24_model.main([str(tmp_path), "--plot-only"]) == 0
+    from reproduce.analysis.models import MODELS
+
+    for name in ("scale_model", "recsys24_model"):
+        shutil.copytree(ROOT / "results" / name, tmp_path / "results" / name)
+    MODELS["sc24"].redraw(tmp_path, REF)
+    assert {p.name for p in (tmp_path / "figures" / "scale_model" / REF).iterdir()} >= {
+        "validation.png", "projection.png", "projection_speedup.png"}
+    proj = pd.read_csv(ROOT / "results" / "scale_model" / REF / "projection.csv")
+    assert proj["modeled"].all()
+    MODELS["recsys24"].redraw(tmp_path, REF)
     assert (tmp_path / "figures" / "recsys24_model" / "modeled_speedup.png").exists()

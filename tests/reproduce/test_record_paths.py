@@ -37,8 +37,8 @@ def test_an_id_is_the_measured_configuration_not_its_label_or_where_inputs_live(
     with_profile = {**base.to_dict(), "impl_options": {"calibration": "/somewhere/results/calibration/m/gloo.json"}}
     assert RunPoint.from_dict(with_profile).point_id == base.point_id
     assert RunPoint(**{**base.to_dict(), "seed": 1}).point_id != base.point_id
-    inside = str(ROOT / "datasets" / "synth" / "x")
-    assert dataset_name(inside) == "datasets/synth/x" == dataset_name("datasets/synth/x")
+    inside = str(ROOT / "datasets" / "synth" / "x")  # in this checkout or any other: no machine-local path
+    assert dataset_name(inside) == "x" == dataset_name("/elsewhere/datasets/synth/x") == dataset_name("datasets/synth/x")
 
 
 def test_plain_names_keep_their_ids():
