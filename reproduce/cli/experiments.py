@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from reproduce.cli.options import writable_folder
+from reproduce.cli.options import stack, writable_folder
 from reproduce.cli.output import console
 
 
@@ -171,6 +171,16 @@ def _write_synth(exp, root: Path) -> None:
     console.print(f"dataset: {out} ({spec['preset']}, teacher {spec.get('teacher', 'scalar')})")
 
 
+recorded_set_options = stack(
+    click.argument("experiment", type=click.Path(exists=True, dir_okay=False, path_type=Path)),
+    click.option("--profile", default=None, help="a [profiles.NAME] of the experiment (default cpu)"),
+    click.option("--machine", default=None,
+                 help="whose result set (default: this machine when it has records, else the reference set)"),
+    click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=Path("."), show_default=True,
+                 help="where results/ and figures/ are"),
+)
+
+
 def _recorded_set(experiment: Path, profile: str | None, machine: str | None, root: Path):
     """(the parsed experiment, the machine, its result folder) of a set that has records; UsageError otherwise."""
     from reproduce.harness.experiment import parse
@@ -188,12 +198,7 @@ def _recorded_set(experiment: Path, profile: str | None, machine: str | None, ro
 
 
 @click.command()
-@click.argument("experiment", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--profile", default=None, help="a [profiles.NAME] of the experiment (default cpu)")
-@click.option("--machine", default=None,
-              help="whose result set (default: this machine when it has records, else the reference set)")
-@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=Path("."), show_default=True,
-              help="where results/ and figures/ are")
+@recorded_set_options
 def plot(experiment, profile, machine, root) -> None:
     """Redraw an experiment's figures from one machine's records (no runs). It reads the records of the result set
     by their stored point ids: no grid is expanded, no dataset read or written, no record renamed, nothing written
@@ -211,12 +216,7 @@ def plot(experiment, profile, machine, root) -> None:
 
 
 @click.command()
-@click.argument("experiment", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--profile", default=None, help="a [profiles.NAME] of the experiment (default cpu)")
-@click.option("--machine", default=None,
-              help="whose result set (default: this machine when it has records, else the reference set)")
-@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=Path("."), show_default=True,
-              help="where results/ is")
+@recorded_set_options
 def summarize(experiment, profile, machine, root) -> None:
     """Rewrite a result set's summary.csv and repeats.csv from its records (a sweep writes them as it ends; a Slurm
     sweep's last step runs this, then `plot`)."""

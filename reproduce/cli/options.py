@@ -9,7 +9,8 @@ from typing import Callable
 import click
 
 
-def _stack(*decorators: Callable) -> Callable:
+def stack(*decorators: Callable) -> Callable:
+    """Several click decorators as one."""
     def apply(f: Callable) -> Callable:
         for d in reversed(decorators):
             f = d(f)
@@ -59,7 +60,7 @@ def finite(ctx, param, value):
     return value
 
 
-timing_options = _stack(
+timing_options = stack(
     click.option("--batch-size", "-b", type=int, default=4096, show_default=True, callback=positive),
     click.option("--iters", type=int, default=point_default("iters"), show_default=True, callback=positive, help="timed iterations"),
     click.option("--warmup", type=click.IntRange(min=0), default=point_default("warmup"), show_default=True),
@@ -73,7 +74,7 @@ timing_options = _stack(
     click.option("--no-check-bounds", is_flag=True, help="skip index validation (benchmarks only)"),
 )
 
-dist_options = _stack(
+dist_options = stack(
     click.option("--world-size", "-n", type=int, default=point_default("world_size"), show_default=True, callback=positive,
                  help="ranks (GPUs; gloo processes on a CPU machine), launched by torchrun; "
                       "--batch-size is per rank"),
@@ -97,7 +98,7 @@ def _sizes(ctx, param, value):
 
 def mlp_options(optimizer: str, lr: float) -> Callable:
     """The dense side of the DLRM (defaults differ: a benchmark keeps dlrm's SGD 0.1, training uses Adam)."""
-    return _stack(
+    return stack(
         click.option("--mlp-optimizer", type=click.Choice(["sgd", "adagrad", "adam"]), default=optimizer,
                      show_default=True, help="the MLPs' optimizer"),
         click.option("--mlp-lr", type=float, default=lr, show_default=True, callback=positive,
@@ -109,14 +110,14 @@ def mlp_options(optimizer: str, lr: float) -> Callable:
     )
 
 
-model_options = _stack(
+model_options = stack(
     click.option("--mode", type=click.Choice(["dlrm", "embedding-only"]), default=point_default("mode"), show_default=True),
     click.option("--optimizer", type=click.Choice(["sgd", "adagrad"]), default=point_default("optimizer"), show_default=True),
     click.option("--lr", type=float, default=point_default("lr"), show_default=True, callback=positive),
     click.option("--seed", type=int, default=point_default("seed"), show_default=True),
 )
 
-data_options_no_name = _stack(
+data_options_no_name = stack(
     click.option("--dim", type=int, default=None, callback=positive, help="embedding dim (preset default)"),
     click.option("--hotness", type=float, default=None, callback=positive, help="mean lookups per sample"),
     click.option("--max-rows", type=int, default=None, callback=positive, help="cap every table (--max-ind-range)"),
@@ -131,7 +132,7 @@ data_options_no_name = _stack(
 reorder_option = click.option("--reorder", type=click.Path(file_okay=False), default=None,
                               help="relabel ids by a `data reorder` folder (EL-Rec's global index reordering)")
 
-data_options = _stack(
+data_options = stack(
     click.option("--data", default="criteo-kaggle", show_default=True,
                  help="synthetic preset, prepared dataset folder (data prepare / data synth) or Meta trace .pt[.gz]"),
     data_options_no_name,
