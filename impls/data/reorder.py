@@ -166,7 +166,7 @@ class ReorderedSource:
                 p = reordering.perms[t.name]
                 if len(p) != t.num_embeddings:
                     raise ValueError(f"reordering of table {t.name!r} has {len(p)} rows, the table {t.num_embeddings}")
-                self._perm[i] = torch.from_numpy(np.asarray(p))
+                self._perm[i] = p  # read-only (memory-mapped): indexed in numpy, never wrapped as a tensor
         self.tables = source.tables
         self.num_dense = source.num_dense
 
@@ -185,7 +185,7 @@ class ReorderedSource:
         values = sf.values.clone()
         for i, perm in self._perm.items():
             lo, hi = int(sf.offsets[i * batch_size]), int(sf.offsets[(i + 1) * batch_size])
-            values[lo:hi] = perm[values[lo:hi]]
+            values[lo:hi] = torch.from_numpy(np.asarray(perm[values[lo:hi].numpy()], dtype=np.int64))
         return Batch(b.dense, SparseFeatures(values, sf.offsets, batch_size), b.labels)
 
     def batches(self, count: int, batch_size: int, start: int = 0) -> list[Batch]:

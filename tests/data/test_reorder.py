@@ -135,3 +135,18 @@ def test_cli_reorder_then_run_shows_e1_falling(tmp_path):
     assert isinstance(ev, ReorderedSource) and start == HELD_OUT_START
     res = CliRunner().invoke(cli, ["run", "--impl", "elrec", *common, "--reorder", str(tmp_path)])
     assert res.exit_code != 0 and "no reorder.json" in res.output
+
+
+def test_a_loaded_reordering_relabels_without_writing_to_its_read_only_arrays(tmp_path):
+    """The saved permutations are memory-mapped read-only: relabelling indexes them in numpy (no tensor over a
+    read-only array, which torch warns is undefined behaviour to write to), and equals the in-memory reordering."""
+    import warnings
+
+    src = skewed()
+    r = build_reordering(src, ["t1"], batches=1, batch_size=256)
+    r.save(tmp_path / "r", {"test": 1})
+    back = Reordering.load(tmp_path / "r")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        on_disk = ReorderedSource(src, back).batch(3, 64).sparse.values
+    assert torch.equal(on_disk, ReorderedSource(src, r).batch(3, 64).sparse.values)
