@@ -47,10 +47,29 @@ def raw_files(raw: str | Path) -> list[Path]:
     return files
 
 
+PARQUET_MAGIC = b"PAR1"  # a Parquet file's first (and last) four bytes
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _starts_with(path: Path, magic: bytes) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(magic)) == magic
+    except OSError:
+        return False
+
+
+def _gzipped(path: Path) -> bool:
+    """A gzip file, told by its first bytes (whatever its name)."""
+    return _starts_with(path, GZIP_MAGIC)
+
+
 def _kind(path: Path, delimiter: str | None, strict: bool = True) -> str | None:
-    """"parquet", or the delimiter of a text file."""
+    """"parquet", or the delimiter of a text file: from the name (.parquet / .pq, .csv, .tsv, each optionally .gz),
+    else from the content (Parquet's magic bytes; a named file's header line with tabs or commas, gzipped or not).
+    ``strict`` False (a folder's listing): a file that is neither by name nor Parquet by content is None."""
     name = path.name.lower().removesuffix(".gz")
-    if name.endswith((".parquet", ".pq")):
+    if name.endswith((".parquet", ".pq")) or _starts_with(path, PARQUET_MAGIC):
         return "parquet"
     if delimiter:
         return delimiter
@@ -58,10 +77,27 @@ def _kind(path: Path, delimiter: str | None, strict: bool = True) -> str | None:
         return "\t"
     if name.endswith(".csv"):
         return ","
-    if strict:
-        raise ValueError(f"{path.name}: cannot tell the format from the name (.csv, .tsv, .parquet, each optionally "
-                         f".gz); give the schema a delimiter")
-    return None
+    if not strict:
+        return None
+    sniffed = _sniff_delimiter(path)
+    if sniffed:
+        return sniffed
+    raise ValueError(f"{path.name}: cannot tell the format from its name (.csv, .tsv, .parquet, each optionally .gz) "
+                     f"or its content (neither Parquet nor a text header with tabs or commas); give the schema a "
+                     f"delimiter")
+
+
+def _sniff_delimiter(path: Path) -> str | None:
+    """Tab or comma, whichever a text file's first line holds more of (None: neither, or not text)."""
+    import gzip
+
+    try:
+        with (gzip.open if _gzipped(path) else open)(path, "rb") as f:
+            line = f.readline(1 << 16).decode("utf-8-sig")
+    except (OSError, UnicodeDecodeError, EOFError):
+        return None
+    tabs, commas = line.count("\t"), line.count(",")
+    return None if not (tabs or commas) else ("\t" if tabs > commas else ",")
 
 
 class Chunk:
@@ -122,7 +158,7 @@ def _chunks(path: Path, schema: Schema, problems: Problems, strict: bool) -> Ite
         return "skip"
 
     reader = pcsv.open_csv(
-        path, read_options=pcsv.ReadOptions(use_threads=False, block_size=BLOCK_BYTES),
+        pa.input_stream(str(path), compression="gzip" if _gzipped(path) else None), read_options=pcsv.ReadOptions(use_threads=False, block_size=BLOCK_BYTES),
         parse_options=pcsv.ParseOptions(delimiter=kind, invalid_row_handler=bad_row),
         convert_options=pcsv.ConvertOptions(include_columns=cols, column_types={c: pa.binary() for c in cols},
                                             strings_can_be_null=True))
@@ -161,7 +197,7 @@ def _text(arr, chunk: Chunk, column: str):
 def _header(path: Path, delimiter: str) -> list[str]:
     import gzip
 
-    opener = gzip.open if path.suffix == ".gz" else open
+    opener = gzip.open if _gzipped(path) else open
     with opener(path, "rb") as f:
         first = f.readline()
     try:

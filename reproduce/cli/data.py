@@ -59,7 +59,7 @@ def data_prepare(name, raw, out, strict, max_ind_range, freq_threshold, schema_p
     if out is not None:
         writable_folder(out.parent, f"--out {out}: its folder")
     t0 = time.perf_counter()
-    bar = tqdm(unit="B", unit_scale=True, desc=f"{name} (2 passes)")
+    bar = tqdm(unit="B", unit_scale=True, desc=f"{name} (2 passes)", delay=1.0)  # a quick refusal shows no bar
     try:
         if name == "tabular":
             meta = datasets.prepare_tabular(raw, out, strict, max_ind_range, freq_threshold, schema_path, label, dense,

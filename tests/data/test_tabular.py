@@ -172,3 +172,38 @@ def test_end_to_end_cli_prepare_then_train_learns(tmp_path, monkeypatch):
 
     tables = PreparedSource(out).tables
     assert [tables[i].name for i in get_impl("ecorec").plan_shapes(tables)] == ["item"]  # TT by default
+
+
+def test_the_format_is_told_by_content_when_the_name_does_not_say(tmp_path):
+    """A Parquet file named ``x.parquet.brotli`` (Brotli-compressed) is read as Parquet, also when a delimiter is given
+    (a Parquet file has none); a gzipped CSV without .gz, or a CSV without .csv, is read by its header; a file that is
+    neither is refused naming both; a quick refusal prints no progress bar."""
+    import gzip
+    import shutil
+
+    import pyarrow.parquet as pq
+    from click.testing import CliRunner
+
+    from reproduce.cli import cli
+
+    cols = list(zip(*ROWS))
+    table = pa.table({"user": list(cols[1]), "hour": list(cols[4]), "click": [1, 0, 1, 1, 0]})
+    brotli = tmp_path / "x.parquet.brotli"
+    pq.write_table(table, brotli, compression="brotli")
+    s = Schema.from_flags("click", "hour", "user", "random:0:0.6")
+    assert sum(prepare_tabular([brotli], s, tmp_path / "a").rows.values()) == 5
+    with_delimiter = Schema.from_flags("click", "hour", "user", "random:0:0.6", ",")
+    assert sum(prepare_tabular([brotli], with_delimiter, tmp_path / "b").rows.values()) == 5
+    plain = write_csv(tmp_path / "log.csv", ROWS)
+    zipped = tmp_path / "log.data"
+    with open(plain, "rb") as src, gzip.open(zipped, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    assert prepare_tabular([zipped], schema(split="random:0:0.6"), tmp_path / "c").rows == \
+        prepare_tabular([plain], schema(split="random:0:0.6"), tmp_path / "d").rows
+    noise = tmp_path / "noise.bin"
+    noise.write_bytes(bytes(range(200, 256)) * 4)
+    with pytest.raises(ValueError, match="from its name .* or its content"):
+        prepare_tabular([noise], s, tmp_path / "e")
+    res = CliRunner().invoke(cli, ["data", "prepare", "tabular", "--raw", str(noise), "--label", "click",
+                                   "--categorical", "user", "--out", str(tmp_path / "f")])
+    assert res.exit_code == 2 and "or its content" in res.output and "0.00B" not in res.output
