@@ -146,8 +146,8 @@ def check_training(p: "RunPoint") -> None:
             raise ValueError(f"{name} MLP layer sizes must be a list of positive integers, got {sizes!r}")
     if int(p.epochs) < 0 or int(p.early_stop) < 0:
         raise ValueError(f"epochs and early_stop must be >= 0, got {p.epochs}, {p.early_stop}")
-    if p.early_stop and not (p.epochs and p.eval_every):
-        raise ValueError("early_stop needs a training run (epochs > 0) that evaluates (eval_every > 0)")
+    if p.early_stop and not p.epochs:  # a training run evaluates every eval_every steps, else after every epoch
+        raise ValueError("early_stop needs a training run (epochs > 0)")
     if p.epochs and p.mode != "dlrm":
         raise ValueError("a training run (epochs > 0) needs mode='dlrm'")
 
