@@ -81,15 +81,23 @@ def _create(lock: Path, text: str) -> None:
     then hard-linked to the lock's name, so no other process ever reads a lock that exists but is still empty (an
     empty lock read as unreadable was taken over while its creator wrote its pid)."""
     tmp = lock.with_name(f".{lock.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
+    try:
+        tmp.write_text(text)
+    except BaseException:  # a full disk fails after creating the file: nothing is left behind
+        tmp.unlink(missing_ok=True)
+        raise
     try:
         os.link(tmp, lock)
     except FileExistsError:
         raise
     except OSError:  # a file system without hard links: create exclusively, then write (see YOUNG in acquire)
         fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+        except BaseException:
+            lock.unlink(missing_ok=True)
+            raise
     finally:
         tmp.unlink(missing_ok=True)
 

@@ -143,7 +143,12 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
                 why = outcome.kind if outcome.record is None else outcome.record.status.value
                 failed.append(f"{point.point_id}.r{repeat} ({why})")
 
-        run_experiment(exp, force=force, timeout_s=timeout, on_point=done, on_start=start, probe=not no_probe)
+        from reproduce.harness.records import DiskFull
+
+        try:
+            run_experiment(exp, force=force, timeout_s=timeout, on_point=done, on_start=start, probe=not no_probe)
+        except DiskFull as exc:
+            raise click.ClickException(str(exc)) from None
     summary = summarize_experiment(exp)
     console.print(f"summary: {summary}")
     for path in draw(list(exp.plots), summary, exp.figures_dir):

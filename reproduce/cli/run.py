@@ -86,7 +86,7 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
     from reproduce.harness.options import check_point, check_scoped_options, check_shared_options, options_for
     from reproduce.harness.point import RunPoint
     from reproduce.harness.launch import RecordedElsewhere
-    from reproduce.harness.records import RunLocked
+    from reproduce.harness.records import DiskFull, RunLocked
     from reproduce.harness.sweep import run_point_isolated
 
     unknown = [i for i in impls if i not in registered_names()]
@@ -125,7 +125,7 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
         console.print(f"[bold]{p.impl}[/] {what} {p.data}, batch {p.batch_size}{where}{again} …")
         try:
             rec = run_point_isolated(p, out, timeout, repeat=r)  # a launcher error is that run's failure
-        except RunLocked as exc:
+        except (RunLocked, DiskFull) as exc:
             raise click.ClickException(str(exc)) from None
         except RecordedElsewhere as exc:  # this node ran its ranks; rank 0's node wrote the record
             console.print(f"  ran this node's ranks; {escape(str(exc))}")

@@ -273,11 +273,19 @@ def log_path(record: Path) -> Path:
     return record.parent / "logs" / f"{record.stem}.log"
 
 
+class DiskFull(OSError):
+    """A record (or another result file) could not be written: the device holding it is full."""
+
+
 def write_json(path: str | Path, obj: dict[str, Any]) -> Path:
-    """Write strict JSON atomically (temporary file in the same directory, fsync, rename)."""
+    """Write strict JSON atomically (temporary file in the same directory, fsync, rename); on a full device nothing is
+    left behind and DiskFull says where."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise _full(exc, path) from None
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(strict(obj), f, indent=2, sort_keys=True, default=str, allow_nan=False)
@@ -285,10 +293,22 @@ def write_json(path: str | Path, obj: dict[str, Any]) -> Path:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise _full(exc, path) from None
         raise
     return path
+
+
+def _full(exc: OSError, path: Path) -> OSError:
+    """DiskFull naming ``path`` for a full device (ENOSPC, EDQUOT), else ``exc`` as it is."""
+    import errno
+
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DiskFull(exc.errno, f"no space left on the device holding {path.parent} (writing {path.name}): free "
+                                   f"some space and run again (a sweep resumes where it stopped)")
+    return exc
 
 
 def check_overwritable(path: str | Path) -> None:

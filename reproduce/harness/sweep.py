@@ -16,8 +16,8 @@ from reproduce.harness.resolve import Sweep
 from reproduce.harness.point import RunPoint
 from reproduce.harness.launch import RecordedElsewhere, launch_point
 from reproduce.harness.noise import record_probe
-from reproduce.harness.records import (Record, RunLocked, Status, adopt_older_records, lock_run, older_records,
-                                       read_record, record_path, release_lock, write_record)
+from reproduce.harness.records import (DiskFull, Record, RunLocked, Status, adopt_older_records, lock_run,
+                                       older_records, read_record, record_path, release_lock, write_record)
 
 
 def is_done(point: RunPoint, out_dir: Path, repeat: int = 0) -> bool:
@@ -111,8 +111,8 @@ def run_point_isolated(point: RunPoint, out_dir: Path, timeout_s: float | None, 
     written here)."""
     try:
         return launch_point(point, out_dir, timeout_s, repeat)
-    except (RunLocked, RecordedElsewhere):
-        raise
+    except (RunLocked, RecordedElsewhere, DiskFull):
+        raise  # a full disk cannot take the failure's record either: the command says so and stops
     except (OSError, ValueError, RuntimeError) as exc:
         record = Record.failed(point.to_dict(), f"launcher: {type(exc).__name__}: {exc}", point_id_=point.point_id,
                                repeat=repeat)
