@@ -86,7 +86,11 @@ def data_prepare(name, raw, out, strict, max_ind_range, freq_threshold, schema_p
         console.print(f"[yellow]{meta.bad_lines} malformed line(s) skipped[/], e.g.:")
         for e in meta.bad_examples:
             console.print(f"  {escape(e)}")
+    from reproduce.cli.run import default_out
+    from reproduce.harness.machine import this_machine
+
     console.print(f"train on it: dlrmbench train --impl dense-torch --impl ecorec --data {meta.out}")
+    console.print(f"  (its records go to {default_out(this_machine())}; --out DIR puts them elsewhere)")
 
 
 @data.command("synth")

@@ -63,7 +63,7 @@ def comparison_table(df) -> Table:
 @timing_options
 @dist_options
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="record folder (default results/runs/<this machine>)")
+              help="record folder (default ./results/runs/<this machine>, under the current folder)")
 @click.option("--timeout", type=float, default=None, callback=positive, help="seconds per implementation")
 @click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
               help="independent runs of each implementation, interleaved (A B, then B A); > 1 gives intervals")
@@ -76,6 +76,11 @@ def run(impls, out, timeout, repeats, no_check_bounds, options, **kw) -> None:
     if kw.pop("eval_flag") and not kw["eval_batches"]:
         kw["eval_batches"] = 8
     _compare(impls, out, timeout, repeats, options, dict(check_bounds=not no_check_bounds, **kw))
+
+
+def default_out(machine: str) -> Path:
+    """Where `run` and `train` write records without --out: results/runs/<machine> under the current folder."""
+    return Path.cwd() / "results" / "runs" / machine
 
 
 def _compare(impls, out, timeout, repeats, options, fields) -> None:
@@ -97,7 +102,7 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
     from reproduce.harness.machine import this_machine
 
     if out is None:
-        out = Path("results") / "runs" / this_machine()
+        out = default_out(this_machine())
     if len(set(impls)) != len(impls):
         raise click.BadParameter(f"an implementation is named twice: {list(impls)}", param_hint="--impl")
     data_opts = collect_data_options(fields)
@@ -176,7 +181,7 @@ TRAIN_DEFAULTS = {"optimizer": "adagrad", "lr": 0.05, "mlp_optimizer": "adam", "
 @reorder_option
 @dist_options
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="record folder (default results/runs/<this machine>)")
+              help="record folder (default ./results/runs/<this machine>, under the current folder)")
 @click.option("--timeout", type=float, default=None, callback=positive, help="seconds per implementation")
 @click.option("-o", "--option", "options", multiple=True, metavar="[IMPL.]KEY=VALUE",
               help="implementation option, e.g. tt_min_rows=1000 (every impl that takes it) or ecorec.ranks=16")

@@ -157,6 +157,8 @@ def test_end_to_end_cli_prepare_then_train_learns(tmp_path, monkeypatch):
                                    "--dense", "hour", "--categorical", "user,item,genre:sep=|", "--split",
                                    "time:ts:0.8", "--out", str(out)])
     assert res.exit_code == 0, res.output
+    said = " ".join(res.output.split())  # the hint says where train's records go: the current folder's results/runs
+    assert f"records go to {raw.parent / 'results' / 'runs'}" in said, res.output
     res = CliRunner().invoke(cli, ["train", "--impl", "dense-torch", "--impl", "ecorec", "--data", str(out),
                                    "--epochs", "1", "-b", "256", "--bottom", "32", "--top", "32", "--threads", "1",
                                    "--out", str(tmp_path / "runs"), "--eval-every", "20"])
