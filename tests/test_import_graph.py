@@ -125,7 +125,8 @@ def test_the_analysis_never_resolves_an_experiment():
 
 
 def test_the_prepared_layout_has_one_owner():
-    names = {"meta.json", "dense.npy", "sparse.npy", "labels.npy", "lengths.npy", "row_offsets.npy", "values.bin"}
+    names = {"meta.json", "dense.npy", "sparse.npy", "labels.npy", "lengths.npy", "row_offsets.npy", "values.bin",
+             "rows.npy"}
     owners = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "impls").rglob("*.py")
                     if any(f'"{n}"' in p.read_text() for n in names))
     assert owners == ["impls/data/layout.py"], owners

@@ -39,7 +39,8 @@ def _write_split(source: SyntheticSource, d: Path, samples: int, start: int, chu
         order = np.arange(T * B).reshape(T, B).T.reshape(-1)
         starts, lens = offs[:-1][order], L.T.reshape(-1)
         pos = run_index(starts, lens)
-        split.write(b.dense.numpy(), b.labels.numpy().astype(np.int8), lengths=L.T, values=vals[pos])
+        split.write(np.arange(done, done + B), b.dense.numpy(), b.labels.numpy().astype(np.int8), lengths=L.T,
+                    values=vals[pos])
         done, k = done + B, k + 1
         if progress:
             progress(B)

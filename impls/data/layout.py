@@ -1,9 +1,12 @@
 """The prepared layout: what a dataset on disk is, whoever wrote it (`data prepare` for Criteo / Avazu text,
-`data prepare tabular` for any click log, `data synth` for a synthetic stream) and whoever reads it (prepared_source.py).
+`data prepare tabular` for any click log, `data synth` for a synthetic stream) and whoever reads it
+(prepared_source.py).
 
 A prepared folder holds ``meta.json`` (``Prepared``), a ``COMPLETE`` marker written last (staging.py), optionally
 ``vocab/<field>.npy`` (each field's sorted raw keys), and one folder per split (``SPLITS``) with ``dense.npy``
-(float32 [n, num_dense]) and ``labels.npy`` (int8 [n]), and either ``sparse.npy`` (int32 [n, T], one id per field:
+(float32 [n, num_dense]), ``labels.npy`` (int8 [n]) and ``rows.npy`` (int64 [n]: each sample's row number in its
+source - the raw files' good rows counted from 0 in file order, or a synthetic stream's sample number - so the same
+split can be handed to another library), and either ``sparse.npy`` (int32 [n, T], one id per field:
 the one-hot layout) or ``lengths.npy`` (int32 [n, T], bag sizes), ``row_offsets.npy`` (int64 [n + 1]) and
 ``values.bin`` (little-endian int64 ids, sample-major: sample i's bags in field order at values[row_offsets[i] :
 row_offsets[i+1]]; the multi-hot layout). ``SplitWriter`` writes a split, ``split_arrays`` reads one back checked
@@ -105,6 +108,7 @@ class SplitWriter:
         self.n, self.multi_hot, self.at = n, multi_hot, 0
         self.dense = np.lib.format.open_memmap(d / "dense.npy", "w+", np.float32, (n, num_dense))
         self.labels = np.lib.format.open_memmap(d / "labels.npy", "w+", np.int8, (n,))
+        self.rows = np.lib.format.open_memmap(d / "rows.npy", "w+", np.int64, (n,))
         if multi_hot:
             self.lengths = np.lib.format.open_memmap(d / "lengths.npy", "w+", np.int32, (n, num_tables))
             self.row_off = np.lib.format.open_memmap(d / "row_offsets.npy", "w+", np.int64, (n + 1,))
@@ -113,13 +117,14 @@ class SplitWriter:
         else:
             self.sparse = np.lib.format.open_memmap(d / "sparse.npy", "w+", np.int32, (n, num_tables))
 
-    def write(self, dense: np.ndarray, labels: np.ndarray, sparse: np.ndarray | None = None,
+    def write(self, rows: np.ndarray, dense: np.ndarray, labels: np.ndarray, sparse: np.ndarray | None = None,
               lengths: np.ndarray | None = None, values: np.ndarray | None = None) -> None:
-        """The next ``len(labels)`` rows: one-hot ``sparse`` [m, T], or multi-hot bag sizes ``lengths`` [m, T] with
-        their ``values`` sample-major."""
+        """The next ``len(labels)`` samples, ``rows`` their row numbers in the source: one-hot ``sparse`` [m, T], or
+        multi-hot bag sizes ``lengths`` [m, T] with their ``values`` sample-major."""
         a, m = self.at, len(labels)
         if a + m > self.n:
             raise ValueError(f"{m} more rows overrun the split's {self.n} (at {a})")
+        self.rows[a : a + m] = rows
         self.dense[a : a + m] = dense
         self.labels[a : a + m] = labels
         if self.multi_hot:
@@ -132,7 +137,8 @@ class SplitWriter:
 
     def close(self) -> None:
         """Everything on disk before the dataset is marked complete."""
-        arrays = [self.dense, self.labels] + ([self.lengths, self.row_off] if self.multi_hot else [self.sparse])
+        arrays = [self.rows, self.dense, self.labels] + ([self.lengths, self.row_off] if self.multi_hot
+                                                        else [self.sparse])
         for a in arrays:
             a.flush()
         if self.multi_hot:
@@ -160,6 +166,8 @@ def split_arrays(path: Path, meta, split: str) -> dict[str, np.ndarray]:
     d = Path(path) / split
     n, T = meta.rows[split], len(meta.tables)
     out = {"dense": _array(d / "dense.npy", (n, meta.num_dense)), "labels": _array(d / "labels.npy", (n,))}
+    if (d / "rows.npy").is_file():  # datasets prepared before rows.npy existed have none
+        out["rows"] = _array(d / "rows.npy", (n,))
     if meta.layout != "multi-hot":
         out["sparse"] = _array(d / "sparse.npy", (n, T))
         return out

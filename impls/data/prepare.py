@@ -195,7 +195,7 @@ def prepare_text(
             dense = criteo.dense_transform(rows.dense)
             sparse = np.stack([categorify(rows.cats[:, j], kept[j], freq_threshold) for j in range(num_cat)], axis=1)
             for split, idx in plan.assign(pos, n):  # a chunk may straddle split boundaries
-                writers[split].write(dense[idx], rows.labels[idx], sparse=sparse[idx])
+                writers[split].write(pos + idx, dense[idx], rows.labels[idx], sparse=sparse[idx])
             pos += n
         if pos != total or {s: w.at for s, w in writers.items()} != plan.sizes:
             raise RuntimeError(f"{name}: the second pass read {pos} rows, the first {total}; did a file change?")

@@ -424,12 +424,14 @@ class Writer(SplitWriter):
         super().__init__(d, n, len(schema.dense), len(schema.categorical), schema.multi_hot)
         self.positives = 0
 
-    def write_rows(self, idx: np.ndarray, labels, dense, fields: list[tuple[np.ndarray, np.ndarray]]) -> None:
-        """Rows ``idx`` of a chunk; ``fields``: per field (bag sizes [n], ids row-major)."""
+    def write_rows(self, first: int, idx: np.ndarray, labels, dense,
+                   fields: list[tuple[np.ndarray, np.ndarray]]) -> None:
+        """Rows ``idx`` of a chunk whose first row is the source's good row ``first``; ``fields``: per field (bag
+        sizes [n], ids row-major)."""
         m = len(idx)
         self.positives += int(labels[idx].sum())
         if not self.multi_hot:
-            self.write(dense[idx], labels[idx], sparse=np.stack([ids[idx] for _, ids in fields], axis=1))
+            self.write(first + idx, dense[idx], labels[idx], sparse=np.stack([ids[idx] for _, ids in fields], axis=1))
             return
         L = np.stack([lens[idx] for lens, _ in fields], axis=1)  # [m, T]
         T, order_keys, vals = len(fields), [], []
@@ -438,7 +440,7 @@ class Writer(SplitWriter):
             vals.append(ids[run_index((np.cumsum(lens) - lens)[idx], mine)])
             order_keys.append(np.repeat(np.arange(m) * T + j, mine))
         order = np.argsort(np.concatenate(order_keys), kind="stable")  # sample-major, fields in order
-        self.write(dense[idx], labels[idx], lengths=L, values=np.concatenate(vals)[order])
+        self.write(first + idx, dense[idx], labels[idx], lengths=L, values=np.concatenate(vals)[order])
 
 
 def prepare_tabular(files: Sequence[Path], schema: Schema, out: Path, name: str = "tabular", strict: bool = False,
@@ -486,7 +488,7 @@ def prepare_tabular(files: Sequence[Path], schema: Schema, out: Path, name: str 
             for split, idx in plan.assign(pos, n):
                 if not len(idx):
                     continue
-                writers[split].write_rows(idx, rows.labels, dense, fields)
+                writers[split].write_rows(pos, idx, rows.labels, dense, fields)
                 if split == "train":
                     present = ~np.isnan(dense[idx])
                     x = np.where(present, dense[idx], 0.0)

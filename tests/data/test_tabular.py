@@ -209,3 +209,34 @@ def test_the_format_is_told_by_content_when_the_name_does_not_say(tmp_path):
     res = CliRunner().invoke(cli, ["data", "prepare", "tabular", "--raw", str(noise), "--label", "click",
                                    "--categorical", "user", "--out", str(tmp_path / "f")])
     assert res.exit_code == 2 and "or its content" in res.output and "0.00B" not in res.output
+
+
+def test_every_split_keeps_its_source_row_numbers(tmp_path):
+    """rows.npy: each split's samples' row numbers in the source (good rows from 0, in file order); the splits
+    partition the rows, a time split puts the earliest in train with a tie at the cut going by file order, and the
+    row numbers pick the split's labels out of the raw file."""
+    rows = [(5, "u1", "i1", "a", 3, 20, 5), (2, "u2", "i2", "b", 1, 21, 4), (1, "u1", "i2", "a", 2, 22, 3),
+            (2, "u3", "i1", "b", 2, 23, 2), (9, "u2", "i1", "a", 2, 24, 1)]
+    f = write_csv(tmp_path / "t.csv", rows)
+    meta = prepare_tabular([f], schema(split="time:ts:0.4"), tmp_path / "out")
+    seen = {s: np.load(tmp_path / "out" / s / "rows.npy").tolist() for s in meta.rows}
+    assert sorted(sum(seen.values(), [])) == list(range(5))
+    assert seen["train"] == [1, 2]  # ts 1 (row 2) and the first ts 2 by file order (row 1); row 3 (ts 2) is past the cut
+    assert seen["val"] == [0, 3, 4]
+    for split, numbers in seen.items():
+        labels = PreparedSource(tmp_path / "out", split).labels.tolist()
+        assert labels == [int(rows[r][6] >= 4) for r in numbers], split
+
+
+def test_text_and_synthetic_datasets_keep_row_numbers_too(tmp_path):
+    from impls.data.export import write_synthetic
+    from impls.data.presets import get_preset
+    from impls.data.prepare import prepare_criteo
+
+    write_synthetic("u", get_preset("uniform", num_tables=2, rows=50, dim=4), tmp_path / "syn", 40, 8)
+    assert np.load(tmp_path / "syn" / "train" / "rows.npy").tolist() == list(range(40))
+    lines = ["\t".join([str(i % 2), *["1"] * 13, *["a1b2c3d4"] * 26]) for i in range(70)]
+    (tmp_path / "train.txt").write_text("\n".join(lines) + "\n")
+    meta = prepare_criteo("k", [tmp_path / "train.txt"], tmp_path / "crit", "kaggle")
+    got = sorted(sum((np.load(tmp_path / "crit" / s / "rows.npy").tolist() for s in meta.rows), []))
+    assert got == list(range(70))
