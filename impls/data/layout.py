@@ -91,12 +91,18 @@ def write_meta(folder: Path, meta: Prepared) -> None:
     (Path(folder) / META).write_text(meta.to_json())
 
 
-def write_vocab(folder: Path, names, keys) -> None:
-    """``vocab/<name>.npy``: each field's kept raw keys, sorted (an id is its key's index)."""
+def write_vocab(folder: Path, names, keys, values=None) -> None:
+    """``vocab/<name>.npy``: each field's kept raw values in id order (an id is its key's index in the sorted keys).
+    Where the keys are hashes of the values (``values`` given: a click log's text), the values go in
+    ``<name>.npy`` (unicode) and the hashes beside them in ``<name>.keys.npy``; else the keys are the raw values."""
     vocab = Path(folder) / "vocab"
     vocab.mkdir()
-    for name, k in zip(names, keys):
-        np.save(vocab / f"{name}.npy", k)
+    for i, (name, k) in enumerate(zip(names, keys)):
+        if values is None:
+            np.save(vocab / f"{name}.npy", k)
+            continue
+        np.save(vocab / f"{name}.npy", np.asarray(["" if v is None else str(v) for v in values[i]], dtype=str))
+        np.save(vocab / f"{name}.keys.npy", k)
 
 
 class SplitWriter:

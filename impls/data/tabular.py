@@ -296,8 +296,9 @@ def _labels(chunk: Chunk, schema: Schema) -> tuple[np.ndarray, np.ndarray]:
     return OPS[rule.op](vals, rule.value).astype(np.int8), bad
 
 
-def _keys(arr) -> np.ndarray:
-    """int64 key of every value (a hash of its text; missing -> MISSING's)."""
+def _keys(arr, seen: list | None = None) -> np.ndarray:
+    """int64 key of every value (a hash of its text; missing -> MISSING's); ``seen`` gets the (keys, texts) of the
+    distinct values, so a vocabulary can keep the values its keys stand for."""
     import pandas as pd
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -307,11 +308,14 @@ def _keys(arr) -> np.ndarray:
     enc = pc.dictionary_encode(arr.fill_null(MISSING))  # hash each distinct value once
     if isinstance(enc, pa.ChunkedArray):
         enc = enc.combine_chunks()
-    uniq = pd.util.hash_array(np.asarray(enc.dictionary.to_pylist(), dtype=object)).view(np.int64)
+    texts = enc.dictionary.to_pylist()
+    uniq = pd.util.hash_array(np.asarray(texts, dtype=object)).view(np.int64)
+    if seen is not None:
+        seen.append((uniq, texts))
     return uniq[enc.indices.to_numpy(zero_copy_only=False)] if len(uniq) else np.zeros(len(arr), np.int64)
 
 
-def _multi_keys(arr, sep: str) -> tuple[np.ndarray, np.ndarray]:
+def _multi_keys(arr, sep: str, seen: list | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(bag sizes [n], keys of the values, row-major) of a multi-hot column: empty and missing fields are empty
     bags, empty pieces (``a||b``) are dropped."""
     import pyarrow as pa
@@ -326,7 +330,7 @@ def _multi_keys(arr, sep: str) -> tuple[np.ndarray, np.ndarray]:
     flat = pc.list_flatten(lists)
     keep = pc.not_equal(flat, "").to_numpy(zero_copy_only=False)
     owner = np.repeat(np.arange(len(lengths)), lengths)[keep]
-    keys = _keys(flat.filter(pa.array(keep)))
+    keys = _keys(flat.filter(pa.array(keep)), seen)
     return np.bincount(owner, minlength=len(lengths)).astype(np.int64), keys
 
 
@@ -364,9 +368,12 @@ class Parsed:
         self.labels, self.dense = labels[keep], dense[keep]
         self.time = time[keep] if time is not None else None
         self.fields: list[tuple[np.ndarray | None, np.ndarray]] = []  # (bag sizes or None, keys) per field
+        self.values: list[list] = []  # per field: the (keys, texts) of its distinct values in this chunk
         for c in schema.categorical:
             arr = chunk.columns[c.name].filter(pa.array(keep))
-            self.fields.append(_multi_keys(arr, c.sep) if c.sep else (None, _keys(arr)))
+            seen: list = []
+            self.fields.append(_multi_keys(arr, c.sep, seen) if c.sep else (None, _keys(arr, seen)))
+            self.values.append(seen)
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -443,6 +450,15 @@ class Writer(SplitWriter):
         self.write(first + idx, dense[idx], labels[idx], lengths=L, values=np.concatenate(vals)[order])
 
 
+def _name_keys(kept: np.ndarray, texts: np.ndarray, uniq: np.ndarray, values: list) -> None:
+    """Write into ``texts`` (aligned with the sorted ``kept`` keys) the value of every key of ``uniq`` that is kept."""
+    if not len(kept) or not len(uniq):
+        return
+    at = np.searchsorted(kept, uniq).clip(max=len(kept) - 1)
+    hit = np.flatnonzero(kept[at] == uniq)
+    texts[at[hit]] = np.asarray(values, dtype=object)[hit]
+
+
 def prepare_tabular(files: Sequence[Path], schema: Schema, out: Path, name: str = "tabular", strict: bool = False,
                     progress: Callable[[int], None] | None = None) -> Prepared:
     files = [Path(f) for f in files]
@@ -478,6 +494,7 @@ def prepare_tabular(files: Sequence[Path], schema: Schema, out: Path, name: str 
         kept = [None if c.hash else v.kept(c.min_count) for c, v in zip(schema.categorical, vocabs)]
         cards = [c.hash if c.hash else len(k) + (1 if c.min_count > 1 else 0) for c, k in zip(schema.categorical, kept)]
         writers = {s: Writer(partial / s, n, schema) for s, n in sizes.items()}
+        texts = [np.empty(len(k), dtype=object) if k is not None else None for k in kept]  # the value of each key
         pos = 0
         stats = np.zeros((3, len(schema.dense)))  # training rows: count, sum, sum of squares of present values
         for _, rows in _rows(files, schema, Problems(), False, None):
@@ -485,6 +502,9 @@ def prepare_tabular(files: Sequence[Path], schema: Schema, out: Path, name: str 
             fields = [(lens if lens is not None else np.ones(n, np.int64), _ids(c, keys, k))
                       for c, (lens, keys), k in zip(schema.categorical, rows.fields, kept)]
             dense = _transform(rows.dense, schema)
+            for j, k in enumerate(kept):
+                for uniq, values in rows.values[j] if k is not None else ():
+                    _name_keys(k, texts[j], uniq, values)
             for split, idx in plan.assign(pos, n):
                 if not len(idx):
                     continue
@@ -498,8 +518,8 @@ def prepare_tabular(files: Sequence[Path], schema: Schema, out: Path, name: str 
             raise RuntimeError(f"{name}: the second pass read {pos} rows, the first {total}; did a file change?")
         warnings = _one_class(schema, {s: (w.positives, w.at) for s, w in writers.items()})
         scale = _finish_dense(writers, schema, stats)
-        vocab = [(c.name, k) for c, k in zip(schema.categorical, kept) if k is not None]  # hashed fields keep none
-        write_vocab(partial, [n for n, _ in vocab], [k for _, k in vocab])
+        vocab = [(c.name, k, t) for c, k, t in zip(schema.categorical, kept, texts) if k is not None]  # hashed: none
+        write_vocab(partial, [n for n, _, _ in vocab], [k for _, k, _ in vocab], [t for _, _, t in vocab])
         meta = Prepared(name, Path(out), sizes, cards, problems.count, problems.examples, None, 0,
                         [c.name for c in schema.categorical], len(schema.dense),
                         layout="multi-hot" if schema.multi_hot else "one-hot", raw=raw, key=key,

@@ -240,3 +240,18 @@ def test_text_and_synthetic_datasets_keep_row_numbers_too(tmp_path):
     meta = prepare_criteo("k", [tmp_path / "train.txt"], tmp_path / "crit", "kaggle")
     got = sorted(sum((np.load(tmp_path / "crit" / s / "rows.npy").tolist() for s in meta.rows), []))
     assert got == list(range(70))
+
+
+def test_a_click_logs_vocabulary_keeps_its_raw_values_and_their_hashes(tmp_path):
+    """vocab/<field>.npy holds the raw values in id order (the hashes beside them in <field>.keys.npy): the ids of
+    every split map back to the values of its source rows (rows.npy)."""
+    meta = prepare_tabular([write_csv(tmp_path / "clicks.csv")], schema(dense="hour", categorical="user,item"),
+                           tmp_path / "out")
+    users = np.load(tmp_path / "out" / "vocab" / "user.npy")
+    keys = np.load(tmp_path / "out" / "vocab" / "user.keys.npy")
+    assert sorted(users.tolist()) == ["u1", "u2", "u3"] and np.all(np.diff(keys) > 0) and len(keys) == 3
+    for split in meta.rows:
+        src = PreparedSource(tmp_path / "out", split)
+        ids = np.asarray(src.sparse)[:, 0]
+        rows = np.load(tmp_path / "out" / split / "rows.npy")
+        assert users[ids].tolist() == [ROWS[r][1] for r in rows], split
