@@ -331,4 +331,10 @@ class TTCollection(EmbeddingCollection):
         )
 
     def work_report(self) -> WorkReport:
-        return self._last_work.report()
+        rep = self._last_work.report()
+        # which tables are TT, each with its dense bytes over its cores' (< 1: the cores are the larger), and how many
+        # stayed plain tables (under tt_min_rows, or not in tt_tables)
+        rep.extra["tt_tables"] = {self.tables[int(i)].name: self.tables[int(i)].dense_bytes / t.param_bytes
+                                  for i, t in self.tt.items()}
+        rep.extra["dense_tables"] = len(self.dense)
+        return rep

@@ -20,6 +20,42 @@ def _fmt(x, spec=".2f", scale=1.0) -> str:
     return "–" if x is None or x != x else format(x / scale, spec)
 
 
+def _bytes(x) -> str:
+    """Bytes with 3 significant digits in the unit that fits (79,232 -> 77.4 KiB)."""
+    if x is None or x != x:
+        return "–"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(x) < 1024 or unit == "TiB":
+            return f"{x:.3g} {unit}"
+        x /= 1024
+    return "–"
+
+
+def tt_lines(records) -> list[str]:
+    """What each TT system compressed: its TT tables with their compression against dense, how many stayed plain,
+    and a warning for a TT table larger than its dense one and for a TT system that compressed nothing."""
+    lines, seen = [], set()
+    for rec in records:
+        extra = ((rec.body.work or {}).get("extra") or {}) if rec.body.work else {}
+        impl = rec.point["impl"]
+        if "tt_tables" not in extra or impl in seen:
+            continue
+        seen.add(impl)
+        tt, plain = extra["tt_tables"], extra.get("dense_tables", 0)
+        if not tt:
+            lines.append(f"[yellow]{impl}: no table is TT[/]: all {plain} train as plain (dense) tables, none reaching "
+                         f"tt_min_rows (default 10,000 rows); -o tt_min_rows=N or -o tt_tables=NAME,... makes some TT")
+            continue
+        shown = ", ".join(f"{name} {ratio:.3g}x" for name, ratio in list(tt.items())[:8]) + (
+            f" and {len(tt) - 8} more" if len(tt) > 8 else "")
+        lines.append(f"{impl}: {len(tt)} TT table(s), dense bytes / TT bytes: {shown}; {plain} plain")
+        larger = [name for name, ratio in tt.items() if ratio < 1]
+        if larger:
+            lines.append(f"[yellow]{impl}: the TT cores of {', '.join(larger[:8])} are larger than the dense "
+                         f"table[/] (a small table at this rank): lower -o ranks or raise -o tt_min_rows")
+    return lines
+
+
 def _ci(r, col: str) -> str:
     lo, hi = r.get(f"{col}_lo"), r.get(f"{col}_hi")
     if r.get("repeats", 1) < 2 or lo is None or lo != lo:
@@ -35,7 +71,7 @@ def comparison_table(df) -> Table:
         f", then over {n} interleaved repeats; [95 % bootstrap interval])" if n > 1 else "; one run each: no interval)"))
     quality = [c for c in ("syncs_per_step", "epochs", "auc", "logloss") if c in df.columns]
     cols = ["impl", "status", "fwd ms", "bwd ms", "update ms", "total ms", "samples/s", "peak RSS Δ MiB",
-            "analytic MiB", "param MiB", "speedup"] + [{"auc": "AUC", "logloss": "log loss", "syncs_per_step": "syncs/step"}.get(c, c)
+            "analytic MiB", "params", "speedup"] + [{"auc": "AUC", "logloss": "log loss", "syncs_per_step": "syncs/step"}.get(c, c)
                                                    for c in quality]
     for col in cols:
         t.add_column(col, justify="left" if col in ("impl", "status") else "right")
@@ -48,7 +84,7 @@ def comparison_table(df) -> Table:
         row = [
             r["impl"], status, _fmt(r["forward_ms"]), _fmt(r["backward_ms"]), _fmt(r["update_ms"]),
             _fmt(r["total_ms"]) + _ci(r, "total_ms"), _fmt(r["samples_per_s"], ",.0f"), _fmt(r["peak_rss_delta_bytes"], ",.0f", 2**20),
-            _fmt(r["analytic_bytes"], ",.0f", 2**20), _fmt(r["param_bytes"], ",.0f", 2**20), _fmt(r["speedup"], ".2f") + "×" + _ci(r, "speedup"),
+            _fmt(r["analytic_bytes"], ",.0f", 2**20), _bytes(r["param_bytes"]), _fmt(r["speedup"], ".2f") + "×" + _ci(r, "speedup"),
         ]
         spec = {"epochs": ".2f", "syncs_per_step": ".0f"}
         t.add_row(*row, *(_fmt(r.get(c), spec.get(c, ".4f")) for c in quality))
@@ -145,6 +181,8 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
         return
     df = summarize(records, baseline=impls[0])
     console.print(comparison_table(df))
+    for line in tt_lines(records):
+        console.print(line)
     console.print(f"records: {out}/  (peak RSS Δ = measured process peak over a pre-build baseline)")
     if any(r["status"] != "ok" for r in records):
         sys.exit(1)
