@@ -106,6 +106,7 @@ def flatten(record: Record | dict[str, Any]) -> dict[str, Any]:
     if b.eval:
         row["auc"] = b.eval["auc"]
         row["logloss"] = b.eval["logloss"]
+        row["base_logloss"] = b.eval.get("base_logloss")
     if b.eval_curve:
         row["eval_curve"] = json.dumps(b.eval_curve)
     return row

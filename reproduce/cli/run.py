@@ -56,6 +56,34 @@ def tt_lines(records) -> list[str]:
     return lines
 
 
+def quality_lines(records) -> list[str]:
+    """Per trained system: held-out AUC / log loss at the last evaluation and at the best one (which epoch), the
+    base-rate log loss beside them, and a warning when the held-out log loss rose at the last 2 evaluations or ends
+    above the base rate (the model overfits, or learned nothing)."""
+    lines, seen = [], set()
+    for rec in records:
+        impl, curve, last = rec.point["impl"], rec.body.eval_curve or [], rec.body.eval
+        if not last or impl in seen:
+            continue
+        seen.add(impl)
+        best = (rec.body.train or {}).get("best") or min(curve, key=lambda c: c["logloss"], default=None)
+        at = f" (epoch {curve[-1]['epoch']:.2f})" if curve and "epoch" in curve[-1] else ""
+        text = f"{impl}: held-out AUC {last['auc']:.4f}, log loss {last['logloss']:.4f} at the last evaluation{at}"
+        if best and curve and best.get("step") != curve[-1].get("step"):
+            text += f"; best log loss {best['logloss']:.4f} (AUC {best['auc']:.4f}) at epoch {best['epoch']:.2f}"
+        base = last.get("base_logloss")
+        if base is not None:
+            text += f"; base-rate log loss {base:.4f}"
+        lines.append(text)
+        losses = [c["logloss"] for c in curve]
+        if len(losses) >= 3 and losses[-1] > losses[-2] > losses[-3]:
+            lines.append(f"[yellow]{impl}: the held-out log loss rose at the last 2 evaluations[/]: it overfits "
+                         f"(fewer --epochs, or --early-stop 1 to stop at the best)")
+        if base is not None and last["logloss"] > base:
+            lines.append(f"[yellow]{impl}: its held-out log loss is worse than predicting the base rate[/]")
+    return lines
+
+
 def _ci(r, col: str) -> str:
     lo, hi = r.get(f"{col}_lo"), r.get(f"{col}_hi")
     if r.get("repeats", 1) < 2 or lo is None or lo != lo:
@@ -63,12 +91,14 @@ def _ci(r, col: str) -> str:
     return f" [{lo:.2f}, {hi:.2f}]"
 
 
-def comparison_table(df) -> Table:
+def comparison_table(df, command: str = "run") -> Table:
     import pandas as pd
 
     n = int(df["runs"].max()) if "runs" in df and len(df) else 1
-    t = Table(title="dlrmbench run (medians over timed iterations" + (
-        f", then over {n} interleaved repeats; [95 % bootstrap interval])" if n > 1 else "; one run each: no interval)"))
+    held = "; AUC / log loss: held-out, at the last evaluation" if "auc" in df.columns else ""
+    t = Table(title=f"dlrmbench {command} (medians over timed iterations" + (
+        f", then over {n} interleaved repeats; [95 % bootstrap interval]" if n > 1 else "; one run each: no interval")
+        + held + ")")
     quality = [c for c in ("syncs_per_step", "epochs", "auc", "logloss") if c in df.columns]
     cols = ["impl", "status", "fwd ms", "bwd ms", "update ms", "total ms", "samples/s", "peak RSS Δ MiB",
             "analytic MiB", "params", "speedup"] + [{"auc": "AUC", "logloss": "log loss", "syncs_per_step": "syncs/step"}.get(c, c)
@@ -180,8 +210,8 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
                       f"(its --out folder); this node's logs: {out}/logs/")
         return
     df = summarize(records, baseline=impls[0])
-    console.print(comparison_table(df))
-    for line in tt_lines(records):
+    console.print(comparison_table(df, "train" if fields.get("epochs") else "run"))
+    for line in [*tt_lines(records), *quality_lines(records)]:
         console.print(line)
     console.print(f"records: {out}/  (peak RSS Δ = measured process peak over a pre-build baseline)")
     if any(r["status"] != "ok" for r in records):

@@ -68,7 +68,8 @@ class NonFinite(ArithmeticError):
 
 
 def metrics(probs, labels) -> dict[str, float]:
-    """AUC and log loss of click probabilities (AUC is NaN when the labels hold one class)."""
+    """AUC and log loss of click probabilities (AUC is NaN when the labels hold one class), and the base-rate log
+    loss beside them."""
     import numpy as np
     from sklearn.metrics import log_loss, roc_auc_score
 
@@ -79,6 +80,9 @@ def metrics(probs, labels) -> dict[str, float]:
         raise NonFinite(f"{bad} of {len(p)} held-out predictions are NaN / inf (the weights are no longer finite)")
     out = {"logloss": float(log_loss(y, p, labels=[0, 1])), "samples": int(len(y))}
     out["auc"] = float(roc_auc_score(y, p)) if len(np.unique(y)) > 1 else float("nan")
+    rate = float(np.mean(y)) if len(y) else 0.5
+    # the log loss of predicting the held-out base rate for every sample: a model worse than it learned nothing
+    out["base_logloss"] = float(log_loss(y, np.full(len(y), rate), labels=[0, 1])) if 0 < rate < 1 else 0.0
     return out
 
 

@@ -170,6 +170,9 @@ def test_end_to_end_cli_prepare_then_train_learns(tmp_path, monkeypatch):
         assert rec["eval"]["samples"] == 2400 and rec["train"]["steps"] == 9600 // 256
         assert [c["step"] for c in rec["eval_curve"]] == [20, 37]
     assert "log loss" in res.output and "AUC" in res.output
+    said = " ".join(res.output.split())
+    assert "dlrmbench train" in said and "held-out, at the last evaluation" in said
+    assert "ecorec: held-out AUC" in said and "base-rate log loss" in said and "ecorec: 1 TT table(s)" in said
     from impls.api import get_impl
 
     tables = PreparedSource(out).tables
