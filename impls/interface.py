@@ -5,8 +5,8 @@ collection over part of the tables), ``supports_external_update`` / ``external_u
 ``gradient_tensors`` (gradients left for the caller to reduce before ``optimizer_step`` applies them),
 ``per_replica_state`` (options a replica cannot share), ``gather_table`` (a table assembled on every rank),
 ``build_distributed`` with the ``placement`` and ``plan_info`` a run record keeps. Each implementation declares the
-options it takes (``option_keys``; ``dist_option_keys`` for what builds a sharded one): the harness checks a point's options
-against them."""
+options it takes (``option_keys``; ``dist_option_keys`` for what builds a sharded one): the harness checks a point's
+options against them."""
 from __future__ import annotations
 
 import abc
