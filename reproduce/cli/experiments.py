@@ -85,6 +85,7 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
         if data is None and not dry_run:  # the experiment's own dataset ([synth]), written once, reused after
             _write_synth(spec, root)
         exp = resolve(spec, root=root, machine=machine, repeats=repeats, data=data)
+        runs = plan(exp, force)  # reads the set's records: a record of another dataset of this name is refused here
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     timeout = timeout or exp.point_timeout_s
@@ -96,7 +97,6 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
     for aside in exp.infeasible:  # a system that cannot fit a budget is not run over it
         console.print(f"set aside: {escape(aside.name)} at budget {aside.budget:g}: {escape(aside.reason)}")
     if dry_run:  # writes nothing
-        runs = plan(exp, force)
         for p, r, to_run in runs:
             console.print(f"{'todo' if to_run else 'done'}  {p.point_id}.r{r}  {p.label}")
         console.print(f"{len(exp.points)} points x {exp.repeats} repeats ({exp.profile} profile) on machine "

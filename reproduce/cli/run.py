@@ -36,7 +36,7 @@ def tt_lines(records) -> list[str]:
     and a warning for a TT table larger than its dense one and for a TT system that compressed nothing."""
     lines, seen = [], set()
     for rec in records:
-        extra = ((rec.body.work or {}).get("extra") or {}) if rec.body.work else {}
+        extra = (rec.body.work or {}).get("extra") or {}
         impl = rec.point["impl"]
         if "tt_tables" not in extra or impl in seen:
             continue

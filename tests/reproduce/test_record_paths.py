@@ -46,3 +46,23 @@ def test_plain_names_keep_their_ids():
     ref = reference_machine(ROOT / "results")
     exp = load_experiment(ROOT / "reproduce" / "experiments" / "sc24.toml", root=ROOT, machine=ref)
     assert not any(to_run for *_, to_run in plan(exp))  # every committed record is still found under its id
+
+
+def test_a_record_of_another_dataset_with_the_same_folder_name_is_refused_not_taken(tmp_path):
+    """Ids name a dataset by its folder's name: a sweep over b/clicks finding the record of a/clicks at that id refuses,
+    naming both, before anything runs (it neither counts it as done nor overwrites it)."""
+    from click.testing import CliRunner
+
+    from reproduce.cli import cli
+    from reproduce.harness.records import Record, write_record
+
+    for side in ("a", "b"):
+        write_synthetic("u", get_preset("uniform", num_tables=2, rows=50, dim=4), tmp_path / side / "clicks", 64)
+    toml = tmp_path / "e.toml"
+    toml.write_text('[grid]\nimpl = ["dense-torch"]\ndata = ["$DATA"]\nbatch_size = [8]\n[defaults]\nepochs = 1\n')
+    first = load_experiment(toml, root=tmp_path, machine="m", data=str(tmp_path / "a" / "clicks"))
+    (point,) = first.points
+    write_record(record_path(first.out_dir, point), Record.failed(point.to_dict(), "x", point_id_=point.point_id))
+    res = CliRunner().invoke(cli, ["sweep", str(toml), "--root", str(tmp_path), "--machine", "m", "--dry-run",
+                                   "--data", str(tmp_path / "b" / "clicks")])
+    assert res.exit_code == 2 and "has the same folder name" in " ".join(res.output.split()), res.output
