@@ -160,3 +160,27 @@ def test_a_platform_change_is_said_beside_the_state_not_as_stale(tmp_path, runs)
     rec["env"]["torch"] = "1.0.0"
     st = record_set_state(_set(root, "sc24", [rec]), "sc24", "m", root)
     assert not st.is_stale and "platform: torch 1.0.0 -> " in st.state()
+
+
+def test_a_large_dataset_is_digested_by_its_identity_not_read_again(tmp_path, monkeypatch):
+    """Over FULL_DIGEST_BYTES a dataset this tool wrote is digested by its marker, meta.json and file sizes: a
+    rewritten dataset (another marker or meta, another size) changes the digest, reading its arrays is spared."""
+    from impls.data.export import write_synthetic
+    from impls.data.presets import get_preset
+
+    data = tmp_path / "d"
+    write_synthetic("u", get_preset("uniform", num_tables=2, rows=50, dim=4), data, 64)
+    full = fingerprint.content_digest(data)
+    monkeypatch.setattr(fingerprint, "FULL_DIGEST_BYTES", 0)
+    ident = fingerprint.content_digest(data)
+    assert ident != full
+    labels = data / "train" / "labels.npy"
+    raw = labels.read_bytes()
+    labels.write_bytes(raw[:-1] + bytes([raw[-1] ^ 1]))  # same size: the identity does not see it (documented)
+    assert fingerprint.content_digest(data) == ident
+    labels.write_bytes(raw + b"\0")  # another size does
+    assert fingerprint.content_digest(data) != ident
+    labels.write_bytes(raw)
+    meta = data / "meta.json"
+    meta.write_text(meta.read_text().replace('"name": "u"', '"name": "v"'))
+    assert fingerprint.content_digest(data) != ident
