@@ -174,6 +174,18 @@ class TTShape:
     def num_params(self) -> int:
         return sum(a * b for a, b in (self.core_shape(k) for k in range(self.d)))
 
+    def with_max_rank(self, rank: int) -> "TTShape":
+        """The same table with every inner rank capped at ``rank``."""
+        return TTShape(self.num_embeddings, self.dim, self.p, self.q, (1, *(min(r, rank) for r in self.ranks), 1))
+
+    def fitted_to(self, max_bytes: int, elem_bytes: int = 4) -> "TTShape | None":
+        """The highest rank cap at which the cores take at most ``max_bytes``; None when even rank 1 takes more."""
+        for rank in range(max(self.ranks), 0, -1):
+            shape = self.with_max_rank(rank)
+            if shape.num_params * elem_bytes <= max_bytes:
+                return shape
+        return None
+
     @property
     def compression_ratio(self) -> float:
         return self.num_embeddings * self.dim / self.num_params

@@ -22,6 +22,11 @@ from impls.core.tt_batch import Workspace
 from impls.table_options import value_for
 
 TT_MIN_ROWS = 10_000  # tables with fewer rows stay dense unless tt_tables / tt_min_rows say otherwise
+# what becomes of a TT table whose cores at the asked ranks would take more bytes than its dense table:
+# shrink: its ranks are capped at the highest rank whose cores fit in the dense bytes (it stays a plain table when
+#         even rank 1 does not fit); refuse: ValueError with the numbers; allow: built as asked (a paper's setup that
+#         compresses every table, small ones too, as the EL-Rec and EcoRec artifacts do)
+TT_OVERSIZE = ("shrink", "refuse", "allow")
 
 
 class TTTable(nn.Module):
@@ -103,12 +108,15 @@ class TTCollection(EmbeddingCollection):
                  TT table of 10,000 rows is 3.5x smaller than the dense one at D = 16, 7x at D = 64, while one
                  under ~2,000 rows is larger than its table, and TT-Rec compresses only the large tables;
                  0 makes every table TT)
+    tt_oversize  a TT table whose cores would outweigh its dense table: "shrink" (default) caps its ranks to fit
+                 the dense bytes, "refuse" raises, "allow" builds it as asked (TT_OVERSIZE)
     weight_dist  core initializer (tt.WEIGHT_DISTS; default "dense-matched": rows start at the dense
                  initializer's scale)
     fused        apply the core update inside backward (default); False leaves dense core gradients
                  in ``.grad`` and ``optimizer_step`` applies them
     """
-    option_keys: ClassVar[frozenset[str]] = frozenset({"cores", "fused", "p", "q", "ranks", "tt_min_rows", "tt_tables", "weight_dist"})  # and each system's configure options
+    option_keys: ClassVar[frozenset[str]] = frozenset({"cores", "fused", "p", "q", "ranks", "tt_min_rows", "tt_oversize", "tt_tables",
+                                                     "weight_dist"})  # and each system's configure options
 
     allowed_cores: ClassVar[tuple[int, ...]] = (3,)
     dim_multiple: ClassVar[int] = 1
@@ -129,6 +137,7 @@ class TTCollection(EmbeddingCollection):
         cores: int | Mapping = 3,
         tt_tables: Sequence[str] | None = None,
         tt_min_rows: int = TT_MIN_ROWS,
+        tt_oversize: str = "shrink",
         weight_dist: str | None = None,
         fused: bool = True,
         **schedule_options: Any,
@@ -139,7 +148,7 @@ class TTCollection(EmbeddingCollection):
         weight_dist = weight_dist or self.default_weight_dist
         if weight_dist not in tt.WEIGHT_DISTS:
             raise ValueError(f"unknown weight_dist {weight_dist!r}; choose one of {', '.join(tt.WEIGHT_DISTS)}")
-        shapes = self.plan_shapes(self.tables, ranks, p, q, cores, tt_tables, tt_min_rows)
+        shapes, self.refitted = self.plan_tables(self.tables, ranks, p, q, cores, tt_tables, tt_min_rows, tt_oversize)
         self.fused = bool(fused)
         self.tt = nn.ModuleDict()
         self.dense = nn.ParameterDict()
@@ -164,8 +173,19 @@ class TTCollection(EmbeddingCollection):
 
     @classmethod
     def plan_shapes(cls, tables: Sequence[TableSpec], ranks=DEFAULT_RANK, p=None, q=None, cores=3,
-                    tt_tables: Sequence[str] | None = None, tt_min_rows: int = TT_MIN_ROWS) -> dict[int, tt.TTShape]:
+                    tt_tables: Sequence[str] | None = None, tt_min_rows: int = TT_MIN_ROWS,
+                    tt_oversize: str = "shrink") -> dict[int, tt.TTShape]:
         """The TT shape of every table that is TT (by index); the others stay dense. Allocates nothing."""
+        return cls.plan_tables(tables, ranks, p, q, cores, tt_tables, tt_min_rows, tt_oversize)[0]
+
+    @classmethod
+    def plan_tables(cls, tables: Sequence[TableSpec], ranks=DEFAULT_RANK, p=None, q=None, cores=3,
+                    tt_tables: Sequence[str] | None = None, tt_min_rows: int = TT_MIN_ROWS, tt_oversize: str = "shrink",
+                    ) -> tuple[dict[int, tt.TTShape], dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]]]:
+        """plan_shapes, and the tables whose asked ranks would have made their cores outweigh the dense table under
+        ``tt_oversize="shrink"``: name -> (asked ranks, fitted ranks, or None when the table stays plain)."""
+        if tt_oversize not in TT_OVERSIZE:
+            raise ValueError(f"tt_oversize must be one of {', '.join(TT_OVERSIZE)}, got {tt_oversize!r}")
         names = {t.name for t in tables}
         if tt_tables is not None:
             unknown = set(tt_tables) - names
@@ -174,10 +194,24 @@ class TTCollection(EmbeddingCollection):
         for opt, what in ((ranks, "ranks"), (p, "p"), (q, "q"), (cores, "cores")):
             value_for(opt, "", what, names)  # a mapping naming an unknown table fails here
         shapes: dict[int, tt.TTShape] = {}
+        refitted: dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]] = {}
         for i, spec in enumerate(tables):
-            if spec.name in tt_tables if tt_tables is not None else spec.num_embeddings >= tt_min_rows:
-                shapes[i] = cls._shape_for(spec, names, ranks, p, q, cores)
-        return shapes
+            if not (spec.name in tt_tables if tt_tables is not None else spec.num_embeddings >= tt_min_rows):
+                continue
+            shape = cls._shape_for(spec, names, ranks, p, q, cores)
+            if shape.num_params * 4 > spec.dense_bytes and tt_oversize != "allow":
+                if tt_oversize == "refuse":
+                    raise ValueError(
+                        f"table {spec.name!r}: its TT cores at ranks {list(shape.ranks)} take {shape.num_params * 4:,} "
+                        f"bytes, more than its dense table's {spec.dense_bytes:,} ({spec.num_embeddings:,} rows x "
+                        f"{spec.dim}); lower ranks, raise tt_min_rows, or tt_oversize=shrink caps its rank")
+                fitted = shape.fitted_to(spec.dense_bytes)
+                refitted[spec.name] = (shape.ranks, fitted.ranks if fitted else None)
+                if fitted is None:
+                    continue  # even rank 1 outweighs the dense table: it stays plain
+                shape = fitted
+            shapes[i] = shape
+        return shapes, refitted
 
     @classmethod
     def options_for_tables(cls, options: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
@@ -198,7 +232,7 @@ class TTCollection(EmbeddingCollection):
 
     @classmethod
     def table_param_bytes(cls, tables: Sequence[TableSpec], options: Mapping[str, Any]) -> list[int]:
-        keys = ("ranks", "p", "q", "cores", "tt_tables", "tt_min_rows")
+        keys = ("ranks", "p", "q", "cores", "tt_tables", "tt_min_rows", "tt_oversize")
         shapes = cls.plan_shapes(tables, **{k: options[k] for k in keys if k in options})
         return [shapes[i].num_params * 4 if i in shapes else t.dense_bytes for i, t in enumerate(tables)]
 
@@ -337,4 +371,7 @@ class TTCollection(EmbeddingCollection):
         rep.extra["tt_tables"] = {self.tables[int(i)].name: self.tables[int(i)].dense_bytes / t.param_bytes
                                   for i, t in self.tt.items()}
         rep.extra["dense_tables"] = len(self.dense)
+        # tables whose asked ranks would have outweighed the dense table: name -> [asked, fitted ranks or None: plain]
+        rep.extra["tt_refitted"] = {name: [list(asked), list(got) if got else None]
+                                    for name, (asked, got) in self.refitted.items()}
         return rep
