@@ -8,117 +8,12 @@ from pathlib import Path
 
 import click
 from rich.markup import escape
-from rich.table import Table
 
+from reproduce.analysis.run_output import comparison_table, quality_lines, tt_lines
 from reproduce.cli.options import (collect_data_options, data_options, dist_options, mlp_options, model_options,
                                    parse_impl_options, point_default, positive, reorder_option, timing_options,
                                    writable_folder)
 from reproduce.cli.output import console
-
-
-def _fmt(x, spec=".2f", scale=1.0) -> str:
-    return "–" if x is None or x != x else format(x / scale, spec)
-
-
-def _bytes(x) -> str:
-    """Bytes with 3 significant digits in the unit that fits (79,232 -> 77.4 KiB)."""
-    if x is None or x != x:
-        return "–"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(x) < 1024 or unit == "TiB":
-            return f"{x:.3g} {unit}"
-        x /= 1024
-    return "–"
-
-
-def tt_lines(records) -> list[str]:
-    """What each TT system compressed: its TT tables with their compression against dense, how many stayed plain,
-    and a warning for a TT table larger than its dense one and for a TT system that compressed nothing."""
-    lines, seen = [], set()
-    for rec in records:
-        extra = (rec.body.work or {}).get("extra") or {}
-        impl = rec.point["impl"]
-        if "tt_tables" not in extra or impl in seen:
-            continue
-        seen.add(impl)
-        tt, plain = extra["tt_tables"], extra.get("dense_tables", 0)
-        if not tt:
-            lines.append(f"[yellow]{impl}: no table is TT[/]: all {plain} train as plain (dense) tables, none reaching "
-                         f"tt_min_rows (default 10,000 rows); -o tt_min_rows=N or -o tt_tables=NAME,... makes some TT")
-            continue
-        shown = ", ".join(f"{name} {ratio:.3g}x" for name, ratio in list(tt.items())[:8]) + (
-            f" and {len(tt) - 8} more" if len(tt) > 8 else "")
-        lines.append(f"{impl}: {len(tt)} TT table(s), dense bytes / TT bytes: {shown}; {plain} plain")
-        larger = [name for name, ratio in tt.items() if ratio < 1]
-        if larger:
-            lines.append(f"[yellow]{impl}: the TT cores of {', '.join(larger[:8])} are larger than the dense "
-                         f"table[/] (a small table at this rank): lower -o ranks or raise -o tt_min_rows")
-    return lines
-
-
-def quality_lines(records) -> list[str]:
-    """Per trained system: held-out AUC / log loss at the last evaluation and at the best one (which epoch), the
-    base-rate log loss beside them, and a warning when the held-out log loss rose at the last 2 evaluations or ends
-    above the base rate (the model overfits, or learned nothing)."""
-    lines, seen = [], set()
-    for rec in records:
-        impl, curve, last = rec.point["impl"], rec.body.eval_curve or [], rec.body.eval
-        if not last or impl in seen:
-            continue
-        seen.add(impl)
-        best = (rec.body.train or {}).get("best") or min(curve, key=lambda c: c["logloss"], default=None)
-        at = f" (epoch {curve[-1]['epoch']:.2f})" if curve and "epoch" in curve[-1] else ""
-        text = f"{impl}: held-out AUC {last['auc']:.4f}, log loss {last['logloss']:.4f} at the last evaluation{at}"
-        if best and curve and best.get("step") != curve[-1].get("step"):
-            text += f"; best log loss {best['logloss']:.4f} (AUC {best['auc']:.4f}) at epoch {best['epoch']:.2f}"
-        base = last.get("base_logloss")
-        if base is not None:
-            text += f"; base-rate log loss {base:.4f}"
-        lines.append(text)
-        losses = [c["logloss"] for c in curve]
-        if len(losses) >= 3 and losses[-1] > losses[-2] > losses[-3]:
-            lines.append(f"[yellow]{impl}: the held-out log loss rose at the last 2 evaluations[/]: it overfits "
-                         f"(fewer --epochs, or --early-stop 1 to stop at the best)")
-        if base is not None and last["logloss"] > base:
-            lines.append(f"[yellow]{impl}: its held-out log loss is worse than predicting the base rate[/]")
-    return lines
-
-
-def _ci(r, col: str) -> str:
-    lo, hi = r.get(f"{col}_lo"), r.get(f"{col}_hi")
-    if r.get("repeats", 1) < 2 or lo is None or lo != lo:
-        return ""
-    return f" [{lo:.2f}, {hi:.2f}]"
-
-
-def comparison_table(df, command: str = "run") -> Table:
-    import pandas as pd
-
-    n = int(df["runs"].max()) if "runs" in df and len(df) else 1
-    held = "; AUC / log loss: held-out, at the last evaluation" if "auc" in df.columns else ""
-    t = Table(title=f"dlrmbench {command} (medians over timed iterations" + (
-        f", then over {n} interleaved repeats; [95 % bootstrap interval]" if n > 1 else "; one run each: no interval")
-        + held + ")")
-    quality = [c for c in ("syncs_per_step", "epochs", "auc", "logloss") if c in df.columns]
-    cols = ["impl", "status", "fwd ms", "bwd ms", "update ms", "total ms", "samples/s", "peak RSS Δ MiB",
-            "analytic MiB", "params", "speedup"] + [{"auc": "AUC", "logloss": "log loss", "syncs_per_step": "syncs/step"}.get(c, c)
-                                                   for c in quality]
-    for col in cols:
-        t.add_column(col, justify="left" if col in ("impl", "status") else "right")
-    for _, r in df.iterrows():
-        timed = pd.notna(r.get("total_ms"))  # ok runs, and diverged runs that had timed steps
-        if not timed:
-            t.add_row(r["impl"], escape(f"{r['status']}: {r['reason']}"), *["–"] * (len(cols) - 2))
-            continue
-        status = "ok" if r["status"] == "ok" else escape(f"{r['status']}: {r['reason']}")
-        row = [
-            r["impl"], status, _fmt(r["forward_ms"]), _fmt(r["backward_ms"]), _fmt(r["update_ms"]),
-            _fmt(r["total_ms"]) + _ci(r, "total_ms"), _fmt(r["samples_per_s"], ",.0f"), _fmt(r["peak_rss_delta_bytes"], ",.0f", 2**20),
-            _fmt(r["analytic_bytes"], ",.0f", 2**20), _bytes(r["param_bytes"]), _fmt(r["speedup"], ".2f") + "×" + _ci(r, "speedup"),
-        ]
-        spec = {"epochs": ".2f", "syncs_per_step": ".0f"}
-        t.add_row(*row, *(_fmt(r.get(c), spec.get(c, ".4f")) for c in quality))
-    return t
 
 
 @click.command()
@@ -159,6 +54,7 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
     from reproduce.harness.launch import RecordedElsewhere
     from reproduce.harness.records import DiskFull, RunLocked
     from reproduce.harness.sweep import run_point_isolated
+    from reproduce.cli.epoch_bars import EpochBars
 
     unknown = [i for i in impls if i not in registered_names()]
     if unknown:
@@ -194,14 +90,18 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
         again = f" (repeat {r + 1} of {repeats})" if repeats > 1 else ""
         what = f"training {p.epochs} epoch(s)" if p.epochs else "on"
         console.print(f"[bold]{p.impl}[/] {what} {p.data}, batch {p.batch_size}{where}{again} …")
+        bars = EpochBars(p.impl) if p.epochs else None  # a training run shows a bar per epoch
         try:
-            rec = run_point_isolated(p, out, timeout, repeat=r)  # a launcher error is that run's failure
+            rec = run_point_isolated(p, out, timeout, repeat=r, on_progress=bars)  # a launcher error: its failure
         except (RunLocked, DiskFull) as exc:
             raise click.ClickException(str(exc)) from None
         except RecordedElsewhere as exc:  # this node ran its ranks; rank 0's node wrote the record
             console.print(f"  ran this node's ranks; {escape(str(exc))}")
             elsewhere.append(p)
             continue
+        finally:
+            if bars:
+                bars.close()
         records.append(rec)
         if not rec.ok:
             console.print(f"  [red]{rec.status.value}[/]: {escape(str(rec.reason))} (log: {rec.log})")

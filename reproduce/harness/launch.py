@@ -10,9 +10,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 from impls.api import registered_names
 from reproduce.harness.point import RunPoint
+from reproduce.harness.progress import progress_path, read_progress
 from reproduce.harness.lifeline import die_with_parent
 from reproduce.harness.rank import rank_files
 from reproduce.harness.records import (Record, Status, check_overwritable, lock_run, log_path, read_record,
@@ -33,10 +35,12 @@ def skip_unregistered(point: RunPoint, out_dir: Path, repeat: int = 0) -> Record
     return record
 
 
-def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None, repeat: int = 0) -> Record:
+def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None, repeat: int = 0,
+                 on_progress: Callable[[dict[str, Any]], None] | None = None) -> Record:
     """Run repeat ``repeat`` of ``point`` in ``python -m reproduce.harness.worker``; its output goes to ``out_dir/logs``.
     A point whose implementation is not registered yet is recorded as `skipped` without launching anything. Raises
-    RunLocked when another live process runs it, RecordedElsewhere when rank 0 wrote the record on another node."""
+    RunLocked when another live process runs it, RecordedElsewhere when rank 0 wrote the record on another node.
+    ``on_progress`` hears each new progress note of a training run (progress.py) while it runs."""
     out_dir = Path(out_dir)
     rec_path = record_path(out_dir, point, repeat)
     skipped = skip_unregistered(point, out_dir, repeat)
@@ -52,6 +56,7 @@ def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None,
         rec_path.unlink(missing_ok=True)
         for old in [*rank_files(rec_path, "error").values(), *rank_files(rec_path, "step").values()]:
             old.unlink()
+        progress_path(rec_path).unlink(missing_ok=True)
         worker = ["-m", "reproduce.harness.worker", "--point-json", json.dumps(point.to_dict()), "--out", str(rec_path)]
         env = {**os.environ, **worker_env(point)}
         if point.world_size > 1:
@@ -61,7 +66,7 @@ def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None,
         t0 = time.monotonic()
         kills = oom_kills()
         with open(log, "w") as f:
-            code = run_in_group(cmd, f, timeout_s, env)
+            code = run_in_group(cmd, f, timeout_s, env, poll=_progress_poll(rec_path, on_progress))
         oom = kills is not None and (oom_kills() or 0) > kills
         return finish_point(point, rec_path, log, code, timeout_s, time.monotonic() - t0, repeat, oom)
     finally:
@@ -96,14 +101,41 @@ def oom_kills() -> int | None:
     return None
 
 
-def run_in_group(cmd: list[str], log, timeout_s: float | None, env: dict | None = None) -> int | None:
+def _progress_poll(rec_path: Path, on_progress: Callable[[dict[str, Any]], None] | None) -> Callable[[], None] | None:
+    """A poll that hands ``on_progress`` each new note of the run recording to ``rec_path``."""
+    if on_progress is None:
+        return None
+    path, last = progress_path(rec_path), [None]
+
+    def poll() -> None:
+        note = read_progress(path)
+        if note is not None and note != last[0]:
+            last[0] = note
+            on_progress(note)
+    return poll
+
+
+def run_in_group(cmd: list[str], log, timeout_s: float | None, env: dict | None = None,
+                 poll: Callable[[], None] | None = None, poll_s: float = 0.25) -> int | None:
     """Run ``cmd`` in its own process group; its exit code, or None when it ran past ``timeout_s``. On the time
     limit, or when this process is interrupted (Ctrl-C, SIGTERM raised as an exception), the whole group (torchrun
     and every rank) is terminated, then killed, so no rank outlives the launcher; a launcher killed outright (kill -9)
-    takes them with it (each dies with its parent)."""
+    takes them with it (each dies with its parent). ``poll`` is called every ``poll_s`` while it runs."""
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
                             preexec_fn=die_with_parent)
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     try:
+        while poll is not None:
+            left = None if deadline is None else deadline - time.monotonic()
+            try:
+                code = proc.wait(timeout=poll_s if left is None else max(0.0, min(poll_s, left)))
+            except subprocess.TimeoutExpired:
+                if left is not None and left <= poll_s:
+                    raise
+                poll()
+                continue
+            poll()
+            return code
         return proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         _stop_group(proc)
@@ -140,6 +172,7 @@ def finish_point(point: RunPoint, rec_path: Path, log: Path, code: int | None, t
                 record.reason = f"{reason}; rank 0 saw: {record.reason}"
     elif code == 0 and point.nnodes > 1:  # rank 0 ran on another node and wrote the record there
         _drop(rank_files(rec_path, "step"))
+        progress_path(rec_path).unlink(missing_ok=True)
         raise RecordedElsewhere(f"{rec_path.name}: the record is written on the node of global rank 0 (log: {log})")
     else:
         if code is None:
@@ -154,6 +187,7 @@ def finish_point(point: RunPoint, rec_path: Path, log: Path, code: int | None, t
             status, reason = _why(point, rec_path, log, code)
         record = Record.failed(point.to_dict(), reason, status, point.point_id)
     _drop(rank_files(rec_path, "step"))  # the ranks' progress notes are read (by _why) or not needed: never kept
+    progress_path(rec_path).unlink(missing_ok=True)
     record.log, record.point_id, record.repeat = str(log), point.point_id, repeat
     if wall_s is not None:
         record.wall_s = wall_s

@@ -9,7 +9,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from impls.api import registered_names
 from reproduce.harness.resolve import Sweep
@@ -105,12 +105,13 @@ class Outcome:
         return self.record is None or self.record.status not in (Status.FAILED, Status.DIVERGED)
 
 
-def run_point_isolated(point: RunPoint, out_dir: Path, timeout_s: float | None, repeat: int = 0) -> Record:
+def run_point_isolated(point: RunPoint, out_dir: Path, timeout_s: float | None, repeat: int = 0,
+                       on_progress: Callable[[dict[str, Any]], None] | None = None) -> Record:
     """Launch one repeat; a launcher error (e.g. an unreachable rendezvous) is recorded as its failure. A run that
     another live process is running raises RunLocked, one recorded on another node RecordedElsewhere (nothing is
-    written here)."""
+    written here). ``on_progress``: launch_point's."""
     try:
-        return launch_point(point, out_dir, timeout_s, repeat)
+        return launch_point(point, out_dir, timeout_s, repeat, on_progress)
     except (RunLocked, RecordedElsewhere, DiskFull):
         raise  # a full disk cannot take the failure's record either: the command says so and stops
     except (OSError, ValueError, RuntimeError) as exc:

@@ -280,10 +280,12 @@ def whole_split(source, batch_size: int, rank_id: int, world: int):
     return BatchIterator(source, batch_size, -(-n // batch_size), 0, rank_id, world), n
 
 
-def train_loop(point, step, source, held_out, rank, clock: Clock, fault, rank_no: int, world: int, device) -> LoopResult:
+def train_loop(point, step, source, held_out, rank, clock: Clock, fault, rank_no: int, world: int, device,
+               note=None) -> LoopResult:
     """``point.epochs`` shuffled passes over ``source`` (whole global batches), scoring the whole ``held_out``
     split every ``eval_every`` steps (0: after every epoch) and at the end; early stop after ``early_stop``
-    evaluations without a lower eval log loss."""
+    evaluations without a lower eval log loss. ``note(epoch, step, evaluation=None)`` (progress.ProgressNote, or
+    None) hears where the run is after every step and evaluation, outside the steps' timed span."""
     from impls.data.loader import BatchIterator, Epoch
 
     res = LoopResult()
@@ -311,6 +313,8 @@ def train_loop(point, step, source, held_out, rank, clock: Clock, fault, rank_no
         train_loss = sum(window) / len(window) if window else float("nan")
         window.clear()
         res.curve.append({"step": it, "epoch": round(it / per_epoch, 4), "train_loss": train_loss, **m})
+        if note:
+            note(epoch + 1, it - epoch * per_epoch, {k: m.get(k) for k in ("auc", "logloss", "base_logloss")})
         if best is None or m["logloss"] < best["logloss"]:
             best, since_best = dict(res.curve[-1]), 0
         else:
@@ -343,6 +347,8 @@ def train_loop(point, step, source, held_out, rank, clock: Clock, fault, rank_no
                     break
                 it += 1
                 window.append(value)
+                if note:
+                    note(epoch + 1, k + 1)
                 if it > point.warmup:
                     for key, v in zip(res.phases, times):
                         res.phases[key].append(v)

@@ -201,12 +201,22 @@ def run_point(point: RunPoint, out: str | None = None) -> Record | None:
         allocator.retain_freed_memory("every step (no warm-up: the peak covers the timed steps)")
     # warm-up, then the timed steps (a benchmark), or the epochs with their evaluations (a training run)
     if point.epochs:
-        res = train_loop(point, step, data.source, data.held, site.rank, site.clock, site.fault, site.rank_no, site.world, site.device)
+        res = train_loop(point, step, data.source, data.held, site.rank, site.clock, site.fault, site.rank_no,
+                         site.world, site.device, note=progress_note(point, site, data, out))
     else:
         res = bench_loop(point, step, data.batches, data.evaluation, site.rank, site.clock, site.fault, site.rank_no,
                          count_syncs=site.device.type == "cuda")
     ran = loaded_modules()  # the code this rank executed, read at the end of the timed loop (fingerprint.py)
     return make_record(point, site, data, emb, step, res, base, build_s, ran)
+
+
+def progress_note(point: RunPoint, site: Site, data: Inputs, out: str | None):
+    """Rank 0's progress note for the launcher's bar (None without a record path, and on the other ranks)."""
+    if out is None or site.rank_no != 0:
+        return None
+    from reproduce.harness.progress import ProgressNote
+
+    return ProgressNote(out, point.epochs, data.source.num_rows // (point.batch_size * site.world))
 
 
 def make_record(point: RunPoint, site: Site, data: Inputs, emb, step, res, base: MemoryBase,

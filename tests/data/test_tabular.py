@@ -173,6 +173,8 @@ def test_end_to_end_cli_prepare_then_train_learns(tmp_path, monkeypatch):
     said = " ".join(res.output.split())
     assert "dlrmbench train" in said and "held-out, at the last evaluation" in said
     assert "ecorec: held-out AUC" in said and "base-rate log loss" in said and "ecorec: 1 TT table(s)" in said
+    for impl in ("dense-torch", "ecorec"):  # a bar per epoch, the held-out evaluation beside it
+        assert f"{impl} epoch 1/1" in said and "37/37" in said and "(base rate 0." in said, said
     from impls.api import get_impl
 
     tables = PreparedSource(out).tables

@@ -61,7 +61,7 @@ def test_a_diverged_run_keeps_its_timings_step_and_curve(tmp_path):
     from impls.data.export import write_synthetic
     from impls.data.presets import get_preset
     from reproduce.analysis.aggregate import summarize
-    from reproduce.cli.run import comparison_table
+    from reproduce.analysis.run_output import comparison_table
 
     data = tmp_path / "data"
     write_synthetic("uniform", get_preset("uniform", num_tables=2, rows=200, dim=4), data, 256, 64)

@@ -13,6 +13,7 @@ from impls.data.prepared_source import PreparedSource
 from impls.data.presets import get_preset
 from reproduce.harness.options import check_point
 from reproduce.harness.point import RunPoint
+from reproduce.harness.progress import ProgressNote, progress_path, read_progress
 from reproduce.harness.training import Clock, train_loop
 
 
@@ -85,6 +86,30 @@ def test_early_stop_counts_the_evaluations_after_every_epoch_without_a_step_inte
     per_epoch = res.info["steps_per_epoch"]
     assert res.info["stop"] == "early stop" and [c["step"] for c in res.curve] == [per_epoch, 2 * per_epoch]
     assert res.info["best"]["step"] == per_epoch
+
+
+def test_a_training_run_notes_its_progress_per_epoch_for_the_launchers_bar(data, tmp_path):
+    """train_loop hears of every step and evaluation; the note file keeps the last, throttled between them."""
+    point = RunPoint(impl="dense-torch", data=str(data), batch_size=10, epochs=2, warmup=0)
+    heard = []
+    res = train_loop(point, WorseEveryStep(), PreparedSource(data), PreparedSource(data, "val"), None,
+                     Clock(lambda: None), None, 0, 1, torch.device("cpu"), note=lambda *a: heard.append(a))
+    per_epoch = res.info["steps_per_epoch"]
+    steps = [(e, s) for e, s, *ev in heard if not ev]
+    assert steps == [(e, s) for e in (1, 2) for s in range(1, per_epoch + 1)]
+    evals = [(e, s, ev[0]) for e, s, *ev in heard if ev]
+    assert [(e, s) for e, s, _ in evals] == [(1, per_epoch), (2, per_epoch)]
+    assert evals[-1][2]["logloss"] == res.curve[-1]["logloss"] and "base_logloss" in evals[-1][2]
+
+    note = ProgressNote(tmp_path / "r.json", epochs=2, steps=5, min_interval_s=60)
+    note(1, 1)
+    note(1, 2)  # within the interval: not written
+    assert read_progress(progress_path(tmp_path / "r.json"))["step"] == 1
+    note(1, 5)  # an epoch's end is always written
+    note(2, 1, {"auc": 0.7, "logloss": 0.5, "base_logloss": 0.6})  # so is an evaluation
+    assert read_progress(progress_path(tmp_path / "r.json")) == {
+        "epoch": 2, "epochs": 2, "step": 1, "steps": 5, "eval": {"auc": 0.7, "logloss": 0.5, "base_logloss": 0.6}}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json.progress"]  # no temporary left, no *.json
 
 
 @pytest.mark.parametrize("kw,match", [
