@@ -18,7 +18,7 @@ DEPS_STAMP := $(VENV)/.dlrmbench-deps
 EXT_STAMP := $(VENV)/.dlrmbench-ext
 CSRC := $(wildcard impls/core/csrc/*.cpp impls/core/csrc/cpu/*.cpp impls/core/csrc/cuda/*.cu impls/core/csrc/*.h impls/core/csrc/*/*.h)
 
-.PHONY: help venv deps install ext test test-fast bench redundancy reproduce reproduce-sc24 reproduce-sc24-table1 reproduce-sc24-fig11 reproduce-table-size reproduce-recsys24 reproduce-compression figures cuda-check device-check clean
+.PHONY: help venv deps install ext test test-fast bench redundancy reproduce reproduce-sc24 reproduce-sc24-table1 reproduce-sc24-fig11 reproduce-table-size reproduce-recsys24 reproduce-compression reproduce-tt-quality figures cuda-check device-check clean
 
 help:
 	@echo "make test            set up .venv, build the native ops, run pytest"
@@ -30,6 +30,7 @@ help:
 	@echo "make reproduce       both (cpu profile, 5 repeats; durations: README); PROFILE=paper LAUNCHER=slurm for a cluster"
 	@echo "make reproduce-table-size  one table of 1e5..1e9 rows, dense vs TT"
 	@echo "make reproduce-compression  hash, QR, MD, TT and fp16 tables at 1/10..1/1000 of the dense bytes (DATA=DIR: yours)"
+	@echo "make reproduce-tt-quality  every table TT vs dense on small tables: rank, initializer, learning rate, optimizer"
 	@echo "make figures         redraw every figure and results/REPORT.md from the committed records (no runs)"
 	@echo "make install         set up .venv and build the native ops only"
 	@echo "make ext             rebuild the native ops after a C++ edit"
@@ -116,6 +117,11 @@ reproduce-table-size: install
 # results/compression_real: the last --profile given holds)
 reproduce-compression: install
 	$(REPRODUCE) compression $(if $(DATA),--profile real --data $(DATA))
+
+# every table TT against dense tables on small tables (3 to 3,000 rows) over 3 seeds: rank, initializer, the cores'
+# learning rate and optimizer, the oversize rule (docs/studies/compression.md)
+reproduce-tt-quality: install
+	$(REPRODUCE) tt-quality
 
 reproduce: reproduce-sc24 reproduce-recsys24
 

@@ -213,9 +213,22 @@ def _compression_verdict(reps: pd.DataFrame, root: Path, set_name: str, machine:
     return verdict_lines(reps)
 
 
+def _tt_quality(reps: pd.DataFrame, root: Path, set_name: str, machine: str) -> list[str]:
+    from reproduce.analysis.tt_quality import quality_lines
+
+    return quality_lines(reps)
+
+
+def _train_output(reps: pd.DataFrame, root: Path, set_name: str, machine: str) -> list[str]:
+    from reproduce.analysis.tt_quality import train_example
+
+    return train_example(reps, Path(root) / "results" / set_name / machine)
+
+
 # the tables an experiment can name in its TOML's ``report`` list, each drawn from that experiment's result set
 SET_BLOCKS = {"sc24": _sc24, "sc24-ablation": _sc24_ablation, "sc24-table1": _sc24_table1, "recsys24": _recsys24,
-              "compression": _compression, "compression-verdict": _compression_verdict}
+              "compression": _compression, "compression-verdict": _compression_verdict, "tt-quality": _tt_quality,
+              "train-output": _train_output}
 
 
 def measured_tables(root: Path, machine: str, states: dict | None = None) -> dict[str, list[str]]:

@@ -35,19 +35,22 @@ def reference_forward(emb, tables, sf):
 
 def reference_step(emb, tables, sf, upstream, optim):
     """materialize() after one optimizer step on the table's own parameters (the dense table, or the
-    TT cores), with gradients from autograd through ``materialize_from`` on the same loss."""
+    TT cores at their rate: TTCollection.core_optim), with gradients from autograd through ``materialize_from`` on the same loss."""
     expected = []
     for i, t in enumerate(tables):
         params = [p.clone().requires_grad_(True) for p in emb.table_parameters(t.name)]
+        shape = emb.tt_shape(t.name) if hasattr(emb, "tt_shape") else None
+        cores = shape.d if shape is not None else 0  # TT cores step at their own rate; rows (a cache's) at the tables'
+        opts = ([emb.core_optim(shape)] * cores if cores else []) + [optim] * (len(params) - cores)
         v, o = sf.table(i)
         out = F.embedding_bag(v, emb.materialize_from(t.name, params), o, mode=t.pooling, include_last_offset=True)
         cols = slice(sum(x.dim for x in tables[:i]), sum(x.dim for x in tables[: i + 1]))
         grads = torch.autograd.grad((out * upstream[:, cols]).sum(), params)
         with torch.no_grad():
-            for p, g in zip(params, grads):
+            for p, g, opt in zip(params, grads, opts):
                 # dense Adagrad over the whole tensor equals the sparse update: untouched entries have
                 # zero gradient, so neither their state nor their value moves
-                optim.apply_dense(p, optim.init_state(p), g)
+                opt.apply_dense(p, opt.init_state(p), g)
             expected.append(emb.materialize_from(t.name, params).detach())
     return expected
 
