@@ -115,9 +115,10 @@ class TTCollection(EmbeddingCollection):
     core_lr_scale  the cores' learning rate over the tables' (default None: 1/d, d the table's cores, under
                  Adagrad; 1 under SGD). A row is a product of d cores and every core steps, and under Adagrad each
                  element steps by about the rate whatever its gradient: the rows of a TT table move faster than a
-                 dense row at the same rate. Measured in results/tt-quality/<machine>: at the dense tables' rate TT's
-                 held-out AUC falls short of the dense model's at every rank, full rank included; at a fifth to two
-                 fifths of it the gap closes to within a few thousandths while the dense model's best moves little.
+                 dense row at the same rate. Chosen from results/tt-quality/<machine> (docs/studies/compression.md):
+                 at the tables' rate TT's held-out AUC falls short of the dense model's at every rank, full rank
+                 included; at a fifth to two fifths of the rate it comes closest, and the dense model's best moves
+                 little with its own rate.
     weight_dist  core initializer (tt.WEIGHT_DISTS; default "dense-matched": rows start at the dense
                  initializer's scale)
     fused        apply the core update inside backward (default); False leaves dense core gradients

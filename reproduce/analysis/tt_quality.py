@@ -37,7 +37,7 @@ def _spread(values: pd.Series) -> tuple[float, float, float]:
 
 def quality_table(reps: pd.DataFrame) -> pd.DataFrame:
     """One row per (data, label): seeds, bytes / dense, AUC (final, best) and the paired gaps, log loss; the dense
-    reference first, then the variants in the experiment's order."""
+    reference first, then the dense model at other rates, then the TT variants from the best AUC at their best epoch."""
     ok = reps[reps["status"] == "ok"].copy()
     for col, default in (("budget", 0.0), ("seed", 0)):
         ok[col] = ok[col].fillna(default) if col in ok else default
@@ -58,7 +58,10 @@ def quality_table(reps: pd.DataFrame) -> pd.DataFrame:
             row[gap], row[f"{gap}_min"], row[f"{gap}_max"] = _spread(paired)
         rows.append(row)
     out = pd.DataFrame(rows)
-    return out.sort_values(["data", "reference"], ascending=[True, False], kind="stable").reset_index(drop=True)
+    # the dense reference, the dense model at other rates, then the TT variants from the best AUC at their best epoch
+    out["kind"] = [0 if ref else 1 if impl not in TT_IMPLS else 2 for ref, impl in zip(out["reference"], out["impl"])]
+    out = out.sort_values(["data", "kind", "best_auc"], ascending=[True, True, False], kind="stable")
+    return out.drop(columns="kind").reset_index(drop=True)
 
 
 def _cell(r: pd.Series, col: str, spec: str) -> str:

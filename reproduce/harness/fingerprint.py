@@ -174,8 +174,8 @@ def input_paths(point: dict[str, Any]) -> dict[str, Path]:
     """The files a point reads, by what they are: its dataset (a prepared folder or a trace file), a reordering and a
     calibration profile it names."""
     out = {}
-    data = Path(str(point.get("data", "")))
-    if data.is_dir() or data.is_file():
+    data = Path(str(point["data"])) if point.get("data") else None  # Path("") would be the current folder
+    if data is not None and (data.is_dir() or data.is_file()):
         out["data"] = data
     reorder = (point.get("data_options") or {}).get("reorder")
     if reorder and Path(reorder).is_dir():

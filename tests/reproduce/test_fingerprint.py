@@ -184,3 +184,13 @@ def test_a_large_dataset_is_digested_by_its_identity_not_read_again(tmp_path, mo
     meta = data / "meta.json"
     meta.write_text(meta.read_text().replace('"name": "u"', '"name": "v"'))
     assert fingerprint.content_digest(data) != ident
+
+
+def test_a_point_that_names_no_dataset_reads_no_input(tmp_path, monkeypatch):
+    """A point without data (or with an empty one) digests nothing: not the current folder, whose files change."""
+    from reproduce.harness.fingerprint import input_paths
+
+    monkeypatch.chdir(tmp_path)
+    assert input_paths({"impl": "dense-torch"}) == {} and input_paths({"impl": "dense-torch", "data": ""}) == {}
+    (tmp_path / "d").mkdir()
+    assert input_paths({"impl": "dense-torch", "data": "d"})["data"].resolve() == (tmp_path / "d").resolve()
