@@ -130,3 +130,19 @@ def test_run_ids_of_benchmark_points_do_not_move():
     p = RunPoint(impl="dense-torch", data="uniform", batch_size=8)
     assert p.point_id == RunPoint(impl="dense-torch", data="uniform", batch_size=8, bottom=(512, 256)).point_id
     assert p.point_id != RunPoint(impl="dense-torch", data="uniform", batch_size=8, mlp_lr=0.2).point_id
+
+
+def test_the_launcher_polls_while_a_run_lasts_and_still_keeps_its_time_limit(tmp_path):
+    import sys
+
+    from reproduce.harness.launch import run_in_group
+
+    calls = []
+    with open(tmp_path / "log", "w") as log:
+        code = run_in_group([sys.executable, "-c", "import time; time.sleep(0.6)"], log, None,
+                            poll=lambda: calls.append(1), poll_s=0.1)
+        assert code == 0 and len(calls) >= 3  # while it ran, and once more after it ended
+        calls.clear()
+        assert run_in_group([sys.executable, "-c", "import time; time.sleep(30)"], log, 0.5,
+                            poll=lambda: calls.append(1), poll_s=0.1) is None  # past its limit: stopped
+        assert calls
