@@ -131,11 +131,16 @@ def held_out_postfix(held: dict | None) -> str:
     return f"held-out AUC {auc}, log loss {held['logloss']:.4f}{base}"
 
 
+def epoch_bar_desc(impl: str, epoch: int, epochs: int) -> str:
+    """What an epoch's bar is called."""
+    return f"  {impl} epoch {epoch}/{epochs}"
+
+
 def epoch_bar_line(impl: str, epoch: int, epochs: int, steps: int, elapsed_s: float, held: dict | None) -> str:
     """The line a training run's bar for ``epoch`` ends on (reproduce/cli/epoch_bars.py draws it live)."""
     from tqdm import tqdm
 
-    return tqdm.format_meter(steps, steps, elapsed_s, ncols=150, prefix=f"  {impl} epoch {epoch}/{epochs}",
+    return tqdm.format_meter(steps, steps, elapsed_s, ncols=150, prefix=epoch_bar_desc(impl, epoch, epochs),
                              unit="step", postfix=held_out_postfix(held) or None)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reproduce.analysis.run_output import held_out_postfix
+from reproduce.analysis.run_output import epoch_bar_desc, held_out_postfix
 
 
 class EpochBars:
@@ -25,7 +25,7 @@ class EpochBars:
             self.close()
             self.epoch = note["epoch"]
             self.bar = tqdm(total=note["steps"], unit="step", leave=True,
-                            desc=f"  {self.label} epoch {note['epoch']}/{note['epochs']}")
+                            desc=epoch_bar_desc(self.label, note["epoch"], note["epochs"]))
         elif held != self.shown:
             self._show(held)
         self.bar.n = note["step"]
