@@ -1,5 +1,6 @@
-"""Records -> flat tables: repeats.csv (one row per run) and summary.csv (one row per point: medians over its repeats,
-bootstrap 95 % intervals of the step time, throughput, memory and the speedup over the baseline)."""
+"""Records -> flat tables: repeats.csv (one row per run, the A/A control's twin runs included) and summary.csv (one row
+per point, the twin left out: medians over its rounds with their order-statistic intervals, of the step time,
+throughput and memory, and the speedup over the baseline paired by round: stats.py)."""
 from __future__ import annotations
 
 import io
@@ -11,7 +12,8 @@ from typing import Any, Iterable
 import pandas as pd
 
 from reproduce.harness.records import Record, records_in
-from reproduce.analysis.stats import median_ci, ratio_ci
+from reproduce.analysis.stats import NAN3, by_round, median_interval, paired_ratio
+from reproduce.harness.evidence import is_twin_label
 
 KEYS = ["data", "max_rows", "rows", "batch_size", "mode", "optimizer", "world_size"]
 
@@ -37,6 +39,7 @@ def flatten(record: Record | dict[str, Any]) -> dict[str, Any]:
         "timed_steps": (b.loop or {}).get("timed_steps"),
         "impl": p["impl"],
         "label": p.get("label") or p["impl"],
+        "twin": int(p.get("twin", 0)),  # the A/A control's second copy (left out of every table but the control's)
         "data": p["data"],
         "batch_size": p["batch_size"],
         "device_kind": "cuda" if str(p.get("device") or "cpu").startswith("cuda") else "cpu",
@@ -117,8 +120,8 @@ CI_METRICS = ("total_ms", "samples_per_s", "peak_rss_delta_bytes")
 
 def by_point(reps: pd.DataFrame) -> pd.DataFrame:
     """One row per point from its repeats: every numeric column the median over the `ok` repeats, the others from
-    the first repeat; ``repeats`` (ok) and ``runs`` (all); ``<metric>_lo`` / ``_hi``: bootstrap 95 % interval of
-    the median for the CI_METRICS."""
+    the first repeat; ``repeats`` (ok) and ``runs`` (all); ``<metric>_lo`` / ``_hi``: the order-statistic interval
+    of the median for the CI_METRICS (stats.median_interval)."""
     rows = []
     for _, g in reps.groupby("point_id", sort=False):
         ok = g[g["status"] == "ok"]
@@ -135,7 +138,7 @@ def by_point(reps: pd.DataFrame) -> pd.DataFrame:
             row["reason"] = f"{len(g) - len(ok)} of {len(g)} repeats {bad['status']}: {bad['reason']}"
         for m in CI_METRICS:
             if m in ok and ok[m].notna().any():
-                _, row[f"{m}_lo"], row[f"{m}_hi"] = median_ci(ok[m].tolist())
+                _, row[f"{m}_lo"], row[f"{m}_hi"] = median_interval(ok[m].tolist())
         row.pop("repeat", None)
         rows.append(row)
     return pd.DataFrame(rows)
@@ -152,25 +155,34 @@ def summarize(records: Iterable[dict[str, Any]], baseline: str | None = None) ->
 
 
 def summarize_runs(reps: pd.DataFrame, baseline: str | None = None) -> pd.DataFrame:
-    """One row per point (medians over its repeats), plus ``speedup`` = baseline total time / this total time
-    within each (data, batch_size, mode, optimizer, world size) group, with its bootstrap 95 % interval
-    (``speedup_lo`` / ``speedup_hi``) over both sides' repeats. The baseline is ``baseline`` or the first impl."""
+    """One row per point (medians over its repeats; the A/A twin left out), plus ``speedup`` = baseline total time /
+    this total time within each (data, batch_size, mode, optimizer, world size) group: the median over rounds of the
+    ratio within each round, with its interval (``speedup_lo`` / ``speedup_hi``: stats.paired_ratio). The baseline is
+    ``baseline`` or the first impl."""
     if reps.empty:
         return reps
+    reps = without_twins(reps)
     df = by_point(reps)
     baseline = baseline or df["impl"].iloc[0]
     df["baseline"] = baseline
     if "total_ms" in df:
         ok = reps[reps["status"] == "ok"]
-        runs = ok.groupby("point_id")["total_ms"].apply(list).to_dict()
+        runs = {pid: by_round(g, "total_ms") for pid, g in ok.groupby("point_id")}
         base_ids = df[(df["impl"] == baseline) & (df["status"] == "ok")].drop_duplicates(KEYS)
         base = {tuple(r[k] for k in KEYS): runs.get(r["point_id"]) for _, r in base_ids.iterrows()}
         speedups = []
         for _, r in df.iterrows():
             b, mine = base.get(tuple(r[k] for k in KEYS)), runs.get(r["point_id"])
-            speedups.append(ratio_ci(b, mine) if b and mine else (float("nan"),) * 3)
+            speedups.append(paired_ratio(b, mine)[:3] if b and mine else NAN3)
         df[["speedup", "speedup_lo", "speedup_hi"]] = pd.DataFrame(speedups, index=df.index)
     return df
+
+
+def without_twins(reps: pd.DataFrame) -> pd.DataFrame:
+    """The runs of a set but its A/A control's twin (the control's ratio is evidence.control_band's)."""
+    if reps.empty or "label" not in reps:
+        return reps
+    return reps[~reps["label"].map(is_twin_label)]
 
 
 def load_records(directory: str | Path, only: set[str] | None = None) -> list[Record]:

@@ -1,6 +1,6 @@
 """One paper claim (reproduce/analysis/claims.toml) against one machine's records: the value aggregated as the paper
-phrases the claim, its interval over the repeats (a bootstrap 95 % CI from 5 runs per point, else the range of the
-runs), the spread over groups, the modeled values (reported apart, never in the claim's row) and a two-sided verdict.
+phrases the claim, its interval (each group's ratio paired by round; over groups a bootstrap: stats.aggregate_interval,
+named in the row), the spread over groups, the modeled values (reported apart, never in the claim's row) and a two-sided verdict.
 Only measured, comparable values from a set that still describes the code (not STALE) and analytic parameter counts
 get a verdict."""
 from __future__ import annotations
@@ -12,8 +12,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reproduce.harness.noise import load_probes, noise_level
-from reproduce.analysis.stats import aggregate_ci, interval_name
+from reproduce.analysis.aggregate import without_twins
+from reproduce.analysis.resolving import band, within_noise
+from reproduce.analysis.stats import aggregate_interval, aggregate_name, by_round, paired_ratio
 
 BAND = (0.8, 1.25)  # reproduced: the interval overlaps [0.8, 1.25] x the paper's value
 KINDS = ("ratio", "reduction", "growth", "compression", "none")
@@ -34,11 +35,11 @@ def repeats_of(root: Path, experiment: str, machine: str) -> pd.DataFrame | None
     return pd.read_csv(path) if path.exists() else None
 
 
-def claim_pairs(reps: pd.DataFrame, c: dict) -> list[tuple[tuple, list[float], list[float], float]]:
-    """Per group: (group key, numerator repeats, denominator repeats, power): the group's value is
-    (median(num) / median(den)) ** power."""
+def claim_pairs(reps: pd.DataFrame, c: dict) -> list[tuple[tuple, dict, dict, float]]:
+    """Per group: (group key, numerator rounds, denominator rounds, power) (round -> value): the group's value is the
+    paired ratio (median over rounds of num / den within the round) ** power. The A/A twin is left out."""
     by = c.get("by", "label")
-    ok = reps[(reps["status"] == "ok") & reps[c["metric"]].notna()]
+    ok = without_twins(reps[(reps["status"] == "ok") & reps[c["metric"]].notna()])
     out = []
     for key, g in ok.groupby(c["group"], sort=True):
         key = key if isinstance(key, tuple) else (key,)
@@ -48,12 +49,12 @@ def claim_pairs(reps: pd.DataFrame, c: dict) -> list[tuple[tuple, list[float], l
             if len(sizes) < 2:
                 continue
             lo, hi = sizes[0], sizes[-1]
-            num = mine[mine[c["growth"]] == hi][c["metric"]].tolist()
-            den = mine[mine[c["growth"]] == lo][c["metric"]].tolist()
+            num = by_round(mine[mine[c["growth"]] == hi], c["metric"])
+            den = by_round(mine[mine[c["growth"]] == lo], c["metric"])
             out.append((key, num, den, 1 / math.log2(hi / lo)))
             continue
-        num = g[g[by] == c["numerator"]][c["metric"]].tolist()
-        den = g[g[by] == c["denominator"]][c["metric"]].tolist()
+        num = by_round(g[g[by] == c["numerator"]], c["metric"])
+        den = by_round(g[g[by] == c["denominator"]], c["metric"])
         if num and den:
             out.append((key, num, den, 1.0))
     return out
@@ -128,17 +129,16 @@ def evaluate_claim(c: dict, root: Path, machine: str, state=None) -> dict[str, A
     if not pairs:
         return {**row, "verdict": "not measured yet", "why": "no group measured both sides"}
     transform = (lambda r: 1 - r) if c["kind"] == "reduction" else (lambda r: r)
-    value, lo, hi, per = aggregate_ci([(n, d, p) for _, n, d, p in pairs], row["aggregate"], transform)
+    value, lo, hi, per = aggregate_interval([(n, d, p) for _, n, d, p in pairs], row["aggregate"], transform)
     row.update(value=value, lo=lo, hi=hi, groups=[(k, v) for (k, *_), v in zip(pairs, per)],
-               runs=min(min(len(n), len(d)) for _, n, d, _ in pairs))
-    row["interval"] = interval_name(row["runs"])
+               runs=min(paired_ratio(n, d)[3] for _, n, d, _ in pairs))
+    row["interval"] = aggregate_name(row["aggregate"], len(pairs), row["runs"])
     if state is not None:
         row["set"] = state.commit_label()
-    level = noise_level(load_probes(Path(root) / "results" / c["experiment"] / machine))
-    timed = c["metric"].endswith("_ms")  # the SGEMM probe speaks for times, not for memory
-    if timed and level and level["noise"] > _difference(c, value):
-        row["noise"] = (f"the measured difference ({_difference(c, value):.0%}) is within this machine's noise "
-                        f"({level['noise']:.0%} SGEMM spread)")
+    aa = band(reps)
+    if c["metric"].endswith("_ms") and c["kind"] == "ratio" and within_noise(lo, hi, aa):
+        row["noise"] = ("its interval holds 1" + (f" or overlaps the set's A/A control [{aa[0]:.3f}, {aa[1]:.3f}]"
+                                                   if aa else "") + ": the set cannot tell the two apart")
     if listed:
         row["why"] = listed
     comparable = c.get("comparable", False)
@@ -174,7 +174,7 @@ def per_group_paper(c: dict, pairs) -> str:
     for key, num, den, power in pairs:
         batch = int(key[c["group"].index("batch_size")])
         if batch in fig11_artifact.TOTAL_MS:
-            ours = (float(np.median(num)) / float(np.median(den))) ** power
+            ours = paired_ratio(num, den)[0] ** power
             parts.append(f"{batch}: {ours:.3g} vs {fig11_artifact.ratio(c['numerator'], batch):.3g}")
     return ("per batch, ours vs the artifact's: " + ", ".join(parts)) if parts else ""
 

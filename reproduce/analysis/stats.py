@@ -1,11 +1,15 @@
-"""Intervals over repeats: of a median, of a ratio of two medians, and of an aggregate (median / max / mean) of such
-ratios over groups. From MIN_CI_RUNS (5) runs per side on, a bootstrap 95 % confidence interval (the repeats of each
-side resampled independently; seeded, so the same records always give the same report); with fewer runs a bootstrap
-says little, so the interval is the plain range of the runs (for a ratio its corners: min / max and max / min) and is
-called "range of n runs", never a CI (``interval_name``)."""
+"""Intervals over rounds. A sweep runs every point once per round (rounds interleaved: A B C, C B A), so the runs of
+two points in one round share the machine's state: a ratio is taken WITHIN each round (paired) and summarized over
+rounds by the median of those per-round ratios, with the order-statistic interval of that median (distribution-free
+and exact: no resampling, so the same records always give the same report). A system over itself is exactly 1 with
+no interval. From 6 rounds the interval is a 95 % confidence interval of the median; with fewer it is the range of
+the rounds, and ``interval_name`` states the confidence that range has (5 rounds: 94 %), never calling it 95 %.
+An aggregate over groups (the max, median or mean of several settings' ratios) takes a bootstrap over rounds (the
+max / min: of those very settings) or over groups and rounds (the median / mean: its interval spans the settings)."""
 from __future__ import annotations
 
-from typing import Callable, Sequence
+import math
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -13,23 +17,75 @@ import pandas as pd
 RESAMPLES = 4000
 LEVEL = 0.95
 SEED = 0
-MIN_CI_RUNS = 5  # fewer runs per side: the range of the runs, not a bootstrap CI
-
-
-def interval_name(runs: int) -> str:
-    """What an interval over ``runs`` runs per side is: "95 % CI" from MIN_CI_RUNS on, else "range of n runs"."""
-    if runs >= MIN_CI_RUNS:
-        return "bootstrap 95 % CI"
-    return "one run: no interval" if runs <= 1 else f"range of {runs} runs"
 
 AGGREGATES: dict[str, Callable[..., np.ndarray]] = {"median": np.median, "max": np.max, "mean": np.mean,
                                                     "min": np.min}
+Interval = tuple[float, float, float]
+NAN3: Interval = (float("nan"),) * 3
 
 
-def _resampled_medians(x: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
-    """``n`` bootstrap medians of ``x`` (one per row of a resampled index matrix)."""
-    idx = rng.integers(0, len(x), size=(n, len(x)))
-    return np.median(x[idx], axis=1)
+def _coverage(n: int, k: int) -> float:
+    """The confidence of [x_(k), x_(n+1-k)] (1-based order statistics) for the median of n values: 1 - 2 P(B < k),
+    B ~ Binomial(n, 1/2)."""
+    below = sum(math.comb(n, i) for i in range(k)) / 2 ** n
+    return 1 - 2 * below
+
+
+def order_k(n: int) -> int:
+    """The largest k whose interval [x_(k), x_(n+1-k)] still covers the median with LEVEL confidence (1 when none
+    does: the range, whose confidence ``interval_name`` states)."""
+    k = 1
+    while k + 1 <= (n + 1) // 2 and _coverage(n, k + 1) >= LEVEL:
+        k += 1
+    return k
+
+
+def interval_name(rounds: int) -> str:
+    """What the interval of a median over ``rounds`` values is."""
+    if rounds <= 1:
+        return "one round: no interval"
+    cover = _coverage(rounds, order_k(rounds))
+    if cover >= LEVEL:
+        return f"order-statistic 95 % CI of the median over {rounds} rounds"
+    return f"range of {rounds} rounds (a {cover * 100:.0f} % CI of the median)"
+
+
+def median_interval(x: Sequence[float]) -> Interval:
+    """Median of ``x`` and its order-statistic interval (``order_k``); NaNs left out."""
+    v = np.sort(np.asarray([a for a in x if a == a], dtype=float))
+    if len(v) == 0:
+        return NAN3
+    k = order_k(len(v))
+    return float(np.median(v)), float(v[k - 1]), float(v[len(v) - k])
+
+
+def by_round(runs: pd.DataFrame, metric: str) -> dict[int, float]:
+    """round (the ``repeat`` column) -> ``metric`` of the runs given (one point's, or one side of a comparison; two
+    runs in one round give their median); NaNs left out."""
+    if metric not in runs or runs.empty:
+        return {}
+    g = runs.dropna(subset=[metric]).groupby("repeat")[metric].median()
+    return {int(r): float(v) for r, v in g.items()}
+
+
+def round_ratios(num: Mapping[int, float], den: Mapping[int, float]) -> np.ndarray:
+    """num[r] / den[r] for every round r both sides measured (NaNs left out), in round order."""
+    rounds = sorted(r for r in num.keys() & den.keys() if num[r] == num[r] and den[r] == den[r] and den[r])
+    return np.asarray([num[r] / den[r] for r in rounds], dtype=float)
+
+
+def paired_ratio(num: Mapping[int, float], den: Mapping[int, float]) -> tuple[float, float, float, int]:
+    """The median over rounds of the within-round ratio num[r] / den[r], its order-statistic interval and the number
+    of rounds paired (``num`` and ``den``: round -> value)."""
+    r = round_ratios(num, den)
+    return (*median_interval(r), len(r))
+
+
+def half_width(value: float, lo: float, hi: float) -> float:
+    """An interval's half-width relative to its value (inf without an interval)."""
+    if not (value == value and lo == lo and hi == hi) or value == 0:
+        return float("inf")
+    return (hi - lo) / 2 / abs(value)
 
 
 def _interval(draws: np.ndarray) -> tuple[float, float]:
@@ -38,60 +94,45 @@ def _interval(draws: np.ndarray) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def median_ci(x: Sequence[float], seed: int = SEED) -> tuple[float, float, float]:
-    """Median of ``x`` and its interval: the bootstrap 95 % CI from MIN_CI_RUNS values on, else min and max."""
-    x = np.asarray([v for v in x if v == v], dtype=float)
-    if len(x) == 0:
-        return float("nan"), float("nan"), float("nan")
-    if len(x) < MIN_CI_RUNS:
-        return float(np.median(x)), float(x.min()), float(x.max())
-    rng = np.random.default_rng(seed)
-    return float(np.median(x)), *_interval(_resampled_medians(x, rng, RESAMPLES))
+Group = tuple[Mapping[int, float], Mapping[int, float], float]  # numerator rounds, denominator rounds, power
 
 
-def ratio_draws(num: Sequence[float], den: Sequence[float], rng: np.random.Generator,
-                n: int = RESAMPLES) -> np.ndarray:
-    num, den = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
-    return _resampled_medians(num, rng, n) / _resampled_medians(den, rng, n)
+def aggregate_name(how: str, groups: int, rounds: int) -> str:
+    """What ``aggregate_interval`` gives for ``groups`` groups of at least ``rounds`` paired rounds."""
+    if groups == 1:
+        return interval_name(rounds)
+    if rounds <= 1 and how in ("max", "min"):
+        return "one round: no interval"
+    over = "rounds" if how in ("max", "min") else "groups and rounds"
+    return f"bootstrap 95 % over {over} ({groups} groups, {rounds}+ rounds)"
 
 
-def ratio_range(num: Sequence[float], den: Sequence[float]) -> tuple[float, float]:
-    """The corners of a ratio's range: min(num) / max(den), max(num) / min(den)."""
-    return float(min(num) / max(den)), float(max(num) / min(den))
-
-
-def ratio_ci(num: Sequence[float], den: Sequence[float], seed: int = SEED) -> tuple[float, float, float]:
-    """median(num) / median(den) and its interval: the bootstrap 95 % CI from MIN_CI_RUNS runs per side on, else the
-    corners of the range."""
-    num = [v for v in num if v == v]
-    den = [v for v in den if v == v]
-    if not num or not den:
-        return float("nan"), float("nan"), float("nan")
-    if min(len(num), len(den)) < MIN_CI_RUNS:
-        return float(np.median(num) / np.median(den)), *ratio_range(num, den)
-    rng = np.random.default_rng(seed)
-    return float(np.median(num) / np.median(den)), *_interval(ratio_draws(num, den, rng))
-
-
-def aggregate_ci(groups: Sequence[tuple[Sequence[float], Sequence[float], float]], how: str,
-                 transform: Callable[[np.ndarray], np.ndarray] = lambda r: r,
-                 seed: int = SEED) -> tuple[float, float, float, list[float]]:
-    """An aggregate (``how``: median, max, mean) over groups ``(num, den, power)`` of
-    ``transform((median(num) / median(den)) ** power)``, its interval, and the per-group values. The interval is the
-    bootstrap 95 % CI (every group's repeats resampled in each draw) when every group has MIN_CI_RUNS runs per side;
-    otherwise the aggregate of the groups' range corners (each aggregate is monotone in every group's value)."""
+def aggregate_interval(groups: Sequence[Group], how: str,
+                       transform: Callable[[np.ndarray], np.ndarray] = lambda r: r,
+                       seed: int = SEED) -> tuple[float, float, float, list[float]]:
+    """An aggregate (``how``: median, max, mean, min) over groups of ``transform(paired ratio ** power)``, its
+    interval and the per-group values. One group: its order-statistic interval. Several: a bootstrap (seeded) that
+    redraws each group's rounds (max / min: of the same groups) or the groups themselves and then their rounds
+    (median / mean: the interval spans what the settings disagree on, not only repeat noise)."""
     if how not in AGGREGATES:
         raise ValueError(f"aggregate must be one of {sorted(AGGREGATES)}, got {how!r}")
     agg = AGGREGATES[how]
-    if not groups:
+    ratios = [(round_ratios(n, d), p) for n, d, p in groups]
+    ratios = [(r, p) for r, p in ratios if len(r)]
+    if not ratios:
         return float("nan"), float("nan"), float("nan"), []
+    f = lambda r, p: np.asarray(transform(np.asarray(r, dtype=float) ** p), dtype=float)  # noqa: E731
+    values = [float(f(np.median(r), p)) for r, p in ratios]
+    if len(ratios) == 1:
+        r, p = ratios[0]
+        ends = sorted(float(f(x, p)) for x in median_interval(r)[1:])
+        return values[0], ends[0], ends[1], values
     rng = np.random.default_rng(seed)
-    values = [float(transform(np.asarray((np.median(n) / np.median(d)) ** p))) for n, d, p in groups]
-    if min(min(len(n), len(d)) for n, d, _ in groups) < MIN_CI_RUNS:
-        ends = [sorted(float(transform(np.asarray(c ** p))) for c in ratio_range(n, d)) for n, d, p in groups]
-        return (float(agg(np.asarray(values))), float(agg(np.asarray([e[0] for e in ends]))),
-                float(agg(np.asarray([e[1] for e in ends]))), values)
-    draws = np.stack([transform(ratio_draws(n, d, rng) ** p) for n, d, p in groups])  # groups x resamples
+    draws = np.stack([f(np.median(r[rng.integers(0, len(r), size=(RESAMPLES, len(r)))], axis=1), p)
+                      for r, p in ratios])  # groups x resamples
+    if how in ("median", "mean"):
+        pick = rng.integers(0, len(ratios), size=(RESAMPLES, len(ratios)))
+        draws = np.take_along_axis(draws, pick.T, axis=0)
     return float(agg(np.asarray(values))), *_interval(agg(draws, axis=0)), values
 
 

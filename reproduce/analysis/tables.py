@@ -1,8 +1,8 @@
 """The measured tables of the report and the README, computed from one machine's runs (repeats.csv): every ratio
-is a ratio of medians over repeats with its interval (stats.py: a bootstrap 95 % CI from 5 runs per side, else the
-range of the runs, and the table says which), every time a median with its interval. Under each table: what its
-intervals are, the repeat-to-repeat spread of the step time, which time ratios lie within the set's noise (†) and
-which rows ran more ranks x threads than the machine has cores (*). Nothing here is typed in: a table row exists only
+is the median over rounds of the ratio within each round, with its order-statistic interval (stats.py; the table says
+what it is), every time a median with its interval. Under each table: what its intervals are, the repeat-to-repeat
+spread of the step time, which time ratios the set cannot tell from 1 (†: the interval holds 1 or overlaps the set's
+A/A control) and which rows ran more ranks x threads than the machine has cores (*). Nothing here is typed in: a table row exists only
 where its records do."""
 from __future__ import annotations
 
@@ -15,10 +15,11 @@ import pandas as pd
 from reproduce.analysis.claims import repeats_of
 from reproduce.analysis.freshness import RECORD_SETS
 from reproduce.analysis.frontier import frontier_lines, read_infeasible, verdict_lines
-from reproduce.harness.noise import load_probes, noise_level
+from reproduce.analysis.aggregate import without_twins
+from reproduce.analysis.resolving import band, noise_note, within_noise
 from reproduce.harness.records import read_record
-from reproduce.analysis.stats import (interval_name, median_ci, ordered_pairs, predicted_vs_measured, ratio_ci,
-                                      spearman_ci)
+from reproduce.analysis.stats import (NAN3, by_round, interval_name, median_interval, ordered_pairs, paired_ratio,
+                                      predicted_vs_measured, spearman_ci)
 
 TIME_METRICS = ("total_ms", "cpu_ms")
 
@@ -43,17 +44,17 @@ def _cell(v: tuple[float, float, float], unit: str, runs: int) -> str:
     if value != value:
         return "–"
     digits = ".0f" if abs(value) >= 100 else ".2f"
-    if runs < 2:
+    if runs < 2 or lo == hi:  # one run, or a ratio that is the same in every round (a system over itself): no interval
         return f"{value:{digits}}{unit}"
     return f"{value:{digits}}{unit} [{lo:{digits}}, {hi:{digits}}]"
 
 
-def ratio_table(reps: pd.DataFrame, keys: list[tuple[str, str]], cols: list[Col], noise: float | None = None
-                ) -> list[str]:
+def ratio_table(reps: pd.DataFrame, keys: list[tuple[str, str]], cols: list[Col]) -> list[str]:
     """A markdown table: one row per setting of the ``keys`` (column, title) where any column has a value, then its
-    notes (``table_notes``); a time ratio whose distance from 1 is within ``noise`` (the set's SGEMM spread) is
-    marked †."""
-    ok = reps[reps["status"] == "ok"]
+    notes (``table_notes``). A ratio is paired by round (stats.paired_ratio); a time ratio whose interval holds 1 or
+    overlaps the set's A/A control is marked † (resolving.within_noise). The A/A twin is no row of its own."""
+    aa = band(reps)
+    ok = without_twins(reps[reps["status"] == "ok"])
     names = [k for k, _ in keys]
     lines = ["| " + " | ".join([t for _, t in keys] + [c.title for c in cols]) + " |",
              "|" + "---|" * (len(keys) + len(cols))]
@@ -63,21 +64,21 @@ def ratio_table(reps: pd.DataFrame, keys: list[tuple[str, str]], cols: list[Col]
         key = key if isinstance(key, tuple) else (key,)
         cells, runs = [], []
         for c in cols:
-            num = _values(g, c.by, c.num, c.metric)
+            num = _rounds(g, c.by, c.num, c.metric)
             if c.den is None:
-                v = median_ci([x / c.scale for x in num]) if num else (float("nan"),) * 3
+                v = median_interval([x / c.scale for x in num.values()]) if num else NAN3
                 runs.append(len(num))
             else:
-                den = _values(g, c.by, c.den, c.metric)
-                v = ratio_ci(num, den) if num and den else (float("nan"),) * 3
+                den = _rounds(g, c.by, c.den, c.metric)
+                *v, n = paired_ratio(num, den) if num and den else (*NAN3, 0)
                 if c.per is not None:
-                    pn, pd_ = _values(g, c.by, c.num, c.per), _values(g, c.by, c.den, c.per)
-                    base = ratio_ci(pn, pd_)[0] if pn and pd_ else float("nan")
-                    v = tuple(x / base if base else float("nan") for x in v)
-                runs.append(min(len(num), len(den)))
+                    base = paired_ratio(_rounds(g, c.by, c.num, c.per), _rounds(g, c.by, c.den, c.per))[0]
+                    v = [x / base if base else float("nan") for x in v]
+                v = tuple(v)
+                runs.append(n)
             cell = _cell(v, c.unit, runs[-1])
-            if (noise and c.den is not None and c.per is None and c.metric in TIME_METRICS and v[0] == v[0]
-                    and abs(v[0] - 1) <= noise):
+            if (c.den is not None and c.per is None and c.metric in TIME_METRICS and v[0] == v[0]
+                    and runs[-1] > 1 and within_noise(v[1], v[2], aa)):
                 cell += " †"
                 marks["noise"] = True
             cells.append(cell)
@@ -90,31 +91,30 @@ def ratio_table(reps: pd.DataFrame, keys: list[tuple[str, str]], cols: list[Col]
             fmt[names.index("world_size")] += "*"
             marks["over"] = True
         lines.append("| " + " | ".join(fmt + cells) + " |")
-    return lines + table_notes(ok, all_runs, noise, marks)
+    return lines + table_notes(ok, all_runs, aa, marks)
 
 
-def _values(g: pd.DataFrame, by: str, name: str, metric: str) -> list[float]:
-    """The ``metric`` of every run of ``name`` (none when the records predate the metric)."""
-    return g[g[by] == name][metric].dropna().tolist() if metric in g else []
+def _rounds(g: pd.DataFrame, by: str, name: str, metric: str) -> dict[int, float]:
+    """round -> the ``metric`` of ``name``'s run in that round (none when the records predate the metric)."""
+    return by_round(g[g[by] == name], metric)
 
 
-def table_notes(ok: pd.DataFrame, runs: list[int], noise: float | None, marks: dict[str, bool]) -> list[str]:
+def table_notes(ok: pd.DataFrame, runs: list[int], aa, marks: dict[str, bool]) -> list[str]:
     """What a reader needs under a measured table: the kind of its intervals, the repeat-to-repeat spread of the
     step time (wall, and per-process CPU time where recorded), and the meaning of its marks."""
     if not runs:
         return []
     lo, hi = min(runs), max(runs)
     what = interval_name(lo) if lo == hi else f"{interval_name(lo)} to {interval_name(hi)}"
-    notes = [f"Intervals: {what} per point."]
+    notes = [f"Ratios: the median over rounds of the ratio within each round; intervals: {what}."]
     spread = repeat_spread(ok)
     if spread:
         notes.append(spread)
     if marks["noise"]:
-        notes.append(f"† within this set's noise: the time ratio differs from 1 by at most the SGEMM probe's spread "
-                     f"({noise:.0%}, at the runs' thread count, before, between and after the rounds of repeats).")
+        notes.append(noise_note(aa))
     if marks["over"]:
         notes.append("* ranks × threads exceed the machine's cores (oversubscribed): the ranks time each other's "
-                     "compute as much as their own.")
+                     "compute as much as their own; no headline value comes from such a row.")
     return ["", *(" ".join(notes),)]
 
 
@@ -175,15 +175,9 @@ RECSYS24 = [Col("table_row_wise / planner time", "table_row_wise", den="embark p
 BENCH_BLOCKS = {"roofline": "bench", "tt-step": "bench", "prepare": "bench"}
 
 
-def set_noise(root: Path, experiment: str, machine: str) -> float | None:
-    level = noise_level(load_probes(Path(root) / "results" / experiment / machine))
-    return level["noise"] if level else None
-
-
 def _sc24(reps: pd.DataFrame, root: Path, set_name: str, machine: str) -> list[str]:
     main = reps[~reps["label"].astype(str).str.startswith("ablation")]
-    return ratio_table(main, [("data", "dataset"), ("max_rows", "tables"), ("world_size", "ranks")], SC24,
-                       set_noise(root, set_name, machine))
+    return ratio_table(main, [("data", "dataset"), ("max_rows", "tables"), ("world_size", "ranks")], SC24)
 
 
 def _sc24_ablation(reps: pd.DataFrame, root: Path, set_name: str, machine: str) -> list[str]:
@@ -191,17 +185,16 @@ def _sc24_ablation(reps: pd.DataFrame, root: Path, set_name: str, machine: str) 
     keys = ["data", "max_rows", "world_size"]
     ablated = eco[eco["label"].astype(str).str.startswith("ablation")][keys].drop_duplicates()
     return ratio_table(eco.merge(ablated, on=keys), [("data", "dataset"), ("max_rows", "tables"),
-                                                     ("world_size", "ranks")], ABLATION,
-                       set_noise(root, set_name, machine))
+                                                     ("world_size", "ranks")], ABLATION)
 
 
 def _sc24_table1(reps: pd.DataFrame, root: Path, set_name: str, machine: str) -> list[str]:
-    return ratio_table(reps, [("data", "ids"), ("batch_size", "batch")], TABLE1, set_noise(root, set_name, machine))
+    return ratio_table(reps, [("data", "ids"), ("batch_size", "batch")], TABLE1)
 
 
 def _recsys24(reps: pd.DataFrame, root: Path, set_name: str, machine: str) -> list[str]:
-    return (ratio_table(reps, [("data", "workload"), ("world_size", "ranks")], RECSYS24,
-                        set_noise(root, set_name, machine)) + planner_choices(reps) + spearman(root, machine))
+    return (ratio_table(reps, [("data", "workload"), ("world_size", "ranks")], RECSYS24) + planner_choices(reps)
+            + spearman(root, machine, band(reps)))
 
 
 def _compression(reps: pd.DataFrame, root: Path, set_name: str, machine: str) -> list[str]:
@@ -284,7 +277,7 @@ def planner_choices(reps: pd.DataFrame) -> list[str]:
             + "; ".join(parts) + "."]
 
 
-def spearman(root: Path, machine: str) -> list[str]:
+def spearman(root: Path, machine: str, aa=None) -> list[str]:
     """How well the cost model the plans were predicted with ranks the measured plans (and, calibrated, its error per
     term)."""
     path = Path(root) / "results" / "recsys24" / machine / "summary.csv"
@@ -295,12 +288,12 @@ def spearman(root: Path, machine: str) -> list[str]:
         return []
     rho, lo, hi = spearman_ci(ok["predicted_step_ms"], ok["total_ms"])
     agree, pairs = ordered_pairs(ok, ["data", "world_size"])
-    noise = set_noise(root, "recsys24", machine)
     beyond = ""
-    if noise is not None:
+    if aa is not None:  # the A/A control's reach: a difference inside it is not one the set can see
+        noise = max(1 - aa[0], aa[1] - 1, 0.0)
         a, n = ordered_pairs(ok, ["data", "world_size"], gap=noise)
-        beyond = (f" Of the {n} pairs whose medians differ by more than the set's noise ({noise:.0%}), it orders {a} "
-                  "as measured.")
+        beyond = (f" Of the {n} pairs whose medians differ by more than the set's A/A control ({noise:.0%}), it "
+                  f"orders {a} as measured.")
     by = sorted(set(ok["predicted_by"].dropna())) if "predicted_by" in ok else []
     model = {"calibrated": "the calibrated cost model (this machine's profile)",
              "hugectr": "HugeCTR's cost model (cpu-gloo profile)"}

@@ -70,7 +70,7 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
     from reproduce.analysis.aggregate import summarize_experiment
     from reproduce.analysis.plots import draw
     from reproduce.harness.calibration import missing_profiles
-    from reproduce.harness.sweep import plan, run_experiment, todo, unreadable
+    from reproduce.harness.sweep import expected_s, machine_cores, plan, run_experiment, todo, unreadable
 
     if launcher == "slurm" and no_probe:
         raise click.UsageError("--no-probe is for the local launcher: a slurm sweep runs no noise probes")
@@ -123,11 +123,16 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
         raise KeyboardInterrupt(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, terminate)
+    from reproduce.analysis.resolving import headline_lines, points_to_resolve
+    from reproduce.harness.machine import reference_machine
+
+    policy, cores = exp.experiment.rounds, len(machine_cores())
+    adaptive = policy.budget_s > 0 and bool(exp.experiment.headline or exp.experiment.control)
+    console.print(_plan_line(exp, [(p, r) for p, r, t in runs if t], adaptive, expected_s, reference_machine(
+        Path(root) / "results")))
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    TextColumn("eta {task.fields[eta]}"), console=console, transient=True)
     with bar:
-        console.print(f"{exp.name}: {len(exp.points)} points x {exp.repeats} repeats on machine {exp.machine} "
-                      f"-> {exp.out_dir}")
         task = bar.add_task(exp.name, total=len(exp.tasks()), eta="?")
 
         def start(point, repeat, progress):
@@ -146,10 +151,16 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
         from reproduce.harness.records import DiskFull
 
         try:
-            run_experiment(exp, force=force, timeout_s=timeout, on_point=done, on_start=start, probe=not no_probe)
+            run_experiment(exp, force=force, timeout_s=timeout, on_point=done, on_start=start, probe=not no_probe,
+                           more=points_to_resolve(exp, cores) if adaptive else None)
         except DiskFull as exc:
             raise click.ClickException(str(exc)) from None
     summary = summarize_experiment(exp)
+    import pandas as pd
+
+    lines = headline_lines(pd.read_csv(summary.with_name("repeats.csv")), exp.experiment.headline, policy, cores)
+    if lines:
+        console.print("headline ratios and the A/A control (paired by round):\n" + "\n".join(lines))
     console.print(f"summary: {summary}")
     for path in draw(list(exp.plots), summary, exp.figures_dir):
         console.print(f"figure: {path}")
@@ -157,6 +168,24 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
         console.print(f"[red]{len(failed)} of the runs of this sweep did not finish[/]: " + ", ".join(failed[:10])
                       + (" ..." if len(failed) > 10 else ""))
         sys.exit(1)
+
+
+def _plan_line(exp, runs, adaptive: bool, expected_s, reference: str | None) -> str:
+    """What a sweep is about to do, and how long the reference machine took for it."""
+    policy = exp.experiment.rounds
+    line = (f"{exp.name}: {len(exp.points)} points x {exp.repeats} rounds ({exp.profile} profile, "
+            f"{policy.schedule}) on machine {exp.machine} -> {exp.out_dir}: {len(runs)} runs to do")
+    if adaptive:
+        line += (f", then rounds of the headline points until each ratio's interval is within "
+                 f"{policy.target:.0%} ({policy.target_full:.0%} when its points fill the cores), at most "
+                 f"{_duration(policy.budget_s)}")
+    ref = None if reference is None else exp.out_dir.parent / reference
+    est = expected_s(exp, runs, ref) if runs else None
+    if est is not None:
+        eta = est[0] + (policy.budget_s if adaptive else 0)
+        line += (f"; expected about {_duration(eta)} (the reference machine {reference}'s wall times of "
+                 f"{est[1]} of these runs" + (", plus the rounds' budget" if adaptive else "") + ")")
+    return line
 
 
 def _write_synth(exp, root: Path) -> None:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reproduce.harness.evidence import Rounds, parse_headline, select_control, twin_label
+
 DEFAULT_PROFILE = "cpu"
 DEFAULT_REPEATS = 3  # independent processes per point, interleaved across points (A B C C B A)
 DATA_PLACEHOLDER = "$DATA"  # a grid's or point's data that `sweep --data DIR` names (a user's own dataset)
@@ -22,7 +24,7 @@ DATA_PLACEHOLDER = "$DATA"  # a grid's or point's data that `sweep --data DIR` n
 GRID_KEYS = ("impl", "data", "batch_size", "mode", "optimizer", "world_size", "gpus_per_node", "max_rows", "rows",
              "variant", "seed", "budget")
 PROFILE_KEYS = {"grid", "defaults", "grids", "points", "description", "results", "repeats", "impl_options",
-                "data_options", "synth"}
+                "data_options", "synth", "control", "headline", "rounds"}
 FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
@@ -85,6 +87,11 @@ class Experiment:
     models: tuple[str, ...] = ()  # what runs after its sweep (`dlrmbench model NAME`: analysis/models.py)
     report: tuple[str, ...] = ()  # the report's tables drawn from its result set (analysis/tables.py SET_BLOCKS)
     reference: tuple[str, ...] = ()  # the profiles whose result sets are committed reference sets
+    # the evidence (evidence.py): the A/A control's label (its twin runs beside it), the headline ratios, and the
+    # rounds that resolve them
+    control: str | None = None
+    headline: tuple[tuple[str, str], ...] = ()
+    rounds: Rounds = field(default_factory=Rounds)
 
     def results_dir(self, root: str | Path) -> Path:
         """results/<its folder>: one result set per machine inside."""
@@ -142,7 +149,8 @@ def apply_profile(doc: dict[str, Any], profile: str | None, path: Path) -> tuple
     out = dict(doc)
     out["grid"] = {**doc.get("grid", {}), **over.get("grid", {})}
     out["defaults"] = {**doc.get("defaults", {}), **over.get("defaults", {})}
-    for k in ("grids", "points", "description", "results", "repeats", "impl_options", "data_options"):
+    for k in ("grids", "points", "description", "results", "repeats", "impl_options", "data_options", "control",
+              "headline", "rounds"):
         if k in over:
             out[k] = over[k]
     if "synth" in over:
@@ -214,6 +222,13 @@ def parse(path: str | Path, profile: str | None = None, doc: dict[str, Any] | No
         fields["data_options"] = {**base["data_options"], **extra.get("data_options", {})}
         specs.append(PointSpec(fields, dict(extra.get("impl_options", {})), f"{path}: bad [[points]] entry {extra}",
                                in_grid=False))
+    control = None
+    if doc.get("control") is not None:  # the A/A control: its twin right after it (adjacent in every round)
+        i = select_control(specs, doc["control"], str(path))
+        orig = specs[i]
+        control = orig.fields.get("label") or orig.impl
+        specs.insert(i + 1, PointSpec({**orig.fields, "label": twin_label(control), "twin": 1}, orig.own_options,
+                                      orig.where + " (its A/A twin)", orig.in_grid))
     synth = synth_table(doc, path) if reads_data(doc) else None
     if synth is not None:
         folder_name(synth["name"], f"{path}: [synth] name")
@@ -233,7 +248,9 @@ def parse(path: str | Path, profile: str | None = None, doc: dict[str, Any] | No
         raise ValueError(f"{path}: reference names profiles it does not have: {unknown}")
     return Experiment(path=path, name=name, description=doc.get("description", ""), profile=profile, results=results,
                       specs=tuple(specs), repeats=repeats, point_timeout_s=doc.get("point_timeout_s"), synth=synth,
-                      reads_data=reads_data(doc), impl_options=base["impl_options"], **lists)
+                      reads_data=reads_data(doc), impl_options=base["impl_options"], control=control,
+                      headline=parse_headline(doc.get("headline"), str(path)),
+                      rounds=Rounds.parse(doc.get("rounds"), str(path)), **lists)
 
 
 def experiments_folder() -> Path:

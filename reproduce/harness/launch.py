@@ -1,6 +1,7 @@
 """Launch one run point in a fresh process and always come back with exactly one record."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -17,8 +18,8 @@ from reproduce.harness.point import RunPoint
 from reproduce.harness.progress import progress_path, read_progress
 from reproduce.harness.lifeline import die_with_parent
 from reproduce.harness.rank import rank_files
-from reproduce.harness.records import (Record, Status, check_overwritable, lock_run, log_path, read_record,
-                                       record_path, release_lock, write_record)
+from reproduce.harness.records import (SCHEDULE_ENV, Record, Status, check_overwritable, lock_run, log_path,
+                                       read_record, record_path, release_lock, write_record)
 
 
 class RecordedElsewhere(Exception):
@@ -36,11 +37,13 @@ def skip_unregistered(point: RunPoint, out_dir: Path, repeat: int = 0) -> Record
 
 
 def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None, repeat: int = 0,
-                 on_progress: Callable[[dict[str, Any]], None] | None = None) -> Record:
+                 on_progress: Callable[[dict[str, Any]], None] | None = None,
+                 cores: tuple[int, ...] | None = None) -> Record:
     """Run repeat ``repeat`` of ``point`` in ``python -m reproduce.harness.worker``; its output goes to ``out_dir/logs``.
     A point whose implementation is not registered yet is recorded as `skipped` without launching anything. Raises
     RunLocked when another live process runs it, RecordedElsewhere when rank 0 wrote the record on another node.
-    ``on_progress`` hears each new progress note of a training run (progress.py) while it runs."""
+    ``on_progress`` hears each new progress note of a training run (progress.py) while it runs. ``cores``: the run
+    and every rank it starts are held to these cores (a duet: another run holds the others; the record says so)."""
     out_dir = Path(out_dir)
     rec_path = record_path(out_dir, point, repeat)
     skipped = skip_unregistered(point, out_dir, repeat)
@@ -58,7 +61,7 @@ def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None,
             old.unlink()
         progress_path(rec_path).unlink(missing_ok=True)
         worker = ["-m", "reproduce.harness.worker", "--point-json", json.dumps(point.to_dict()), "--out", str(rec_path)]
-        env = {**os.environ, **worker_env(point)}
+        env = {**os.environ, **worker_env(point), **({SCHEDULE_ENV: "duet"} if cores else {})}
         if point.world_size > 1:
             cmd = [sys.executable, "-m", "reproduce.harness.torchrun", *torchrun_args(point), *worker]  # short grace
         else:
@@ -66,7 +69,7 @@ def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None,
         t0 = time.monotonic()
         kills = oom_kills()
         with open(log, "w") as f:
-            code = run_in_group(cmd, f, timeout_s, env, poll=_progress_poll(rec_path, on_progress))
+            code = run_in_group(cmd, f, timeout_s, env, poll=_progress_poll(rec_path, on_progress), cores=cores)
         oom = kills is not None and (oom_kills() or 0) > kills
         return finish_point(point, rec_path, log, code, timeout_s, time.monotonic() - t0, repeat, oom)
     finally:
@@ -116,13 +119,15 @@ def _progress_poll(rec_path: Path, on_progress: Callable[[dict[str, Any]], None]
 
 
 def run_in_group(cmd: list[str], log, timeout_s: float | None, env: dict | None = None,
-                 poll: Callable[[], None] | None = None, poll_s: float = 0.25) -> int | None:
+                 poll: Callable[[], None] | None = None, poll_s: float = 0.25,
+                 cores: tuple[int, ...] | None = None) -> int | None:
     """Run ``cmd`` in its own process group; its exit code, or None when it ran past ``timeout_s``. On the time
     limit, or when this process is interrupted (Ctrl-C, SIGTERM raised as an exception), the whole group (torchrun
     and every rank) is terminated, then killed, so no rank outlives the launcher; a launcher killed outright (kill -9)
-    takes them with it (each dies with its parent). ``poll`` is called every ``poll_s`` while it runs."""
+    takes them with it (each dies with its parent). ``poll`` is called every ``poll_s`` while it runs; ``cores``: the
+    command and its children may run on these cores only (sched_setaffinity before exec)."""
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                            preexec_fn=die_with_parent)
+                            preexec_fn=die_with_parent if not cores else functools.partial(_pinned, tuple(cores)))
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     try:
         while poll is not None:
@@ -143,6 +148,12 @@ def run_in_group(cmd: list[str], log, timeout_s: float | None, env: dict | None 
     except BaseException:
         _stop_group(proc)
         raise
+
+
+def _pinned(cores: tuple[int, ...]) -> None:
+    """In the child before exec: die with the parent, and run on ``cores`` only."""
+    die_with_parent()
+    os.sched_setaffinity(0, cores)
 
 
 def _stop_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:

@@ -18,6 +18,9 @@ class RunPoint:
     data: str
     batch_size: int  # per rank: the global batch is batch_size * world_size
     label: str = ""
+    # 1: the A/A control's second copy of a point (control.py): the same configuration under its own id and label,
+    # run beside it in every round, so that the ratio of the two is the set's resolving power
+    twin: int = 0
     data_options: dict[str, Any] = field(default_factory=dict)
     impl_options: dict[str, Any] = field(default_factory=dict)
     # the fraction of the dense tables' bytes the point's system was sized to (a compression experiment's axis: its

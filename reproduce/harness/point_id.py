@@ -24,7 +24,7 @@ _FORMER_IMPL_DEFAULTS = {"tt_min_rows": 0, "tt_oversize": "allow"}
 _LATER_DEFAULTS = {"warmup_max": 0, "time_budget_s": 0.0, "max_iters": 200,
                    "world_size": 1, "gpus_per_node": 0, "nnodes": 1, "rdzv_endpoint": "", "dist_timeout_s": 300.0,
                    "epochs": 0, "shuffle": True, "early_stop": 0, "mlp_optimizer": "sgd", "mlp_lr": 0.1,
-                   "bottom": [512, 256], "top": [512, 256], "interaction": "dot", "budget": 0.0}
+                   "bottom": [512, 256], "top": [512, 256], "interaction": "dot", "budget": 0.0, "twin": 0}
 _PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 

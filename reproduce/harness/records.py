@@ -222,6 +222,9 @@ def _installed(dist: str) -> str | None:
         return None
 
 
+SCHEDULE_ENV = "DLRMBENCH_SCHEDULE"  # set by the launcher for a co-scheduled (duet) run: "duet"
+
+
 def environment() -> dict[str, Any]:
     """Versions and hardware of this process (torch is imported here, never at CLI start-up): the machine's
     fingerprint and slug, git state, thread count."""
@@ -243,6 +246,9 @@ def environment() -> dict[str, Any]:
         "cpu": fp["cpu"],
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
+        # the cores this process may run on, and whether a sweep ran it beside another run (duet: evidence.py)
+        "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "schedule": os.environ.get(SCHEDULE_ENV, "solo"),
         "malloc": {k: v for k, v in sorted(os.environ.items()) if k.startswith(("MALLOC_", "THP_"))},
         "allocator": allocator.state(),
         "hostname": platform.node(),

@@ -106,12 +106,13 @@ class Outcome:
 
 
 def run_point_isolated(point: RunPoint, out_dir: Path, timeout_s: float | None, repeat: int = 0,
-                       on_progress: Callable[[dict[str, Any]], None] | None = None) -> Record:
+                       on_progress: Callable[[dict[str, Any]], None] | None = None,
+                       cores: tuple[int, ...] | None = None) -> Record:
     """Launch one repeat; a launcher error (e.g. an unreachable rendezvous) is recorded as its failure. A run that
     another live process is running raises RunLocked, one recorded on another node RecordedElsewhere (nothing is
     written here). ``on_progress``: launch_point's."""
     try:
-        return launch_point(point, out_dir, timeout_s, repeat, on_progress)
+        return launch_point(point, out_dir, timeout_s, repeat, on_progress, cores)
     except (RunLocked, RecordedElsewhere, DiskFull):
         raise  # a full disk cannot take the failure's record either: the command says so and stops
     except (OSError, ValueError, RuntimeError) as exc:
@@ -134,45 +135,159 @@ def run_experiment(
     on_point: Callable[[int, int, RunPoint, int, Outcome], None] | None = None,
     on_start: Callable[[RunPoint, int, Progress], None] | None = None,
     probe: bool = True,
+    more: Callable[[], list[RunPoint]] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    schedule: str | None = None,
 ) -> list[Outcome]:
-    """Run every (point, repeat) not yet recorded on this machine (all with ``force``), repeat-major so the
-    implementations and points interleave, and return each run's outcome. With ``probe``, a noise probe (at the
-    runs' thread count) is recorded before the first run, before every later round of repeats and after the last.
-    ``on_start`` sees each run about to start with the sweep's progress; ``on_point`` each run's outcome."""
+    """Run every (point, repeat) not yet recorded on this machine (all with ``force``), round by round so the
+    implementations and points interleave, and return each run's outcome. Then, with ``more`` (the points whose
+    headline ratios are not yet resolved: the CLI asks the analysis), rounds of just those points until it names none,
+    the experiment's ``[rounds]`` budget of seconds (``clock``) would be overrun by the next round or its
+    ``max_rounds`` are reached (evidence.py). ``schedule`` (default the experiment's): ``duet`` runs consecutive
+    points of a round that each fit in half the cores two at once, on disjoint cores, swapped every round. With
+    ``probe``, a noise probe (at the runs' thread count) is recorded before the first run, before every later round
+    and after the last. ``on_start`` sees each run about to start with the sweep's progress; ``on_point`` each run's
+    outcome."""
+    policy = exp.experiment.rounds
+    schedule = schedule or policy.schedule
     tasks = exp.tasks()
     pending = set((p.point_id, r) for p, r in todo(exp, force))
     progress = Progress(todo=len(pending))
     threads = probe_threads(exp)
     outcomes: list[Outcome] = []
-    probed_round = None
-    for i, (point, repeat) in enumerate(tasks):
-        if (point.point_id, repeat) not in pending:
-            progress.finished += 1
-            outcomes.append(Outcome("earlier"))
-            if on_point:
-                on_point(i, len(tasks), point, repeat, outcomes[-1])
-            continue
-        if probe and probed_round != repeat:
-            record_probe(exp.out_dir, "before" if probed_round is None else f"round {repeat}", threads=threads)
-            probed_round = repeat
-        t0 = time.monotonic()
-        starting = functools.partial(on_start, point, repeat, progress) if on_start else None
-        outcome = _claim_and_run(exp, point, repeat, force, timeout_s, starting)
-        outcomes.append(outcome)
-        if outcome.kind in ("ran", "elsewhere"):  # ran here (over nodes: this node's ranks)
-            progress.walls.append(time.monotonic() - t0)
-        else:  # left to another process, or recorded by one meanwhile: not a run of this sweep
-            progress.todo -= 1
-        progress.finished += 1
-        if on_point:
-            on_point(i, len(tasks), point, repeat, outcomes[-1])
-    if probe and probed_round is not None:
+    state = {"probed": None, "index": 0, "total": len(tasks)}
+
+    def run_round(round_tasks: list[tuple[RunPoint, int]]) -> None:
+        repeat = round_tasks[0][1]
+        for unit in units(round_tasks, schedule, repeat):
+            todo_now = [(p, r) for p, r in unit if (p.point_id, r) in pending]
+            if todo_now and probe and state["probed"] != repeat:
+                record_probe(exp.out_dir, "before" if state["probed"] is None else f"round {repeat}", threads=threads)
+                state["probed"] = repeat
+            results = _run_unit(exp, [(p, r, c) for (p, r), c in zip(unit, unit_cores(unit))
+                                      if (p, r) in todo_now], force, timeout_s, on_start, progress)
+            for point, r in unit:
+                out = results.get((point.point_id, r), Outcome("earlier"))
+                if (point.point_id, r) not in results:
+                    progress.finished += 1
+                outcomes.append(out)
+                if on_point:
+                    on_point(state["index"], state["total"], point, r, out)
+                state["index"] += 1
+
+    for round_tasks in by_rounds(tasks):
+        run_round(round_tasks)
+    if more is not None and policy.budget_s > 0:
+        began, repeat = clock(), exp.repeats
+        while repeat < policy.max_rounds:
+            points = more()
+            if not points:
+                break
+            per_run = statistics.median(progress.walls) if progress.walls else 0.0
+            if clock() - began + per_run * len(points) / (2 if schedule == "duet" else 1) > policy.budget_s:
+                break
+            order = points if repeat % 2 == 0 else points[::-1]
+            state["total"] += len(order)
+            new = {(p.point_id, repeat) for p in order if force or not is_done(p, exp.out_dir, repeat)}
+            progress.todo += len(new)
+            pending.update(new)
+            run_round([(p, repeat) for p in order])
+            repeat += 1
+    if probe and state["probed"] is not None:
         record_probe(exp.out_dir, "after", threads=threads)
     return outcomes
 
 
+def by_rounds(tasks: list[tuple[RunPoint, int]]) -> list[list[tuple[RunPoint, int]]]:
+    """The tasks cut into rounds (runs of one repeat index), in order."""
+    out: list[list[tuple[RunPoint, int]]] = []
+    for task in tasks:
+        if out and out[-1][0][1] == task[1]:
+            out[-1].append(task)
+        else:
+            out.append([task])
+    return out
+
+
+def machine_cores() -> tuple[int, ...]:
+    """The cores this process may run on."""
+    import os
+
+    return tuple(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else tuple(
+        range(os.cpu_count() or 1))
+
+
+def cores_used(point: RunPoint) -> int:
+    """The cores a point's processes keep busy on one node: its ranks there times their threads."""
+    ranks = point.world_size // max(point.nnodes or 1, 1) if isinstance(point.nnodes, int) else point.world_size
+    return max(ranks, 1) * int(point.threads or 1)
+
+
+def units(round_tasks: list[tuple[RunPoint, int]], schedule: str, repeat: int,
+          cores: tuple[int, ...] | None = None) -> list[list[tuple[RunPoint, int]]]:
+    """A round's runs as the units the sweep starts together: one run each (``sequential``), or (``duet``)
+    consecutive runs that each fit in half the cores paired, the rest alone."""
+    cores = cores or machine_cores()
+    if schedule != "duet":
+        return [[t] for t in round_tasks]
+    half = len(cores) // 2
+    out: list[list[tuple[RunPoint, int]]] = []
+    waiting = None  # the duet unit that has its first run only
+    for t in round_tasks:
+        if not (half >= 1 and t[0].device == "cpu" and cores_used(t[0]) <= half):
+            out.append([t])
+        elif waiting is not None:
+            waiting.append(t)
+            waiting = None
+        else:
+            waiting = [t]
+            out.append(waiting)
+    return out
+
+
+def unit_cores(unit: list[tuple[RunPoint, int]], cores: tuple[int, ...] | None = None) -> list[tuple[int, ...] | None]:
+    """The cores each run of a unit is held to: none for a run alone; for a duet the two halves of the machine, the
+    unit's first run on the first half. A round runs its points in the reverse order of the round before
+    (resolve.interleaved), so the two sides of a duet swap halves every round."""
+    if len(unit) < 2:
+        return [None] * len(unit)
+    cores = cores or machine_cores()
+    half = len(cores) // 2
+    return [cores[:half], cores[half:2 * half]]
+
+
+def _run_unit(exp: Sweep, unit: list[tuple[RunPoint, int, tuple[int, ...] | None]], force: bool,
+              timeout_s: float | None, on_start, progress: Progress) -> dict[tuple[str, int], Outcome]:
+    """Run a unit's runs (two at once for a duet, each in a thread of its own) and account them in ``progress``."""
+    if not unit:
+        return {}
+    t0 = time.monotonic()
+
+    def one(point: RunPoint, repeat: int, cores) -> Outcome:
+        starting = functools.partial(on_start, point, repeat, progress) if on_start else None
+        return _claim_and_run(exp, point, repeat, force, timeout_s, starting, cores)
+
+    if len(unit) == 1:
+        results = [one(*unit[0])]
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(len(unit)) as pool:
+            results = list(pool.map(lambda u: one(*u), unit))
+    wall = (time.monotonic() - t0) / len(unit)  # a duet's two runs share its wall time
+    out = {}
+    for (point, repeat, _), outcome in zip(unit, results):
+        if outcome.kind in ("ran", "elsewhere"):  # ran here (over nodes: this node's ranks)
+            progress.walls.append(wall)
+        else:  # left to another process, or recorded by one meanwhile: not a run of this sweep
+            progress.todo -= 1
+        progress.finished += 1
+        out[(point.point_id, repeat)] = outcome
+    return out
+
+
 def _claim_and_run(exp: Sweep, point: RunPoint, repeat: int, force: bool, timeout_s: float | None,
-                   starting: Callable[[], object] | None) -> Outcome:
+                   starting: Callable[[], object] | None, cores: tuple[int, ...] | None = None) -> Outcome:
     """Take the run's lock, then decide: a sweep's list of runs to do is made when it starts, so another sweep on the
     same folder may have recorded this run since; under the lock that is seen (``earlier``, not run twice) unless
     ``force``. A run another live process holds is ``locked``."""
@@ -186,7 +301,7 @@ def _claim_and_run(exp: Sweep, point: RunPoint, repeat: int, force: bool, timeou
                            note="recorded meanwhile by another process")
         if starting:
             starting()
-        return Outcome("ran", run_point_isolated(point, exp.out_dir, timeout_s, repeat))
+        return Outcome("ran", run_point_isolated(point, exp.out_dir, timeout_s, repeat, cores=cores))
     except RunLocked as exc:
         return Outcome("locked", note=str(exc))
     except RecordedElsewhere as exc:
@@ -200,3 +315,25 @@ def experiment_records(exp: Sweep) -> set[str]:
     the folder are left out), after adopting records written under an older point id."""
     adopt_older_records(exp.out_dir, _wanted(exp))
     return {f.name for p in exp.points for f in Path(exp.out_dir).glob(f"{p.point_id}.r*.json")}
+
+
+def expected_s(exp: Sweep, runs: list[tuple[RunPoint, int]], reference: Path | None) -> tuple[float, int] | None:
+    """Seconds the ``runs`` are expected to take, from the wall times the reference machine's set recorded for the
+    same points (a point it lacks: the median of those it has), and how many of the runs it knew; None without a
+    reference set of this experiment."""
+    import csv
+
+    path = None if reference is None else Path(reference) / "repeats.csv"
+    if path is None or not path.exists():
+        return None
+    walls: dict[str, list[float]] = {}
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            if row.get("wall_s"):
+                walls.setdefault(row["point_id"], []).append(float(row["wall_s"]))
+    if not walls:
+        return None
+    per = {pid: statistics.median(w) for pid, w in walls.items()}
+    typical = statistics.median(per.values())
+    known = sum(1 for p, _ in runs if p.point_id in per)
+    return sum(per.get(p.point_id, typical) for p, _ in runs), known

@@ -35,10 +35,8 @@ def measured(df: pd.DataFrame, out_dir: Path) -> list[Path]:
 
 
 def speedup(df: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """Each plan's speedup over table_row_wise per workload and rank count, with bootstrap 95 % intervals over the
-    repeats, and the paper's 1.5x average / 1.77x maximum as reference lines."""
-    from reproduce.analysis.stats import ratio_ci
-
+    """Each plan's speedup over table_row_wise per workload and rank count, paired by round with the order-statistic
+    interval of the median, and the paper's 1.5x average / 1.77x maximum as reference lines."""
     style.setup()
     ok = df[df["status"] == "ok"]
     runs = style.runs(df)
@@ -48,7 +46,7 @@ def speedup(df: pd.DataFrame, out_dir: Path) -> list[Path]:
         base = totals.get("table_row_wise")
         for lab, mine in totals.items():
             if base and lab != "table_row_wise":
-                v, lo, hi = ratio_ci(base, mine)
+                v, lo, hi = style.paired_speedups(totals, "table_row_wise", lab)
                 rows.append({"data": data, "world": f"{data}, {world} ranks", "plan": lab, "speedup": v,
                              "speedup_lo": lo, "speedup_hi": hi})
     sp = pd.DataFrame(rows)

@@ -56,11 +56,9 @@ def memory(df: pd.DataFrame, out_dir: Path) -> list[Path]:
 
 def datasets(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     """SC24 Fig 10 analogue: EcoRec's speedup over EL-Rec and over TT-Rec on each dataset, at the world size
-    measured on most datasets (full tables, main configurations; ablation variants left out), with bootstrap 95 %
-    intervals over the repeats (the paper's values as reference lines only where the claims call this
+    measured on most datasets (full tables, main configurations; ablation variants left out), paired by round with
+    the order-statistic interval of the median (the paper's values as reference lines only where the claims call this
     comparable)."""
-    from reproduce.analysis.stats import ratio_ci
-
     style.setup()
     ok = _ok(df)
     ok = ok[(ok["max_rows"] == 0) & (ok["label"] == ok["impl"])]
@@ -71,7 +69,7 @@ def datasets(df: pd.DataFrame, out_dir: Path) -> list[Path]:
         totals = style.totals(g, runs)  # labels are the impls here
         for base in ("elrec", "ttrec"):
             if "ecorec" in totals and base in totals:
-                v, lo, hi = ratio_ci(totals[base], totals["ecorec"])
+                v, lo, hi = style.paired_speedups(totals, base, "ecorec")
                 rows.append({**dict(zip(keys, idx)), "over": f"over {base}", "speedup": v, "speedup_lo": lo,
                              "speedup_hi": hi})
     sp = pd.DataFrame(rows)

@@ -35,25 +35,44 @@ def footnote(df, fig) -> None:
 
 
 def runs(df):
-    """The `ok` runs (repeats.csv) behind a summary, or None when it has none."""
+    """The `ok` runs (repeats.csv) behind a summary, the A/A twin's left out, or None when it has none."""
+    from reproduce.analysis.aggregate import without_twins
+
     reps = getattr(df.attrs.get("runs"), "frame", None)
     if reps is None or reps.empty:
         return None
-    return reps[reps["status"] == "ok"]
+    return without_twins(reps[reps["status"] == "ok"])
 
 
 def totals(g, runs) -> dict:
-    """label -> the total_ms of every run of that point (its summary median when there are no runs)."""
-    return {lab: (runs[runs["point_id"] == pid]["total_ms"].tolist() if runs is not None else [t])
+    """label -> round -> the total_ms of that point's run in the round (round 0: its summary median when there are
+    no runs)."""
+    from reproduce.analysis.stats import by_round
+
+    return {lab: (by_round(runs[runs["point_id"] == pid], "total_ms") if runs is not None else {0: t})
             for lab, pid, t in zip(g["label"], g["point_id"], g["total_ms"])}
 
 
+def paired_speedups(totals_: dict, over: str, of: str) -> tuple[float, float, float]:
+    """totals[over] / totals[of] paired by round (stats.paired_ratio): value, lo, hi."""
+    from reproduce.analysis.stats import paired_ratio
+
+    return paired_ratio(totals_[over], totals_[of])[:3]
+
+
 def commits(df) -> str:
-    """The commit(s) the figure's runs were measured at (from summary.csv's git_sha)."""
-    if "git_sha" not in df or df["git_sha"].dropna().empty:
+    """Every commit the figure's runs were measured at (from the runs behind the summary, else summary.csv's
+    git_sha): up to three by name, more by their count and where REPORT.md lists them."""
+    reps = getattr(df.attrs.get("runs"), "frame", None)
+    src = reps if reps is not None and "git_sha" in reps and reps["git_sha"].notna().any() else df
+    if "git_sha" not in src or src["git_sha"].dropna().empty:
         return "commit unknown"
-    shas = list(dict.fromkeys(str(x)[:7] for x in df["git_sha"].dropna()))
-    return ("commit " if len(shas) == 1 else "commits ") + ", ".join(shas)
+    counts = src["git_sha"].dropna().astype(str).str[:7].value_counts()
+    if len(counts) == 1:
+        return f"commit {counts.index[0]}"
+    if len(counts) <= 3:
+        return "commits " + ", ".join(f"{sha} ({n} runs)" for sha, n in counts.items())
+    return f"{len(counts)} commits (results/REPORT.md lists them)"
 
 
 def caption(df, *, whiskers: bool) -> str:

@@ -1,0 +1,168 @@
+"""What a timed set can tell apart: its A/A control's ratio (the set's resolving power), the one rule for the "within
+noise" mark, and where each headline ratio stands against its target (the sweep's rounds until resolved ask it)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from reproduce.analysis.stats import by_round, half_width, interval_name, paired_ratio
+from reproduce.harness.evidence import GROUP, Rounds, is_twin_label, original_label
+
+Band = tuple[float, float]
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """A ratio of two labels' step times in one group, paired by round."""
+
+    group: dict
+    num: str
+    den: str
+    value: float
+    lo: float
+    hi: float
+    rounds: int
+    target: float | None = None  # the half-width it is to reach (None: no target, e.g. oversubscribed)
+
+    @property
+    def half_width(self) -> float:
+        return half_width(self.value, self.lo, self.hi)
+
+    @property
+    def met(self) -> bool:
+        return self.target is not None and self.half_width <= self.target
+
+    @property
+    def interval(self) -> str:
+        return interval_name(self.rounds)
+
+    def where(self) -> str:
+        g = self.group
+        rows = f", {g['max_rows']:,}-row cap" if g.get("max_rows") else ""
+        return f"{g['data']}{rows}, batch {g['batch_size']}, {g['world_size']} rank(s)"
+
+
+def _ok(reps: pd.DataFrame, metric: str = "total_ms") -> pd.DataFrame:
+    if reps is None or reps.empty or metric not in reps:
+        return pd.DataFrame()
+    return reps[(reps["status"] == "ok") & reps[metric].notna()]
+
+
+def control(reps: pd.DataFrame, metric: str = "total_ms") -> Ratio | None:
+    """The A/A control: its twin's ``metric`` over the original's, paired by round (None: the set has none)."""
+    ok = _ok(reps, metric)
+    if ok.empty or "label" not in ok:
+        return None
+    twins = ok[ok["label"].map(is_twin_label)]
+    if twins.empty:
+        return None
+    label = str(twins["label"].iloc[0])
+    group = twins.iloc[0][[k for k in GROUP if k in twins]].to_dict()
+    same = ok
+    for k, v in group.items():
+        same = same[same[k] == v]
+    orig = same[same["label"] == original_label(label)]
+    v, lo, hi, n = paired_ratio(by_round(twins, metric), by_round(orig, metric))
+    return Ratio(group, label, original_label(label), v, lo, hi, n)
+
+
+def band(reps: pd.DataFrame) -> Band | None:
+    """The A/A control's interval of the step time (None without a control or with one round)."""
+    c = control(reps)
+    if c is None or c.rounds < 2:
+        return None
+    return c.lo, c.hi
+
+
+def within_noise(lo: float, hi: float, aa: Band | None) -> bool:
+    """The one rule for the "within noise" mark (†): the ratio's interval holds 1 or overlaps the set's A/A band."""
+    if not (lo == lo and hi == hi):
+        return False
+    low, high = (min(1.0, aa[0]), max(1.0, aa[1])) if aa else (1.0, 1.0)
+    return lo <= high and hi >= low
+
+
+def noise_note(aa: Band | None) -> str:
+    """What † means under a table of a set with (or without) an A/A control."""
+    if aa is None:
+        return "† within noise: the ratio's interval holds 1 (this set has no A/A control)."
+    return (f"† within noise: the ratio's interval holds 1 or overlaps the set's A/A control "
+            f"[{aa[0]:.3f}, {aa[1]:.3f}] (one point against itself, paired by round): no verdict on it.")
+
+
+def headline(reps: pd.DataFrame, pairs, rounds: Rounds, cores: int) -> list[Ratio]:
+    """Every headline ratio (``pairs`` of labels) in every group where both sides ran, and the A/A control, each with
+    the half-width target its points' cores give it (``rounds.target_for``)."""
+    ok = _ok(reps)
+    out: list[Ratio] = []
+    if ok.empty:
+        return out
+    keys = [k for k in GROUP if k in ok]
+    c = control(reps)
+    wanted = [*pairs, *([(c.num, c.den)] if c else [])]
+    for key, g in ok.groupby(keys, sort=True):
+        group = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
+        for num, den in wanted:
+            a, b = g[g["label"] == num], g[g["label"] == den]
+            if a.empty or b.empty:
+                continue
+            used = int(group.get("world_size", 1)) * int(max(a["threads"].max(), b["threads"].max()) or 1) \
+                if "threads" in g else int(group.get("world_size", 1))
+            over = bool(pd.concat([a, b])["oversubscribed"].fillna(False).astype(bool).any()) \
+                if "oversubscribed" in g else False
+            target = None if over else rounds.target_for(used, cores)
+            v, lo, hi, n = paired_ratio(by_round(a, "total_ms"), by_round(b, "total_ms"))
+            out.append(Ratio(group, num, den, v, lo, hi, n, target))
+    return out
+
+
+def unresolved_labels(reps: pd.DataFrame, pairs, rounds: Rounds, cores: int) -> list[tuple[dict, set[str]]]:
+    """(group, labels) of every headline ratio with a target it has not reached: the points another round runs."""
+    return [(r.group, {r.num, r.den}) for r in headline(reps, pairs, rounds, cores)
+            if r.target is not None and not r.met]
+
+
+def headline_lines(reps: pd.DataFrame, pairs, rounds: Rounds, cores: int) -> list[str]:
+    """A markdown table of the headline ratios and the A/A control: value, interval, rounds, half-width vs target."""
+    rows = headline(reps, pairs, rounds, cores)
+    if not rows:
+        return []
+    lines = ["| ratio | where | value [interval] | rounds | half-width | target | reached |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        target = "–" if r.target is None else f"{r.target:.0%}"
+        reached = ("– (oversubscribed: no headline)" if r.target is None else "yes" if r.met else "no")
+        lines.append(f"| {r.num} / {r.den} | {r.where()} | {r.value:.3f} [{r.lo:.3f}, {r.hi:.3f}] | {r.rounds} | "
+                     f"{r.half_width:.1%} | {target} | {reached} |")
+    return lines
+
+
+def set_band(out_dir: str | Path) -> Band | None:
+    """The A/A band of the result set in ``out_dir`` (from its repeats.csv; None when it has none)."""
+    path = Path(out_dir) / "repeats.csv"
+    return band(pd.read_csv(path)) if path.exists() else None
+
+
+def _holds(point, group: dict, labels: set[str]) -> bool:
+    """Whether run point ``point`` is one of ``labels`` in ``group`` (a headline ratio's side)."""
+    opts = point.data_options or {}
+    mine = {"data": point.data, "max_rows": opts.get("max_rows", 0), "rows": opts.get("rows", 0),
+            "batch_size": point.batch_size, "mode": point.mode, "optimizer": point.optimizer,
+            "world_size": point.world_size}
+    return (point.label or point.impl) in labels and all(mine[k] == v for k, v in group.items() if k in mine)
+
+
+def points_to_resolve(sweep, cores: int):
+    """For the sweep's rounds until resolved: a callable naming the run points of every headline ratio (and the A/A
+    control) whose interval is still wider than its target, read from the set's records each time it is asked."""
+    from reproduce.analysis.aggregate import flat_repeats, load_records
+    from reproduce.harness.sweep import experiment_records
+
+    exp = sweep.experiment
+
+    def more() -> list:
+        reps = flat_repeats(load_records(sweep.out_dir, experiment_records(sweep)))
+        wanted = unresolved_labels(reps, exp.headline, exp.rounds, cores)
+        return [p for p in sweep.points if any(_holds(p, g, labels) for g, labels in wanted)]
+    return more
