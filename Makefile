@@ -18,7 +18,7 @@ DEPS_STAMP := $(VENV)/.dlrmbench-deps
 EXT_STAMP := $(VENV)/.dlrmbench-ext
 CSRC := $(wildcard impls/core/csrc/*.cpp impls/core/csrc/cpu/*.cpp impls/core/csrc/cuda/*.cu impls/core/csrc/*.h impls/core/csrc/*/*.h)
 
-.PHONY: help venv deps install ext test test-fast bench redundancy reproduce reproduce-sc24 reproduce-sc24-table1 reproduce-sc24-fig11 reproduce-table-size reproduce-recsys24 reproduce-compression reproduce-tt-quality figures cuda-check device-check clean
+.PHONY: help venv deps install ext test test-fast bench redundancy reproduce reproduce-sc24 reproduce-sc24-table1 reproduce-sc24-fig11 reproduce-table-size reproduce-recsys24 reproduce-compression reproduce-tt-quality reproduce-aa-schedule figures cuda-check device-check clean
 
 help:
 	@echo "make test            set up .venv, build the native ops, run pytest"
@@ -27,10 +27,11 @@ help:
 	@echo "make reproduce-sc24-table1  the 1e8-row Table 1 / Fig 11 analogue"
 	@echo "make reproduce-sc24-fig11  EcoRec's Fig 11 configuration beside its artifact's ratios"
 	@echo "make reproduce-recsys24  EMBark planner vs baselines on gloo ranks, and modeled at 8-128 GPUs"
-	@echo "make reproduce       both (cpu profile, 5 repeats; durations: README); PROFILE=paper LAUNCHER=slurm for a cluster"
+	@echo "make reproduce       both (cpu profile: 3 rounds, then rounds until the headline ratios resolve; under an hour on 2 cores: README); PROFILE=paper LAUNCHER=slurm for a cluster"
 	@echo "make reproduce-table-size  one table of 1e5..1e9 rows, dense vs TT"
 	@echo "make reproduce-compression  hash, QR, MD, TT and fp16 tables at 1/10..1/1000 of the dense bytes (DATA=DIR: yours)"
 	@echo "make reproduce-tt-quality  every table TT vs dense on small tables: rank, initializer, learning rate, optimizer"
+	@echo "make reproduce-aa-schedule  the A/A control in sequential and in duet rounds: which the timed profiles use"
 	@echo "make figures         redraw every figure and results/REPORT.md from the committed records (no runs)"
 	@echo "make install         set up .venv and build the native ops only"
 	@echo "make ext             rebuild the native ops after a C++ edit"
@@ -83,7 +84,7 @@ redundancy: install
 	$(VENV)/bin/dlrmbench redundancy --data criteo-kaggle --data criteo-terabyte-40m --data dcnv2-multihot \
 		--data sc24-f4 --data sc24-f4-ranked -b 2048 -b 8192 -b 32768
 
-# PROFILE: cpu (default; sc24 + recsys24, 5 repeats per point), cpu-full (every point, own result sets) or paper
+# PROFILE: cpu (default; sc24 + recsys24: 3 rounds of every point, then rounds of the headline points until resolved), cpu-full (every point, own result sets) or paper
 # (the papers' sizes on a GPU cluster: add LAUNCHER=slurm to get an sbatch script); ROOT: where results/ and
 # figures/ go
 # MACHINE: the result set's name (default: this machine's slug, e.g. amd-epyc-2c; required with LAUNCHER=slurm);
@@ -122,6 +123,12 @@ reproduce-compression: install
 # learning rate and optimizer, the oversize rule (docs/studies/compression.md)
 reproduce-tt-quality: install
 	$(REPRODUCE) tt-quality
+
+# the A/A control measured in sequential and in duet rounds with the same wall time (docs/methodology.md): the timed
+# profiles use the schedule that came out tighter
+reproduce-aa-schedule: install
+	$(REPRODUCE) aa-schedule
+	$(REPRODUCE) aa-schedule --profile duet
 
 reproduce: reproduce-sc24 reproduce-recsys24
 

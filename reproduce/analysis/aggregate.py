@@ -36,6 +36,8 @@ def flatten(record: Record | dict[str, Any]) -> dict[str, Any]:
         "git_dirty": env.get("git_dirty"),
         "code": (b.code or {}).get("digest"),
         "oversubscribed": over,
+        "cores": (env.get("machine") or {}).get("cores") or env.get("cpu_count"),
+        "schedule": env.get("schedule", "solo"),  # "duet": run beside another run, on half the cores
         "timed_steps": (b.loop or {}).get("timed_steps"),
         "impl": p["impl"],
         "label": p.get("label") or p["impl"],

@@ -40,6 +40,8 @@ def claim_pairs(reps: pd.DataFrame, c: dict) -> list[tuple[tuple, dict, dict, fl
     paired ratio (median over rounds of num / den within the round) ** power. The A/A twin is left out."""
     by = c.get("by", "label")
     ok = without_twins(reps[(reps["status"] == "ok") & reps[c["metric"]].notna()])
+    if "oversubscribed" in ok:  # a point that ran more ranks x threads than cores never carries a claim's value
+        ok = ok[~ok["oversubscribed"].fillna(False).astype(bool)]
     out = []
     for key, g in ok.groupby(c["group"], sort=True):
         key = key if isinstance(key, tuple) else (key,)
@@ -84,9 +86,29 @@ def band_verdict(lo: float, hi: float, paper: float) -> str:
     return "reproduced"
 
 
-def _difference(c: dict, value: float) -> float:
-    """How far the measured value is from "no effect" (a ratio of 1, a saving of 0)."""
-    return abs(value) if c["kind"] == "reduction" else abs(value - 1)
+def exact_verdict(ours: float, paper: float) -> str:
+    """An exact (analytic) value against the paper's: "reproduced" when they agree to the digits the paper gives
+    (its value rounded to the same significant digits), else "differs" with no tolerance band."""
+    digits = len(f"{paper:g}".replace(".", "").replace("-", "").lstrip("0")) or 1
+    return "reproduced" if float(f"{ours:.{digits}g}") == float(f"{paper:.{digits}g}") else "differs"
+
+
+def plan_choice(reps: pd.DataFrame, c: dict) -> str:
+    """For a claim on the EMBark planner: which plan it ran in each group it is measured in, and when that was a
+    simple plan unchanged everywhere, what the claim's ratio then compares."""
+    if c.get("denominator") != "embark planner" or "plan_start" not in reps:
+        return ""
+    ok = reps[(reps["status"] == "ok") & (reps["label"] == "embark planner") & reps["plan_start"].notna()]
+    if "oversubscribed" in ok:
+        ok = ok[~ok["oversubscribed"].fillna(False).astype(bool)]
+    if ok.empty:
+        return ""
+    moves = ok["plan_moves"].fillna(0) if "plan_moves" in ok else pd.Series(0, index=ok.index)
+    starts = sorted(set(ok["plan_start"]))
+    if len(starts) == 1 and (moves == 0).all():
+        return (f"the planner chose {starts[0]} unchanged in every group: the value is {starts[0]} (as the planner "
+                f"ran it) against {c['numerator']}")
+    return "the planner's plans: " + ", ".join(starts)
 
 
 def evaluate_claim(c: dict, root: Path, machine: str, state=None) -> dict[str, Any]:
@@ -105,13 +127,14 @@ def evaluate_claim(c: dict, root: Path, machine: str, state=None) -> dict[str, A
 
         t = compression_table(ks=(7,), ranks=(32,))
         values = {d: float(t[t["dataset"] == d]["ratio"].iloc[0]) for d in c["datasets"]}
-        verdicts = {d: band_verdict(v, v, c["paper_values"][d]) for d, v in values.items()}
+        verdicts = {d: exact_verdict(v, c["paper_values"][d]) for d, v in values.items()}
         first = values[c["datasets"][0]]
         agreed = set(verdicts.values())
         verdict = agreed.pop() if len(agreed) == 1 else "mixed"
         return {**row, "machine": "analytic", "value": first, "lo": first, "hi": first,
                 "aggregate": "parameter counts", "groups": [((d,), v) for d, v in values.items()],
-                "interval": "exact", "verdict": f"{verdict} (analytic)",
+                "interval": "exact", "verdict": f"{verdict} (analytic, exact)",
+                "shown": ", ".join(f"{v:.3g} ({d})" for d, v in values.items()),
                 "why": "; ".join(f"{d}: {v:.3g} vs {c['paper_values'][d]:g} ({verdicts[d]})"
                                  for d, v in values.items())}
     reps = repeats_of(root, c["experiment"], machine)
@@ -139,6 +162,7 @@ def evaluate_claim(c: dict, root: Path, machine: str, state=None) -> dict[str, A
     if c["metric"].endswith("_ms") and c["kind"] == "ratio" and within_noise(lo, hi, aa):
         row["noise"] = ("its interval holds 1" + (f" or overlaps the set's A/A control [{aa[0]:.3f}, {aa[1]:.3f}]"
                                                    if aa else "") + ": the set cannot tell the two apart")
+    listed = "; ".join(x for x in (listed, plan_choice(reps, c)) if x)
     if listed:
         row["why"] = listed
     comparable = c.get("comparable", False)

@@ -166,3 +166,48 @@ def points_to_resolve(sweep, cores: int):
         wanted = unresolved_labels(reps, exp.headline, exp.rounds, cores)
         return [p for p in sweep.points if any(_holds(p, g, labels) for g, labels in wanted)]
     return more
+
+
+SCHEDULE_SETS = {"sequential": "aa-schedule", "duet": "aa-schedule_duet"}  # the aa-schedule experiment's two sets
+
+
+def schedule_comparison(root: Path, machine: str) -> list[tuple[str, Ratio, float]]:
+    """(schedule, its A/A control, the wall time its runs took) of each set of the aa-schedule experiment that has
+    records on ``machine`` (a duet's two runs overlap: its wall time is half their sum)."""
+    out = []
+    for schedule, name in SCHEDULE_SETS.items():
+        path = Path(root) / "results" / name / machine / "repeats.csv"
+        if not path.exists():
+            continue
+        reps = pd.read_csv(path)
+        c = control(reps)
+        if c is not None:
+            wall = float(reps["wall_s"].sum()) / (2 if schedule == "duet" else 1)
+            out.append((schedule, c, wall))
+    return out
+
+
+def tighter_schedule(root: Path, machine: str) -> str | None:
+    """The schedule whose A/A interval measured narrower on ``machine`` with the same wall time (None: not measured
+    both ways)."""
+    rows = schedule_comparison(root, machine)
+    if len(rows) < 2:
+        return None
+    return min(rows, key=lambda r: r[1].half_width)[0]
+
+
+def schedule_lines(root: Path, machine: str) -> list[str]:
+    """The aa-schedule report block: the A/A control measured sequentially and in duet rounds, and the choice."""
+    rows = schedule_comparison(root, machine)
+    if not rows:
+        return []
+    lines = ["| schedule | rounds | wall time of the runs | A/A ratio [interval] | half-width | interval |",
+             "|---|---|---|---|---|---|"]
+    for schedule, c, wall in rows:
+        lines.append(f"| {schedule} | {c.rounds} | {wall / 60:.1f} min | {c.value:.3f} [{c.lo:.3f}, {c.hi:.3f}] | "
+                     f"{c.half_width:.1%} | {c.interval} |")
+    choice = tighter_schedule(root, machine)
+    if choice:
+        lines += ["", f"The A/A interval is narrower with **{choice}** rounds on this machine: the timed profiles run "
+                      f"{choice} rounds (tests/reproduce/test_evidence.py holds them to it)."]
+    return lines

@@ -95,10 +95,13 @@ def _ci(r, col: str) -> str:
 def comparison_table(df, command: str = "run") -> Table:
     import pandas as pd
 
+    from reproduce.analysis.stats import interval_name
+
     n = int(df["runs"].max()) if "runs" in df and len(df) else 1
     held = "; AUC / log loss: held-out, at the last evaluation" if "auc" in df.columns else ""
     t = Table(title=f"dlrmbench {command} (medians over timed iterations" + (
-        f", then over {n} interleaved repeats; [95 % bootstrap interval]" if n > 1 else "; one run each: no interval")
+        f", then over {n} interleaved rounds; speedup: within each round, median over rounds; [{interval_name(n)}]"
+        if n > 1 else "; one run each: no interval")
         + held + ")")
     quality = [c for c in ("syncs_per_step", "epochs", "auc", "logloss") if c in df.columns]
     cols = ["impl", "status", "fwd ms", "bwd ms", "update ms", "total ms", "samples/s", "peak RSS Δ MiB",

@@ -232,12 +232,12 @@ def fit(records: list[Record], source: str) -> Fit:
 
 
 def measured_records(results: Path, max_rows: int | None = None) -> list[Record]:
-    """The sc24 sweep's main points (ablation variants left out) of the systems this model covers."""
+    """The sc24 sweep's main points (ablation variants and the A/A twin left out) of the systems this model covers."""
     out = []
     for f in sorted(results.glob("*.json")):
         r = read_record(f)
         p = r.point
-        if not r.ok or p["impl"] not in SYSTEMS or str(p.get("label", "")).startswith("ablation"):
+        if not r.ok or p["impl"] not in SYSTEMS or str(p.get("label", "")).startswith("ablation") or p.get("twin"):
             continue
         if p["data_options"].get("max_rows") != max_rows:
             continue

@@ -162,9 +162,9 @@ TABLE1 = [Col("EL-Rec / EcoRec time", "elrec", den="ecorec"), Col("EL-Rec / EcoR
           Col("EcoRec / EL-Rec peak memory", "ecorec", "peak_rss_delta_bytes", "elrec", unit=""),
           Col("TT-Rec peak MiB", "ttrec", "peak_rss_delta_bytes", unit="", scale=2**20)]
 RECSYS24 = [Col("table_row_wise / planner time", "table_row_wise", den="embark planner"),
+            Col("uniform / planner time", "uniform", den="embark planner"),
             Col("round_robin / planner time", "round_robin", den="embark planner"),
             Col("planner / TorchRec table-wise time", "embark planner", den="torchrec table-wise"),
-            Col("planner / TorchRec planner time", "embark planner", den="torchrec planner"),
             Col("round_robin (our table-wise) / TorchRec table-wise time", "round_robin", den="torchrec table-wise"),
             Col("planner step ms", "embark planner", unit=""),
             Col("TorchRec step ms", "torchrec table-wise", unit="")]
@@ -219,9 +219,34 @@ def _train_output(reps: pd.DataFrame, root: Path, set_name: str, machine: str) -
 
 
 # the tables an experiment can name in its TOML's ``report`` list, each drawn from that experiment's result set
+def _aa_schedule(reps: pd.DataFrame, root: Path, set_name: str, machine: str) -> list[str]:
+    from reproduce.analysis.resolving import schedule_lines
+
+    return schedule_lines(root, machine)
+
+
+def _evidence(exp_name: str):
+    """A block of the headline ratios and the A/A control of experiment ``exp_name`` (cpu profile): value, interval,
+    rounds and the half-width each reached against its target."""
+    def block(reps: pd.DataFrame, root: Path, set_name: str, machine: str) -> list[str]:
+        from reproduce.analysis.resolving import headline_lines
+        from reproduce.harness.experiment import experiment
+
+        exp = experiment(exp_name)
+        cores = _cores(reps)
+        return headline_lines(reps, exp.headline, exp.rounds, cores) if cores else []
+    return block
+
+
+def _cores(reps: pd.DataFrame) -> int | None:
+    """The cores of the machine the runs ran on (its fingerprint's count, as recorded), or None."""
+    return int(reps["cores"].dropna().iloc[0]) if "cores" in reps and reps["cores"].notna().any() else None
+
+
 SET_BLOCKS = {"sc24": _sc24, "sc24-ablation": _sc24_ablation, "sc24-table1": _sc24_table1, "recsys24": _recsys24,
               "compression": _compression, "compression-verdict": _compression_verdict, "tt-quality": _tt_quality,
-              "train-output": _train_output}
+              "train-output": _train_output, "aa-schedule": _aa_schedule, "sc24-evidence": _evidence("sc24"),
+              "recsys24-evidence": _evidence("recsys24")}
 
 
 def measured_tables(root: Path, machine: str, states: dict | None = None) -> dict[str, list[str]]:
@@ -246,6 +271,7 @@ def measured_tables(root: Path, machine: str, states: dict | None = None) -> dic
         out[model.block] = model.table(root, machine)
         sets[model.block] = model.set_name
     out["durations"] = durations(root, machine, states)
+    out["quickstart"] = quickstart(root, machine)
     verdict = out.pop("compression-verdict", [])
     out = {k: v for k, v in out.items() if len(v) > 2}  # a table beyond its header
     if verdict:  # a data set's line and one per budget
@@ -273,8 +299,15 @@ def planner_choices(reps: pd.DataFrame) -> list[str]:
         parts.append(f"{data} x{world}: {chose}" + (f" ({aside} set aside)" if isinstance(aside, str) else ""))
     if not parts:
         return []
+    simple = ok[ok["plan_moves"].fillna(0) == 0]["plan_start"] if "plan_moves" in ok else ok["plan_start"]
+    same = ""
+    if len(simple) == len(ok) and simple.nunique() == 1:  # one simple plan everywhere: say what was compared
+        plan = simple.iloc[0]
+        same = (f" The planner chose {plan} unchanged everywhere: its bars are {plan} as the planner ran it, so "
+                f"{plan} / planner measures one plan twice (an A/A pair) and table_row_wise / planner is "
+                f"table_row_wise / {plan}.")
     return ["", "The planner's plan (candidate it started from; a searched plan the risk margin set aside): "
-            + "; ".join(parts) + "."]
+            + "; ".join(parts) + "." + same]
 
 
 def spearman(root: Path, machine: str, aa=None) -> list[str]:
@@ -323,20 +356,74 @@ def term_errors(ok: pd.DataFrame) -> str:
 
 
 def durations(root: Path, machine: str, states: dict | None = None) -> list[str]:
-    """Wall time of each experiment's runs on the machine (the sum of its runs' processes), and the commit(s) they
-    ran at."""
-    lines = ["| experiment | runs | repeats per point | wall time of the runs | measured at |", "|---|---|---|---|---|"]
+    """Wall time of each experiment's runs on the machine (the sum of its runs' processes), its sweep from the first
+    noise probe to the last (runs, probes and the sweep's own work), the commit(s) they ran at, and what `make
+    reproduce` took end to end (calibration, the sc24 and recsys24 sweeps)."""
+    lines = ["| experiment | runs | rounds per point | wall time of the runs | sweep, first to last probe | measured at |",
+             "|---|---|---|---|---|---|"]
+    sweeps: dict[str, float] = {}
     for exp in RECORD_SETS:
         reps = repeats_of(root, exp, machine)
         if reps is None or "wall_s" not in reps or reps["wall_s"].isna().all():
             continue
         per = reps.groupby("point_id")["repeat"].nunique()
         n = f"{per.min()}" if per.min() == per.max() else f"{per.min()}-{per.max()}"
-        s = int(reps["wall_s"].sum())
         st = (states or {}).get(exp)
         at = "–" if st is None else st.commit_label() + (" (STALE)" if st.is_stale else "")
-        lines.append(f"| {exp} | {len(reps)} | {n} | {s // 60} min {s % 60:02d} s | {at} |")
+        span = sweep_span_s(Path(root) / "results" / exp / machine)
+        if span is not None:
+            sweeps[exp] = span
+        lines.append(f"| {exp} | {len(reps)} | {n} | {_minutes(reps['wall_s'].sum())} | "
+                     f"{'–' if span is None else _minutes(span)} | {at} |")
+    cal = calibration_s(root, machine)
+    if cal is not None and {"sc24", "recsys24"} <= set(sweeps):
+        total = cal + sweeps["sc24"] + sweeps["recsys24"]
+        lines += ["", f"`make reproduce` on this machine: calibration {_minutes(cal)} + sc24 {_minutes(sweeps['sc24'])} "
+                      f"+ recsys24 {_minutes(sweeps['recsys24'])} = **{_minutes(total)}** (plus the install and the "
+                      f"native build on a fresh clone)."]
     return lines
+
+
+def quickstart(root: Path, machine: str) -> list[str]:
+    """How long each `make reproduce*` command took on the machine: its sweep from the first noise probe to the last
+    (recsys24: after the calibration it needs), and `make reproduce` as the sum of its parts."""
+    from reproduce.harness.experiment import experiment, experiment_names
+
+    lines = ["| command | what | took on the reference machine |", "|---|---|---|"]
+    spans = {}
+    for name in experiment_names():
+        span = sweep_span_s(experiment(name).out_dir(root, machine))
+        if span is None:
+            continue
+        extra = calibration_s(root, machine) if name == "recsys24" else None
+        spans[name] = span + (extra or 0.0)
+        what = experiment(name).description + (" (after this machine's calibration)" if extra else "")
+        lines.append(f"| `dlrmbench reproduce {name}` | {what} | {_minutes(spans[name])} |")
+    if {"sc24", "recsys24"} <= set(spans):
+        lines.insert(2, f"| `make reproduce` | sc24 and recsys24, calibration included | "
+                        f"**{_minutes(spans['sc24'] + spans['recsys24'])}** |")
+    return lines if len(lines) > 2 else []
+
+
+def _minutes(s: float) -> str:
+    s = int(round(s))
+    return f"{s // 60} min {s % 60:02d} s"
+
+
+def sweep_span_s(out_dir: Path) -> float | None:
+    """Seconds from a set's first noise probe to its last (None: under two probes)."""
+    from datetime import datetime
+
+    from reproduce.harness.noise import load_probes
+
+    when = sorted(datetime.fromisoformat(p["when"]) for p in load_probes(out_dir) if p.get("when"))
+    return (when[-1] - when[0]).total_seconds() if len(when) > 1 else None
+
+
+def calibration_s(root: Path, machine: str) -> float | None:
+    """How long the machine's calibration took (None: a profile from before it said)."""
+    path = Path(root) / "results" / "calibration" / machine / "gloo.json"
+    return json.loads(path.read_text()).get("wall_s") if path.exists() else None
 
 
 def roofline(root: Path, machine: str) -> list[str]:

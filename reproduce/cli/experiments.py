@@ -160,7 +160,7 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
 
     lines = headline_lines(pd.read_csv(summary.with_name("repeats.csv")), exp.experiment.headline, policy, cores)
     if lines:
-        console.print("headline ratios and the A/A control (paired by round):\n" + "\n".join(lines))
+        console.print(escape("headline ratios and the A/A control (paired by round):\n" + "\n".join(lines)))
     console.print(f"summary: {summary}")
     for path in draw(list(exp.plots), summary, exp.figures_dir):
         console.print(f"figure: {path}")

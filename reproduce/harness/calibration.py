@@ -339,6 +339,7 @@ def calibrate(worlds: Sequence[int], threads: int, machine: str, backend: str, s
     from reproduce.harness.machine import cores, fingerprint
 
     allocator = retain_freed_memory()  # this process times the lookups; every rank it spawns applies it too
+    began = time.monotonic()
     measured: dict[str, Any] = {"collectives": {}, "lookup": {}}
     fitted_c: dict[str, dict[int, Line]] = {name: {} for name in COLLECTIVES}
     for w in worlds:
@@ -377,7 +378,7 @@ def calibrate(worlds: Sequence[int], threads: int, machine: str, backend: str, s
     measured["engine_workloads"] = [list(w) for w in workloads]
     profile = dataclasses.replace(primitive, engine=engines, measured=measured)
     return {**profile.to_dict(), "env": fingerprint(), "allocator": allocator,
-            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "wall_s": time.monotonic() - began}
 
 
 def profile_path(results: Path, machine: str, backend: str) -> Path:

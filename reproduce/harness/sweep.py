@@ -159,13 +159,13 @@ def run_experiment(
 
     def run_round(round_tasks: list[tuple[RunPoint, int]]) -> None:
         repeat = round_tasks[0][1]
-        for unit in units(round_tasks, schedule, repeat):
-            todo_now = [(p, r) for p, r in unit if (p.point_id, r) in pending]
+        for unit in units(round_tasks, schedule):
+            todo_now = [(p, r) for p, r in unit if (p.point_id, r) in pending]  # a duet's partner may be done
             if todo_now and probe and state["probed"] != repeat:
                 record_probe(exp.out_dir, "before" if state["probed"] is None else f"round {repeat}", threads=threads)
                 state["probed"] = repeat
-            results = _run_unit(exp, [(p, r, c) for (p, r), c in zip(unit, unit_cores(unit))
-                                      if (p, r) in todo_now], force, timeout_s, on_start, progress)
+            results = _run_unit(exp, [(p, r, c) for (p, r), c in zip(todo_now, unit_cores(todo_now))], force,
+                                timeout_s, on_start, progress)
             for point, r in unit:
                 out = results.get((point.point_id, r), Outcome("earlier"))
                 if (point.point_id, r) not in results:
@@ -217,13 +217,15 @@ def machine_cores() -> tuple[int, ...]:
         range(os.cpu_count() or 1))
 
 
-def cores_used(point: RunPoint) -> int:
-    """The cores a point's processes keep busy on one node: its ranks there times their threads."""
+def cores_used(point: RunPoint, cores: int | None = None) -> int:
+    """The cores a point's processes keep busy on one node: its ranks there times their threads (a point that leaves
+    its threads to torch: every core, ``cores`` or this machine's)."""
     ranks = point.world_size // max(point.nnodes or 1, 1) if isinstance(point.nnodes, int) else point.world_size
-    return max(ranks, 1) * int(point.threads or 1)
+    threads = int(point.threads) if point.threads else (cores or len(machine_cores()))
+    return max(ranks, 1) * threads
 
 
-def units(round_tasks: list[tuple[RunPoint, int]], schedule: str, repeat: int,
+def units(round_tasks: list[tuple[RunPoint, int]], schedule: str,
           cores: tuple[int, ...] | None = None) -> list[list[tuple[RunPoint, int]]]:
     """A round's runs as the units the sweep starts together: one run each (``sequential``), or (``duet``)
     consecutive runs that each fit in half the cores paired, the rest alone."""
@@ -234,7 +236,7 @@ def units(round_tasks: list[tuple[RunPoint, int]], schedule: str, repeat: int,
     out: list[list[tuple[RunPoint, int]]] = []
     waiting = None  # the duet unit that has its first run only
     for t in round_tasks:
-        if not (half >= 1 and t[0].device == "cpu" and cores_used(t[0]) <= half):
+        if not (half >= 1 and t[0].device == "cpu" and cores_used(t[0], len(cores)) <= half):
             out.append([t])
         elif waiting is not None:
             waiting.append(t)
@@ -245,7 +247,8 @@ def units(round_tasks: list[tuple[RunPoint, int]], schedule: str, repeat: int,
     return out
 
 
-def unit_cores(unit: list[tuple[RunPoint, int]], cores: tuple[int, ...] | None = None) -> list[tuple[int, ...] | None]:
+def unit_cores(unit: list[tuple[RunPoint, int]],
+               cores: tuple[int, ...] | None = None) -> list[tuple[int, ...] | None]:
     """The cores each run of a unit is held to: none for a run alone; for a duet the two halves of the machine, the
     unit's first run on the first half. A round runs its points in the reverse order of the round before
     (resolve.interleaved), so the two sides of a duet swap halves every round."""

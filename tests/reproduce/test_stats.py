@@ -27,23 +27,6 @@ def test_ordered_pairs_counts_only_pairs_of_the_same_job():
     assert ordered_pairs(df, ["data", "world_size"], gap=0.6) == (2, 3)
 
 
-def test_fewer_than_five_runs_give_the_range_not_a_ci():
-    from reproduce.analysis.stats import aggregate_ci, interval_name, median_ci, ratio_ci
-
-    assert median_ci([3.0, 1.0, 2.0]) == (2.0, 1.0, 3.0)
-    v, lo, hi = ratio_ci([4.0, 6.0, 5.0], [1.0, 2.0, 1.5])
-    assert (v, lo, hi) == (5.0 / 1.5, 2.0, 6.0)  # the range's corners
-    assert interval_name(3) == "range of 3 runs" and interval_name(5) == "bootstrap 95 % CI"
-    assert interval_name(1) == "one run: no interval"
-    v, lo, hi = median_ci([1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 100.0])
-    assert v == lo == hi == 1.0  # from 5 runs a bootstrap CI of the median: the outlier is not its end
-    groups = [([4.0, 6.0, 5.0], [1.0, 2.0, 1.5], 1.0), ([2.0, 2.0, 2.0], [1.0, 1.0, 1.0], 1.0)]
-    value, lo, hi, per = aggregate_ci(groups, "max")
-    assert value == max(per) and (lo, hi) == (2.0, 6.0)  # the max of the groups' corners
-    value, lo, hi, _ = aggregate_ci(groups, "median", transform=lambda r: 1 - r)
-    assert lo <= value <= hi  # a decreasing transform swaps the corners
-
-
 def test_repeat_spread_is_max_over_min_per_point():
     import pandas as pd
 

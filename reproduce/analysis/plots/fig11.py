@@ -15,19 +15,24 @@ PAIRS = (("elrec", "EL-Rec / EcoRec"), ("ttrec", "TT-Rec (FBTT) / EcoRec"))
 
 
 def measured_ratios(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per (device, batch): the median total ms of each system over its repeats, and the two ratios over EcoRec."""
+    """Per (device, batch): each system's step time over EcoRec's, paired by round (the median of the per-round ratios
+    and its order-statistic interval: stats.paired_ratio)."""
+    from reproduce.analysis.stats import by_round, paired_ratio
+
     rows = []
     runs = runs.assign(on=runs["device"].astype(str) + ", " + (runs["device_kind"].astype(str) if "device_kind" in runs
                                                                 else "cpu"))
     for (device, batch), g in runs.groupby(["on", "batch_size"]):
-        med = g.groupby("impl")["total_ms"].median()
-        if "ecorec" not in med:
+        eco = by_round(g[g["impl"] == "ecorec"], "total_ms")
+        if not eco:
             continue
         for impl, _ in PAIRS:
-            if impl in med:
-                rows.append({"device": device, "batch_size": int(batch), "impl": impl,
-                             "ratio": float(med[impl] / med["ecorec"])})
-    return pd.DataFrame(rows, columns=["device", "batch_size", "impl", "ratio"])
+            mine = by_round(g[g["impl"] == impl], "total_ms")
+            if mine:
+                v, lo, hi, n = paired_ratio(mine, eco)
+                rows.append({"device": device, "batch_size": int(batch), "impl": impl, "ratio": v, "ratio_lo": lo,
+                             "ratio_hi": hi, "rounds": n})
+    return pd.DataFrame(rows, columns=["device", "batch_size", "impl", "ratio", "ratio_lo", "ratio_hi", "rounds"])
 
 
 def fig11_ratios(df: pd.DataFrame, out_dir: Path) -> list[Path]:
@@ -43,6 +48,7 @@ def fig11_ratios(df: pd.DataFrame, out_dir: Path) -> list[Path]:
         for device, g in ours[ours["impl"] == impl].groupby("device"):
             g = g.sort_values("batch_size")
             ax.plot(g["batch_size"], g["ratio"], marker="o", label=f"ours ({device})")
+            style.whiskers_xy(ax, g, "batch_size", "ratio", "ratio_lo", "ratio_hi")
         ax.axhline(1.0, color="0.7", linewidth=0.8)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
@@ -53,6 +59,6 @@ def fig11_ratios(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     gpu = bool((ok["device_kind"] == "cuda").any()) if "device_kind" in ok else False
     verdict = "a GPU run: comparable with the artifact" if gpu else "no GPU run: ours are not comparable with the artifact"
     fig.suptitle(f"EcoRec Fig 11 as ratios over EcoRec, 28 Meta-like tables, D 32, R 32 ({verdict})\n"
-                 f"{style.caption(df, whiskers=False)}", y=1.04, fontsize=10)
+                 f"{style.caption(df, whiskers=style.has_whiskers(fig))}", y=1.04, fontsize=10)
     style.footnote(df, fig)
     return style.save(fig, out_dir, "fig11_ratios")

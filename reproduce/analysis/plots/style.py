@@ -93,7 +93,19 @@ def caption(df, *, whiskers: bool) -> str:
         what = "one run per point: no interval"
     else:
         what = f"medians, whiskers: {interval_name(int(reps.min()))}"
-    return f"machine {machine or '?'}; {commits(df)}; {n}; {what}"
+    return f"machine {machine or '?'}; {commits(df)}; {n}; {what}{oversubscribed(df)}"
+
+
+def oversubscribed(df) -> str:
+    """The flag of a figure with oversubscribed points (more ranks x threads than cores): which world sizes."""
+    if "oversubscribed" not in df:
+        return ""
+    over = df[df["oversubscribed"].fillna(False).astype(bool)]
+    if over.empty:
+        return ""
+    worlds = sorted({int(w) for w in over["world_size"].dropna()}) if "world_size" in over else []
+    at = f" at {', '.join(map(str, worlds))} ranks" if worlds else ""
+    return f"; oversubscribed{at} (*: ranks × threads > cores: contention, never a headline)"
 
 
 def whiskers_xy(ax, data, x: str, y: str, lo: str, hi: str) -> None:

@@ -19,12 +19,18 @@ def table_size(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     peak = ok["peak_rss_delta_bytes"].where(ok["cuda_peak_bytes"].isna(), ok["cuda_peak_bytes"]) \
         if "cuda_peak_bytes" in ok else ok["peak_rss_delta_bytes"]
     ok["peak memory GiB"] = peak / 2**30
+    ok["step ms_lo"], ok["step ms_hi"] = ok.get("total_ms_lo"), ok.get("total_ms_hi")
+    if "cuda_peak_bytes" not in ok or ok["cuda_peak_bytes"].isna().all():  # the interval of the peak RSS measured
+        for end in ("lo", "hi"):
+            if f"peak_rss_delta_bytes_{end}" in ok:
+                ok[f"peak memory GiB_{end}"] = ok[f"peak_rss_delta_bytes_{end}"] / 2**30
     ok["parameters GiB"] = ok["param_bytes"] / 2**30
     order = [i for i in dict.fromkeys(df["impl"]) if i in set(ok["impl"])]
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
     for ax, col in zip(axes, ("step ms", "peak memory GiB", "parameters GiB")):
         sns.lineplot(data=ok, x="rows", y=col, hue="impl", hue_order=order, marker="o", errorbar=None, ax=ax)
         ax.set(xscale="log", yscale="log", xlabel="rows of the table")
+        style.whiskers_xy(ax, ok, "rows", col, f"{col}_lo", f"{col}_hi")
         style.legend_on_last(ax, axes)
     refused = df[df["status"] == "oom"]
     for _, r in refused.iterrows():
