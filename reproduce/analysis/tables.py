@@ -78,7 +78,7 @@ def ratio_table(reps: pd.DataFrame, keys: list[tuple[str, str]], cols: list[Col]
                 runs.append(n)
             cell = _cell(v, c.unit, runs[-1])
             if (c.den is not None and c.per is None and c.metric in TIME_METRICS and v[0] == v[0]
-                    and runs[-1] > 1 and within_noise(v[1], v[2], aa)):
+                    and runs[-1] > 1 and v[1] < v[2] and within_noise(v[1], v[2], aa)):
                 cell += " †"
                 marks["noise"] = True
             cells.append(cell)
@@ -110,6 +110,10 @@ def table_notes(ok: pd.DataFrame, runs: list[int], aa, marks: dict[str, bool]) -
     spread = repeat_spread(ok)
     if spread:
         notes.append(spread)
+    if "schedule" in ok and (ok["schedule"] == "duet").any():
+        duet = int((ok["schedule"] == "duet").sum())
+        notes.append(f"{duet} of these {len(ok)} runs ran co-scheduled (duet rounds: two runs at once, one per core): "
+                     f"their ratios are paired as any, their absolute times are not solo times.")
     if marks["noise"]:
         notes.append(noise_note(aa))
     if marks["over"]:

@@ -17,6 +17,7 @@ from impls.api import registered_names
 from reproduce.harness.point import RunPoint
 from reproduce.harness.progress import progress_path, read_progress
 from reproduce.harness.lifeline import die_with_parent
+from reproduce.harness.machine import MACHINE_CORES_ENV, cores as machine_cores
 from reproduce.harness.rank import rank_files
 from reproduce.harness.records import (SCHEDULE_ENV, Record, Status, check_overwritable, lock_run, log_path,
                                        read_record, record_path, release_lock, write_record)
@@ -61,7 +62,8 @@ def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None,
             old.unlink()
         progress_path(rec_path).unlink(missing_ok=True)
         worker = ["-m", "reproduce.harness.worker", "--point-json", json.dumps(point.to_dict()), "--out", str(rec_path)]
-        env = {**os.environ, **worker_env(point), **({SCHEDULE_ENV: "duet"} if cores else {})}
+        env = {**os.environ, **worker_env(point),
+               **({SCHEDULE_ENV: "duet", MACHINE_CORES_ENV: str(machine_cores())} if cores else {})}
         if point.world_size > 1:
             cmd = [sys.executable, "-m", "reproduce.harness.torchrun", *torchrun_args(point), *worker]  # short grace
         else:

@@ -40,8 +40,14 @@ def _mem_bytes() -> int | None:
     return None
 
 
+MACHINE_CORES_ENV = "DLRMBENCH_MACHINE_CORES"  # set by a sweep that holds a run to some of its cores (a duet)
+
+
 def cores() -> int:
-    """Cores this process may run on (the affinity mask where the OS has one)."""
+    """Cores this process may run on (the affinity mask where the OS has one); in a run a sweep held to part of the
+    machine (a duet), the cores the sweep itself had: the machine's, which its slug names."""
+    if os.environ.get(MACHINE_CORES_ENV, "").isdigit():
+        return int(os.environ[MACHINE_CORES_ENV])
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux

@@ -179,19 +179,21 @@ def run_experiment(
         run_round(round_tasks)
     if more is not None and policy.budget_s > 0:
         began, repeat = clock(), exp.repeats
+        per_run = statistics.median(progress.walls) if progress.walls else 0.0  # until an added round is timed
         while repeat < policy.max_rounds:
             points = more()
             if not points:
                 break
-            per_run = statistics.median(progress.walls) if progress.walls else 0.0
-            if clock() - began + per_run * len(points) / (2 if schedule == "duet" else 1) > policy.budget_s:
+            if clock() - began + per_run * len(points) > policy.budget_s:  # the next round would overrun the budget
                 break
+            start = clock()
             order = points if repeat % 2 == 0 else points[::-1]
             state["total"] += len(order)
             new = {(p.point_id, repeat) for p in order if force or not is_done(p, exp.out_dir, repeat)}
             progress.todo += len(new)
             pending.update(new)
             run_round([(p, repeat) for p in order])
+            per_run = (clock() - start) / len(order)  # this round's cost per point (a duet's pairs included)
             repeat += 1
     if probe and state["probed"] is not None:
         record_probe(exp.out_dir, "after", threads=threads)
@@ -250,13 +252,16 @@ def units(round_tasks: list[tuple[RunPoint, int]], schedule: str,
 def unit_cores(unit: list[tuple[RunPoint, int]],
                cores: tuple[int, ...] | None = None) -> list[tuple[int, ...] | None]:
     """The cores each run of a unit is held to: none for a run alone; for a duet the two halves of the machine, the
-    unit's first run on the first half. A round runs its points in the reverse order of the round before
-    (resolve.interleaved), so the two sides of a duet swap halves every round."""
+    side with the lower point id on the first half in even rounds and on the second in odd ones, so that the same
+    two points swap halves every round."""
     if len(unit) < 2:
         return [None] * len(unit)
     cores = cores or machine_cores()
     half = len(cores) // 2
-    return [cores[:half], cores[half:2 * half]]
+    halves = [cores[:half], cores[half:2 * half]]
+    (a, repeat), (b, _) = unit
+    flip = (a.point_id > b.point_id) != bool(repeat % 2)
+    return halves[::-1] if flip else halves
 
 
 def _run_unit(exp: Sweep, unit: list[tuple[RunPoint, int, tuple[int, ...] | None]], force: bool,

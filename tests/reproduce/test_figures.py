@@ -56,10 +56,15 @@ def test_every_experiment_expands_into_points(path):
 def test_caption_says_machine_commit_repeats_and_interval():
     df = pd.DataFrame({"machine": ["box", "box"], "repeats": [3, 3], "git_sha": ["abcdef0123", "abcdef0123"]})
     assert style.caption(df, whiskers=True) == ("machine box; commit abcdef0; 3 repeats per point; medians, whiskers: "
-                                                "range of 3 runs")
-    five = df.assign(repeats=5)
-    assert style.caption(five, whiskers=True).endswith("whiskers: bootstrap 95 % CI")
-    assert style.caption(five, whiskers=False).endswith("no whiskers drawn")
+                                                "range of 3 rounds (a 75 % CI of the median)")
+    six = df.assign(repeats=6)
+    assert style.caption(six, whiskers=True).endswith("whiskers: order-statistic 95 % CI of the median over 6 rounds")
+    assert style.caption(six, whiskers=False).endswith("no whiskers drawn")
+    over = df.assign(oversubscribed=[False, True], world_size=[2, 4])
+    assert style.caption(over, whiskers=False).endswith("; oversubscribed at 4 ranks (*: ranks × threads > cores: "
+                                                        "contention, never a headline)")
+    mixed = df.assign(git_sha=["abcdef0123", "1234567890"])
+    assert "commits abcdef0 (1 runs), 1234567 (1 runs)" in style.caption(mixed, whiskers=False)
     assert "no interval" in style.caption(pd.DataFrame({"machine": ["box"], "repeats": [1]}), whiskers=True)
 
 

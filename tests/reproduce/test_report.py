@@ -1,4 +1,4 @@
-"""`dlrmbench report`: claim values aggregated as the papers phrase them, bootstrap intervals over repeats, two-sided
+"""`dlrmbench report`: claim values aggregated as the papers phrase them, intervals paired by round, two-sided
 verdicts, `not comparable` and modeled values without verdicts, growth per doubling, the noise warning; and the
 committed REPORT.md and README blocks equal what the report generates from the committed records."""
 import json
@@ -78,14 +78,15 @@ def test_modeled_values_never_give_a_verdict_and_noise_warns(tmp_path):
     none = evaluate_claim({**BASE, "kind": "none", "paper_value": 0.5, "reason": "needs GPUs", "modeled": modeled},
                           tmp_path, M)
     assert none["verdict"] == "not measurable here" and none["why"] == "needs GPUs"
-    _runs(tmp_path, "e", _rows("a", 1, [105, 104, 106]) + _rows("b", 1, [100, 101, 99]))
-    noise = tmp_path / "results" / "e" / M / "noise"
-    noise.mkdir()
-    for i, rates in enumerate(([100.0, 80.0, 120.0], [100.0, 100.0, 100.0])):
-        (noise / f"{i}.json").write_text(json.dumps({"gflops": rates, "gflops_median": 100.0, "spread": 0.4,
-                                                     "loadavg": [1.0, 1.0, 1.0], "cores": 2}))
+    # the set's A/A control (b's twin, paired by round) reaches 1.08: a 5 % difference is inside it
+    twin = [{**r, "label": "b (A/A twin)", "point_id": "b1-twin", "twin": 1}
+            for r in _rows("b", 1, [108, 93, 100])]
+    _runs(tmp_path, "e", _rows("a", 1, [105, 104, 106]) + _rows("b", 1, [100, 101, 99]) + twin)
     r = evaluate_claim({**BASE, "paper_value": 1.05}, tmp_path, M)
-    assert "within this machine's noise (40%" in r["noise"]
+    assert r["value"] == pytest.approx(1.05) and "overlaps the set's A/A control [0.921, 1.080]" in r["noise"]
+    shutil.rmtree(tmp_path / "results" / "e")
+    _runs(tmp_path, "e", _rows("a", 1, [105, 104, 106]) + _rows("b", 1, [100, 101, 99]))
+    assert evaluate_claim({**BASE, "paper_value": 1.05}, tmp_path, M)["noise"] == ""  # no control: the interval only
 
 
 def test_committed_report_and_readme_are_generated(tmp_path):
