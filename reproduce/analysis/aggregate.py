@@ -117,7 +117,7 @@ def flatten(record: Record | dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-CI_METRICS = ("total_ms", "samples_per_s", "peak_rss_delta_bytes")
+CI_METRICS = ("total_ms", "samples_per_s", "peak_rss_delta_bytes", "comm_share")
 
 
 def by_point(reps: pd.DataFrame) -> pd.DataFrame:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from reproduce.analysis.stats import by_round, half_width, interval_name, paired_ratio
+from reproduce.analysis.stats import by_round, half_width, interval_name, is_ci, paired_ratio
 from reproduce.harness.evidence import GROUP, Rounds, is_twin_label, original_label
 
 Band = tuple[float, float]
@@ -32,7 +32,8 @@ class Ratio:
 
     @property
     def met(self) -> bool:
-        return self.target is not None and self.half_width <= self.target
+        """Its 95 % interval (6 rounds at least: fewer give only a range of lower confidence) is within target."""
+        return self.target is not None and is_ci(self.rounds) and self.half_width <= self.target
 
     @property
     def interval(self) -> str:

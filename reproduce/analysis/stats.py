@@ -40,14 +40,19 @@ def order_k(n: int) -> int:
     return k
 
 
+def is_ci(rounds: int) -> bool:
+    """Whether the order-statistic interval over ``rounds`` values is a LEVEL (95 %) confidence interval."""
+    return rounds > 1 and _coverage(rounds, order_k(rounds)) >= LEVEL
+
+
 def interval_name(rounds: int) -> str:
     """What the interval of a median over ``rounds`` values is."""
     if rounds <= 1:
         return "one round: no interval"
-    cover = _coverage(rounds, order_k(rounds))
-    if cover >= LEVEL:
+    if is_ci(rounds):
         return f"order-statistic 95 % CI of the median over {rounds} rounds"
-    return f"range of {rounds} rounds (a {cover * 100:.0f} % CI of the median)"
+    cover = _coverage(rounds, order_k(rounds))
+    return f"range of {rounds} rounds ({cover * 100:.0f} % CI of the median)"
 
 
 def median_interval(x: Sequence[float]) -> Interval:

@@ -404,7 +404,8 @@ def quickstart(root: Path, machine: str) -> list[str]:
         what = experiment(name).description + (" (after this machine's calibration)" if extra else "")
         lines.append(f"| `dlrmbench reproduce {name}` | {what} | {_minutes(spans[name])} |")
     if {"sc24", "recsys24"} <= set(spans):
-        lines.insert(2, f"| `make reproduce` | sc24 and recsys24, calibration included | "
+        lines.insert(2, f"| `make reproduce` | sc24 and recsys24: their sweeps and the calibration (not the models and "
+                        f"figures drawn after them) | "
                         f"**{_minutes(spans['sc24'] + spans['recsys24'])}** |")
     return lines if len(lines) > 2 else []
 
@@ -415,13 +416,22 @@ def _minutes(s: float) -> str:
 
 
 def sweep_span_s(out_dir: Path) -> float | None:
-    """Seconds from a set's first noise probe to its last (None: under two probes)."""
+    """Seconds a set's sweeps ran: each sweep from its first noise probe ("before") to its last (a set measured over
+    several sweeps, resumed, sums them; the time between them does not count). None: under two probes."""
     from datetime import datetime
 
     from reproduce.harness.noise import load_probes
 
-    when = sorted(datetime.fromisoformat(p["when"]) for p in load_probes(out_dir) if p.get("when"))
-    return (when[-1] - when[0]).total_seconds() if len(when) > 1 else None
+    probes = sorted((datetime.fromisoformat(p["when"]), p.get("stage")) for p in load_probes(out_dir) if p.get("when"))
+    if len(probes) < 2:
+        return None
+    total, start, last = 0.0, probes[0][0], probes[0][0]
+    for when, stage in probes[1:]:
+        if stage == "before":  # a new sweep: close the one before
+            total += (last - start).total_seconds()
+            start = when
+        last = when
+    return total + (last - start).total_seconds()
 
 
 def calibration_s(root: Path, machine: str) -> float | None:

@@ -50,7 +50,7 @@ def test_the_order_statistic_interval_is_exact_and_named_for_its_confidence(n):
     x = list(np.arange(n, dtype=float)[::-1])
     med, lo, hi = median_interval(x)
     assert lo == k - 1 and hi == n - k and lo <= med <= hi
-    assert interval_name(5) == "range of 5 rounds (a 94 % CI of the median)"
+    assert interval_name(5) == "range of 5 rounds (94 % CI of the median)"
 
 
 @settings(max_examples=50, deadline=None)

@@ -56,7 +56,7 @@ def test_every_experiment_expands_into_points(path):
 def test_caption_says_machine_commit_repeats_and_interval():
     df = pd.DataFrame({"machine": ["box", "box"], "repeats": [3, 3], "git_sha": ["abcdef0123", "abcdef0123"]})
     assert style.caption(df, whiskers=True) == ("machine box; commit abcdef0; 3 repeats per point; medians, whiskers: "
-                                                "range of 3 rounds (a 75 % CI of the median)")
+                                                "range of 3 rounds (75 % CI of the median)")
     six = df.assign(repeats=6)
     assert style.caption(six, whiskers=True).endswith("whiskers: order-statistic 95 % CI of the median over 6 rounds")
     assert style.caption(six, whiskers=False).endswith("no whiskers drawn")

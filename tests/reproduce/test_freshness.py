@@ -187,7 +187,7 @@ def test_a_stale_set_gives_no_verdict(tmp_path):
     stale = SetState("e", M, stale=["code changed since: impls/x.py"])
     r = evaluate_claim(c, tmp_path, M, stale)
     assert r["verdict"] == "STALE: no verdict" and "impls/x.py" in r["why"] and r["value"] == pytest.approx(3.0)
-    assert r["interval"] == "range of 3 rounds (a 75 % CI of the median)"
+    assert r["interval"] == "range of 3 rounds (75 % CI of the median)"
 
 
 def test_committed_compares_a_fingerprint_with_its_commit_or_says_it_cannot_tell():

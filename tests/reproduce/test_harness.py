@@ -133,7 +133,7 @@ def test_cli_run_compares_and_rejects_bad_input(tmp_path):
     again = tmp_path / "again"
     res = runner.invoke(cli, args[:-1] + [str(again), "--repeats", "2"])
     assert res.exit_code == 0, res.output
-    assert "over 2 interleaved rounds" in res.output and "[range of 2 rounds (a 50 % CI of the median)]" in res.output
+    assert "over 2 interleaved rounds" in res.output and "[range of 2 rounds (50 % CI of the median)]" in res.output
     order = [line.split()[0] for line in res.output.splitlines() if "repeat " in line and " of 2)" in line]
     assert order == ["dense-torch", "dense-fbgemm", "dense-fbgemm", "dense-torch"]  # A B, then B A
     assert sorted(p.name.split(".")[-2] for p in again.glob("*.json")) == ["r0", "r0", "r1", "r1"]

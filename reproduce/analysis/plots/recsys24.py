@@ -162,15 +162,19 @@ def world(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     ok = ok[ok.groupby(["data", "label"])["world_size"].transform("nunique") > 1]
     if ok.empty:
         return []
-    ok["comm share (%)"] = 100 * ok["comm_share"]
+    for k in ("", "_lo", "_hi"):
+        if f"comm_share{k}" in ok:
+            ok[f"comm share (%){k}"] = 100 * ok[f"comm_share{k}"]
     paths = []
     for y, stem, ylabel in (("total_ms", "world_step", "embedding step (ms, median)"),
                             ("comm share (%)", "world_comm_share", "blocked in communication (% of step)")):
         g = sns.relplot(data=ok, kind="line", x="world_size", y=y, hue="label", col="data", marker="o",
                         errorbar=None, height=3.0, aspect=1.3, facet_kws={"sharey": False})
+        for data, ax in g.axes_dict.items():
+            style.whiskers_xy(ax, ok[ok["data"] == data], "world_size", y, f"{y}_lo", f"{y}_hi")
         g.set_axis_labels("gloo ranks", ylabel)
         g.figure.suptitle(f"EMBark plans over ranks (measured medians; {style.hardware(ok)})\n"
-                          f"{style.caption(ok, whiskers=False)}",
+                          f"{style.caption(ok, whiskers=style.has_whiskers(g.figure))}",
                           y=1.08, fontsize=9)
         paths += style.save(g.figure, out_dir, stem)
     return paths

@@ -18,6 +18,10 @@ def batch_scaling(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     ok["forward ms"] = ok["forward_ms"]
     peak = ok["peak_rss_delta_bytes"].where(ok["cuda_peak_bytes"].isna(), ok["cuda_peak_bytes"])
     ok["peak memory GiB"] = peak / 2**30
+    ok["step ms_lo"], ok["step ms_hi"] = ok.get("total_ms_lo"), ok.get("total_ms_hi")
+    if ok["cuda_peak_bytes"].isna().all() and "peak_rss_delta_bytes_lo" in ok:  # the measured peak's interval
+        ok["peak memory GiB_lo"] = ok["peak_rss_delta_bytes_lo"] / 2**30
+        ok["peak memory GiB_hi"] = ok["peak_rss_delta_bytes_hi"] / 2**30
     order = [i for i in dict.fromkeys(df["impl"]) if i in set(ok["impl"])]
     datas = list(dict.fromkeys(df["data"]))
     fig, axes = plt.subplots(len(datas), 3, figsize=(13, 3.4 * len(datas)), squeeze=False)
@@ -25,6 +29,7 @@ def batch_scaling(df: pd.DataFrame, out_dir: Path) -> list[Path]:
         part = ok[ok["data"] == data]
         for ax, col in zip(row, ("forward ms", "step ms", "peak memory GiB")):
             sns.lineplot(data=part, x="batch_size", y=col, hue="impl", hue_order=order, marker="o", errorbar=None, ax=ax)
+            style.whiskers_xy(ax, part, "batch_size", col, f"{col}_lo", f"{col}_hi")
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
             ax.set_xlabel("batch size")
@@ -36,7 +41,7 @@ def batch_scaling(df: pd.DataFrame, out_dir: Path) -> list[Path]:
                             rotation=90, va="top")
     fig.subplots_adjust(hspace=0.5, wspace=0.3)
     fig.suptitle(f"Step time and peak memory vs batch size (measured medians; {style.hardware(ok)})\n"
-                 f"{style.caption(ok, whiskers=False)}", y=1.01,
+                 f"{style.caption(ok, whiskers=style.has_whiskers(fig))}", y=1.01,
                  fontsize=10)
     style.footnote(df, fig)
     return style.save(fig, out_dir, "batch_scaling")

@@ -131,14 +131,18 @@ def world_memory(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     paths += style.save(g.figure, out_dir, "world_memory")
     multi = ok[ok["world_size"] > 1].copy()
     if not multi.empty:
-        multi["comm share (%)"] = 100 * multi["comm_share"]
+        for k in ("", "_lo", "_hi"):
+            if f"comm_share{k}" in multi:
+                multi[f"comm share (%){k}"] = 100 * multi[f"comm_share{k}"]
         g = sns.catplot(data=multi, kind="bar", x="world_size", y="comm share (%)", hue="label",
                         hue_order=_order(multi), col="tables", row="batch_size", height=3.0, aspect=1.4,
                         errorbar=None)
+        for ax in g.axes.flat:
+            style.whiskers(ax, multi, "world_size", "comm share (%)", "comm share (%)_lo", "comm share (%)_hi")
         g.set_axis_labels("ranks (world size)", "blocked in communication (% of step)")
         g.set_titles("{col_name}, local batch {row_name}")
         g.figure.suptitle(f"Exposed communication of the busiest rank (measured, median over repeats)\n"
-                          f"{style.caption(multi, whiskers=False)}", y=1.06, fontsize=9)
+                          f"{style.caption(multi, whiskers=style.has_whiskers(g.figure))}", y=1.06, fontsize=9)
         paths += style.save(g.figure, out_dir, "world_comm_share")
     return paths
 
