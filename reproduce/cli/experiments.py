@@ -57,11 +57,14 @@ def _duration(s: float | None) -> str:
               help="runs per point, interleaved across points (default: the profile's, else 3)")
 @click.option("--data", "data", type=click.Path(exists=True, file_okay=False), default=None,
               help="the dataset folder of an experiment that trains on yours (accuracy.toml --profile real)")
+@click.option("--rounds-budget", "rounds_budget", type=click.FloatRange(min=0), default=None,
+              help="seconds of rounds until resolved this sweep may spend (default: the profile's [rounds] budget_s; "
+                   "0: none), e.g. to top up a set whose first sweep spent part of it")
 @click.option("--no-probe", "no_probe", is_flag=True,
               help="skip the noise probes (an SGEMM and fixed work on each core, before, between rounds and "
                    "after): a quicker smoke run whose set then states no noise level (local launcher)")
 def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, partition, account, root, machine,
-          repeats, data, no_probe) -> None:
+          repeats, data, no_probe, rounds_budget=None) -> None:
     """Run every point of an experiment TOML `repeats` times, interleaved (repeat 1 of every point, then repeat 2,
     ...), into this machine's result set (resumable: recorded runs are skipped; a crashed, killed or timed-out
     run is recorded and the sweep goes on), then write summary.csv and its figures."""
@@ -84,6 +87,10 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
         spec = parse(experiment, profile)
         if data is None and not dry_run:  # the experiment's own dataset ([synth]), written once, reused after
             _write_synth(spec, root)
+        if rounds_budget is not None:
+            import dataclasses
+
+            spec = dataclasses.replace(spec, rounds=dataclasses.replace(spec.rounds, budget_s=rounds_budget))
         exp = resolve(spec, root=root, machine=machine, repeats=repeats, data=data)
         runs = plan(exp, force)  # reads the set's records: a record of another dataset of this name is refused here
     except ValueError as exc:
