@@ -209,6 +209,22 @@ def schedule_lines(root: Path, machine: str) -> list[str]:
                      f"{c.half_width:.1%} | {c.interval} |")
     choice = tighter_schedule(root, machine)
     if choice:
-        lines += ["", f"The A/A interval is narrower with **{choice}** rounds on this machine: the timed profiles run "
-                      f"{choice} rounds (tests/reproduce/test_evidence.py holds them to it)."]
+        lines += ["", f"The A/A interval is narrower with **{choice}** rounds on this machine, for two runs that are "
+                      f"each other's partner. " + ("A co-scheduled run's time depends on its partner, so a ratio is "
+                      "paired fairly in duet rounds only when its two sides run as partners; where one point is a "
+                      "side of several ratios (EcoRec of EL-Rec / EcoRec, TT-Rec / EcoRec and the A/A control; the "
+                      "planner of its three), they cannot all be, and the profile runs sequential rounds "
+                      "(`chosen_schedule`; tests/reproduce/test_evidence.py holds the profiles to it)."
+                      if choice == "duet" else "The timed profiles run sequential rounds.")]
     return lines
+
+
+def chosen_schedule(exp, tighter: str | None) -> str:
+    """The schedule an experiment's timed profile should run: ``tighter`` (what the aa-schedule comparison measured)
+    when it is duet and every headline ratio's sides (and the A/A pair) can run as each other's partners in one round
+    (no label is a side of two pairs), else sequential."""
+    if tighter != "duet":
+        return "sequential"
+    pairs = [*exp.headline, *([(f"{exp.control} (A/A twin)", exp.control)] if exp.control else [])]
+    sides = [label for pair in pairs for label in pair]
+    return "duet" if len(sides) == len(set(sides)) else "sequential"

@@ -222,15 +222,19 @@ def test_an_exact_claim_is_judged_exactly():
     assert exact_verdict(111.6, 112.0) == "reproduced" and exact_verdict(110.0, 112.0) == "differs"
 
 
-def test_the_timed_profiles_use_the_schedule_the_a_a_comparison_found_tighter():
+def test_the_timed_profiles_use_the_schedule_the_a_a_comparison_chose():
+    """Duet where it measured tighter and every ratio's sides can be partners; sequential where a point is a side of
+    several ratios (a co-scheduled run's time depends on its partner)."""
     from pathlib import Path
 
-    from reproduce.analysis.resolving import tighter_schedule
+    from reproduce.analysis.resolving import chosen_schedule, tighter_schedule
     from reproduce.harness.machine import reference_machine
 
     root = Path(__file__).resolve().parents[2]
-    choice = tighter_schedule(root, reference_machine(root / "results"))
-    if choice is None:
+    tighter = tighter_schedule(root, reference_machine(root / "results"))
+    if tighter is None:
         pytest.skip("the aa-schedule sets are not both committed")
     for name in ("sc24", "recsys24"):
-        assert experiment(name).rounds.schedule == choice, name
+        assert experiment(name).rounds.schedule == chosen_schedule(experiment(name), tighter), name
+    assert chosen_schedule(experiment("aa-schedule"), "duet") == "duet"
+    assert chosen_schedule(experiment("sc24"), "duet") == "sequential"  # EcoRec is a side of three pairs
