@@ -139,12 +139,6 @@ def headline_lines(reps: pd.DataFrame, pairs, rounds: Rounds, cores: int) -> lis
     return lines
 
 
-def set_band(out_dir: str | Path) -> Band | None:
-    """The A/A band of the result set in ``out_dir`` (from its repeats.csv; None when it has none)."""
-    path = Path(out_dir) / "repeats.csv"
-    return band(pd.read_csv(path)) if path.exists() else None
-
-
 def _holds(point, group: dict, labels: set[str]) -> bool:
     """Whether run point ``point`` is one of ``labels`` in ``group`` (a headline ratio's side)."""
     opts = point.data_options or {}
