@@ -51,7 +51,7 @@ def replay(s, cores, values, offsets, grad):
     bags = torch.repeat_interleave(torch.arange(offsets.numel() - 1), offsets[1:] - offsets[:-1])
     out = torch.zeros(offsets.numel() - 1, s.dim, dtype=torch.float64).index_add(0, bags, rows)
     (out * grad.double()).sum().backward()
-    return out, [c.grad for c in c64]
+    return out.detach(), [c.grad for c in c64]
 
 
 def run_op(s, cores, values, offsets, B, m, min_chunk, grad, impl=torch.ops.dlrmbench):
