@@ -4,7 +4,10 @@ one table of 1e7 (and 1e8) rows x D=32, ranks 32, B=8192 samples of 46 lookups d
 beside an SGEMM timed in the same round. Reported per system: the median step, the step over its FLOP-time
 (the step's counted FLOPs at the same round's SGEMM rate), and the step over dense-fbgemm's in the same round
 (median and range of the per-round ratios). A TT system is timed once per ISA build of the CPU kernels
-("ecorec [avx512]", "ecorec [avx2]": ops.cpu_isas()), in the same rounds."""
+("ecorec [avx512]", "ecorec [avx2]": ops.cpu_isas()), in the same rounds. After the rounds, each TT system's step
+is profiled (native ISA, torch.profiler, the median of 3 profiled steps by wall time): the time inside the TT
+stage kernels (every dlrmbench::tt_* op, and the stage calls a fused op makes, which it names the same), the rest of
+the step outside them, and the ops that take the most of that rest."""
 import pytest
 import torch
 
@@ -16,6 +19,10 @@ B, L, D, ROUNDS = 8192, 46, 32, 5
 WARMUP = 3  # steps before the rounds: a 1e8-row dense table's pages are first touched by its early steps
 SYSTEMS = ("ecorec", "elrec", "ttrec", "dense-fbgemm")
 SECTION = "TT step over its FLOP-time and over dense-fbgemm (median over interleaved rounds; range)"
+PROFILE_SECTION = "TT step profile: inside the TT stage kernels vs outside them (one profiled step, native ISA)"
+TT_KERNELS = frozenset({"dlrmbench::tt_stages", "dlrmbench::tt_stages_backward", "dlrmbench::tt_prefix",
+                        "dlrmbench::tt_last", "dlrmbench::tt_last_backward", "dlrmbench::tt_prefix_backward"})
+PROFILED, TOP_OPS = 3, 6
 
 
 def batch(rows: int) -> SparseFeatures:
@@ -85,7 +92,30 @@ def run_rounds(rows: int) -> dict:
                 out[k]["over_dense"].append(times[k] / times["dense-fbgemm"])
     for k, m in models.items():
         out[k]["param_bytes"] = m.memory_report().params
-    return {"systems": out, "missing": missing}
+    profiles = {}
+    for k, m in models.items():
+        if isas[k] in (None, ops.cpu_isa()) and not k.startswith("dense"):
+            with ops.use_cpu_isa(ops.cpu_isa()):
+                profiles[k] = step_profile(m, sf, upstream)
+    return {"systems": out, "missing": missing, "profiles": profiles}
+
+
+def step_profile(emb, sf, upstream) -> dict:
+    """Where one step's time goes: the median of PROFILED profiled steps (by wall time), its milliseconds inside
+    the TT stage kernels and outside them, and the TOP_OPS ops with the most self time outside them (ms)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    runs = []
+    for _ in range(PROFILED):
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            wall = timed(step, emb, sf, upstream)
+        self_ms = {e.key: e.self_cpu_time_total / 1e3 for e in prof.key_averages()}
+        runs.append((wall * 1e3, self_ms))
+    wall, self_ms = sorted(runs, key=lambda r: r[0])[len(runs) // 2]
+    inside = sum(v for k, v in self_ms.items() if k in TT_KERNELS)
+    outside = sorted(((k, v) for k, v in self_ms.items() if k not in TT_KERNELS), key=lambda kv: -kv[1])
+    return {"step_ms": wall, "tt_kernels_ms": inside, "outside_ms": wall - inside,
+            "outside_share": (wall - inside) / wall, "top_outside": [[k, v] for k, v in outside[:TOP_OPS]]}
 
 
 def med(xs):
@@ -109,5 +139,12 @@ def test_tt_step_against_flops_and_dense(benchmark, rows):
                          "params MiB": s["param_bytes"] / 2**20},
                f"B={B}, {L} lookups/sample, D={D}, TT ranks 32, SGD, embedding-only; {ROUNDS} interleaved rounds; "
                f"threads {torch.get_num_threads()}")
+    for k, prof in res["profiles"].items():
+        report(PROFILE_SECTION, {"rows": f"{rows:.0e}", "system": k, "step ms": prof["step_ms"],
+                                 "TT kernels ms": prof["tt_kernels_ms"], "outside ms": prof["outside_ms"],
+                                 "outside share": prof["outside_share"],
+                                 "largest outside": ", ".join(f"{n} {v:.1f}" for n, v in prof["top_outside"][:3])},
+               "self CPU time per op on the stepping thread (torch.profiler); outside = the step's wall time less "
+               "the TT kernels'")
     benchmark.extra_info.update(rows=rows, systems=summary, missing=res["missing"], per_round=res["systems"],
-                                isas=ops.cpu_isas(), native_isa=ops.cpu_isa())
+                                isas=ops.cpu_isas(), native_isa=ops.cpu_isa(), profiles=res["profiles"])

@@ -34,7 +34,7 @@ def test_pages_hold_only_blocks_the_report_writes():
 
     known = {"claims", "sets", "noise", "durations", "roofline", "tt-step", "prepare", "scale-model", "recsys24-model",
              "sc24", "sc24-ablation", "sc24-table1", "recsys24", "compression", "compression-verdict", "tt-quality",
-             "train-output", "quickstart", "aa-schedule", "sc24-evidence", "recsys24-evidence"}
+             "train-output", "quickstart", "aa-schedule", "sc24-evidence", "recsys24-evidence", "step-profile"}
     for page in PAGES:
         names = {m["name"] for m in BLOCK.finditer(page.read_text())}
         assert names <= known, (page.name, names - known)

@@ -31,8 +31,11 @@ class TTWork:
 
     def live(self, *buffers: Tensor | None) -> None:
         """Record the bytes of the intermediate buffers alive together at this point of a schedule."""
-        total = sum(b.numel() * b.element_size() for b in buffers if b is not None)
-        self.peak_intermediate_bytes = max(self.peak_intermediate_bytes, total)
+        self.live_bytes(sum(b.numel() * b.element_size() for b in buffers if b is not None))
+
+    def live_bytes(self, nbytes: int) -> None:
+        """Record ``nbytes`` of intermediate buffers alive together (a native op's own, which Python never holds)."""
+        self.peak_intermediate_bytes = max(self.peak_intermediate_bytes, int(nbytes))
 
     def report(self) -> WorkReport:
         return WorkReport(

@@ -250,10 +250,23 @@ def tt_stages(
     torch.ops.dlrmbench.tt_stages(list(cores), q, r, prefix_ids, item_group, item_last, out, check_indices,
                                   _num_rows(shape))
     if work is not None:
-        g, n = prefix_ids.numel(), item_group.numel()
-        work.add("fwd", "stage1", g * (shape.d - 2), g * shape.prefix_flops())
-        work.add("fwd", "stage2", n, n * shape.last_flops())
+        count_stages(work, shape, prefix_ids.numel(), item_group.numel())
     return out
+
+
+def count_stages(work, shape, groups: int, items: int) -> None:
+    """The GEMMs and FLOPs of tt_stages over ``groups`` prefixes and ``items`` items."""
+    work.add("fwd", "stage1", groups * (shape.d - 2), groups * shape.prefix_flops())
+    work.add("fwd", "stage2", items, items * shape.last_flops())
+
+
+def count_stages_backward(work, shape, groups: int, items: int) -> None:
+    """The GEMMs and FLOPs of tt_stages_backward over ``groups`` prefixes and ``items`` items: the prefixes
+    recomputed, stage 2 walked back (two GEMMs per item), stage 1 walked back."""
+    gemms, flops = shape.prefix_backward_cost()
+    work.add("bwd", "stage1", groups * (shape.d - 2), groups * shape.prefix_flops())
+    work.add("bwd", "stage2", 2 * items, 2 * items * shape.last_flops())
+    work.add("bwd", "stage1", groups * gemms, groups * flops)
 
 
 def tt_stages_backward(
@@ -277,11 +290,55 @@ def tt_stages_backward(
         _num_rows(shape)
     )
     if work is not None:
-        g, n = prefix_ids.numel(), item_group.numel()
-        gemms, flops = shape.prefix_backward_cost()
-        work.add("bwd", "stage1", g * (shape.d - 2), g * shape.prefix_flops())
-        work.add("bwd", "stage2", 2 * n, 2 * n * shape.last_flops())
-        work.add("bwd", "stage1", g * gemms, g * flops)
+        count_stages_backward(work, shape, prefix_ids.numel(), item_group.numel())
+
+
+class EcoRecSaved(NamedTuple):
+    """What ecorec_forward keeps for its backward (schema in csrc/ops.cpp)."""
+
+    unique: Tensor  # [U] ascending
+    count_offsets: Tensor  # [U+1] unique u's occurrences are sorted order [co[u], co[u+1])
+    occ_bags: Tensor  # [nnz] the bag of each sorted occurrence
+    chunk_bounds: Tensor  # [m+1] micro-batch k is unique[cb[k]:cb[k+1]]
+    chunks: list[tuple[int, int]]  # (ids, prefix groups) of each micro-batch, on the host
+
+
+def ecorec_forward(cores: Sequence[Tensor], shape, values: Tensor, offsets: Tensor, batch_size: int,
+                   micro_batches: int, min_chunk: int, work=None) -> tuple[Tensor, EcoRecSaved]:
+    """EcoRec's table step, forward, in one native call: the ids deduplicated, the unique ids cut into micro-batches,
+    per micro-batch the prefix groups, both TT stages and the rows added into their bags. Sum-pooled [B, D] and what
+    ecorec_backward needs. Ids must be in range (validated at the step's boundary; a row past the table's rows
+    raises)."""
+    require_kernel("ecorec_forward", values.device)
+    q, r = _tt_args(shape)
+    out, unique, co, occ_bags, bounds, groups = torch.ops.dlrmbench.ecorec_forward(
+        list(cores), q, r, values, offsets, int(batch_size), int(micro_batches), int(min_chunk), _num_rows(shape))
+    cb = bounds.tolist()
+    chunks = [(hi - lo, g) for lo, hi, g in zip(cb, cb[1:], groups.tolist())]
+    if work is not None:
+        work.unique += unique.numel()
+        work.micro_batches += len(chunks)
+        widest = max((n for n, _ in chunks), default=0)
+        for n, g in chunks:
+            work.e1 += g
+            count_stages(work, shape, g, n)
+        work.live_bytes(widest * shape.dim * 4)  # the one chunk-sized row buffer
+    return out, EcoRecSaved(unique, co, occ_bags, bounds, chunks)
+
+
+def ecorec_backward(cores: Sequence[Tensor], shape, saved: EcoRecSaved, grad: Tensor, grad_cores: Sequence[Tensor],
+                    work=None) -> None:
+    """Backward of ecorec_forward: adds into all d core gradients."""
+    require_kernel("ecorec_backward", grad.device)
+    q, r = _tt_args(shape)
+    torch.ops.dlrmbench.ecorec_backward(list(cores), q, r, saved.unique, saved.count_offsets, saved.occ_bags,
+                                        saved.chunk_bounds, grad, list(grad_cores), _num_rows(shape))
+    if work is not None:
+        widest = max((n for n, _ in saved.chunks), default=0)
+        for n, g in saved.chunks:
+            count_stages_backward(work, shape, g, n)
+        # the chunk's gradient rows beside the occurrences' bags
+        work.live_bytes(widest * shape.dim * 4 + saved.occ_bags.numel() * saved.occ_bags.element_size())
 
 
 def gather_pool(src: Tensor, index: Tensor, segment_offsets: Tensor, out: Tensor, check_indices: bool = True) -> None:
@@ -358,6 +415,22 @@ def _tt_stages_fake(cores, q, r, prefix_ids, item_group, item_last, out, check_i
 @torch.library.register_fake(f"{_LIB}::tt_stages_backward")
 def _tt_stages_backward_fake(cores, q, r, prefix_ids, item_group, item_last, grad_items, grad_cores, check_indices=True,
                              num_rows=-1):
+    return None
+
+
+@torch.library.register_fake(f"{_LIB}::ecorec_forward")
+def _ecorec_forward_fake(cores, q, r, values, offsets, batch_size, micro_batches, min_chunk, num_rows=-1):
+    ctx = torch.library.get_ctx()
+    u, m = ctx.new_dynamic_size(), ctx.new_dynamic_size()
+    dim = 1
+    for x in q:
+        dim *= x
+    return (cores[0].new_empty(batch_size, dim), values.new_empty(u), values.new_empty(u + 1),
+            values.new_empty(values.shape[0]), values.new_empty(m + 1), values.new_empty(m))
+
+
+@torch.library.register_fake(f"{_LIB}::ecorec_backward")
+def _ecorec_backward_fake(cores, q, r, unique, count_offsets, occ_bags, chunk_bounds, grad, grad_cores, num_rows=-1):
     return None
 
 

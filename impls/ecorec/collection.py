@@ -41,7 +41,7 @@ def micro_batch_bounds(num_unique: int, micro_batches: int, min_chunk: int) -> l
 
 @register
 class EcoRec(TTCollection):
-    option_keys = TTCollection.option_keys | {"micro_batches", "min_chunk"}
+    option_keys = TTCollection.option_keys | {"micro_batches", "min_chunk", "native_step"}
     name = "ecorec"
     # the SC24 artifact's distributed run: greedy (LPT) placement on unique counts, 4 table groups on the
     # slope of skew 1, each rank's list reversed (cheap tables first), AlltoAlls overlapped
@@ -50,9 +50,13 @@ class EcoRec(TTCollection):
     allowed_cores = (3,)
     dim_multiple = 4  # EcoRec's kernels pool with float4 loads
 
-    def configure(self, micro_batches: int = 4, min_chunk: int = 20000, **options: Any) -> None:
+    def configure(self, micro_batches: int = 4, min_chunk: int = 20000, native_step: bool = True,
+                  **options: Any) -> None:
         """micro_batches: m of the sorted-index micro-batching (EcoRec's num_micro_uidx, 4 in the
-        paper's runs); min_chunk: the fewest unique ids per chunk (EcoRec's min_batch_count, 20000)."""
+        paper's runs); min_chunk: the fewest unique ids per chunk (EcoRec's min_batch_count, 20000);
+        native_step: run a table's step as one native call each way (ops.ecorec_forward / ecorec_backward: the
+        index work fused around the TT stages, as EcoRec's GPU code fuses it), else as the composition of torch
+        passes and stage ops below (the op's reference; the same products)."""
         super().configure(**options)  # anything else is an unknown option
         if int(micro_batches) < 1:
             raise ValueError(f"ecorec micro_batches must be >= 1, got {micro_batches}")
@@ -60,8 +64,22 @@ class EcoRec(TTCollection):
             raise ValueError(f"ecorec min_chunk must be >= 1, got {min_chunk}")
         self.micro_batches = int(micro_batches)
         self.min_chunk = int(min_chunk)
+        self.native_step = bool(native_step)
 
     def lookup_forward(self, table: TTTable, values: Tensor, offsets: Tensor, batch_size: int, work: TTWork):
+        if self.native_step:
+            return ops.ecorec_forward(table.core_tensors(), table.shape, values, offsets, batch_size,
+                                      self.micro_batches, self.min_chunk, work)
+        return self.composed_forward(table, values, offsets, batch_size, work)
+
+    def lookup_backward(self, table: TTTable, saved: Any, grad: Tensor, work: TTWork) -> None:
+        if isinstance(saved, ops.EcoRecSaved):
+            ops.ecorec_backward(table.core_tensors(), table.shape, saved, grad, table.grads, work)
+        else:
+            self.composed_backward(table, saved, grad, work)
+
+    def composed_forward(self, table: TTTable, values: Tensor, offsets: Tensor, batch_size: int, work: TTWork):
+        """The step as torch passes around the stage ops, one micro-batch at a time (the native op's reference)."""
         s = table.shape
         dd = dedup(values, offsets, batch_size)
         bounds = micro_batch_bounds(dd.unique.numel(), self.micro_batches, self.min_chunk)
@@ -90,7 +108,7 @@ class EcoRec(TTCollection):
             chunks.append((lo, hi, c0, c1, groups))
         return out, (dd, occ_bags, chunks)
 
-    def lookup_backward(self, table: TTTable, saved: Any, grad: Tensor, work: TTWork) -> None:
+    def composed_backward(self, table: TTTable, saved: Any, grad: Tensor, work: TTWork) -> None:
         dd, occ_bags, chunks = saved
         s = table.shape
         for lo, hi, c0, c1, groups in chunks:

@@ -176,7 +176,7 @@ RECSYS24 = [Col("table_row_wise / planner time", "table_row_wise", den="embark p
 
 # the result set each generated block reads (freshness.set_state names)
 # blocks that are not an experiment's: `make bench`'s sets and the models' outputs (their sets' names)
-BENCH_BLOCKS = {"roofline": "bench", "tt-step": "bench", "prepare": "bench"}
+BENCH_BLOCKS = {"roofline": "bench", "tt-step": "bench", "step-profile": "bench", "prepare": "bench"}
 
 
 def _sc24(reps: pd.DataFrame, root: Path, set_name: str, machine: str) -> list[str]:
@@ -269,7 +269,7 @@ def measured_tables(root: Path, machine: str, states: dict | None = None) -> dic
             out[block] = SET_BLOCKS[block](reps, root, set_name, machine)
             sets[block] = set_name
     for name, lines in (("roofline", roofline(root, machine)), ("tt-step", tt_step(root, machine)),
-                        ("prepare", prepare_rates(root, machine))):
+                        ("step-profile", step_profile(root, machine)), ("prepare", prepare_rates(root, machine))):
         out[name] = lines
     for model in MODELS.values():
         out[model.block] = model.table(root, machine)
@@ -494,6 +494,24 @@ def tt_step(root: Path, machine: str) -> list[str]:
         for name, e in run["systems"].items():
             lines.append(f"| {run['rows']:.0e} | {name} | {e['step_ms']:.0f} | {ratio(e, 'over_flop_time')} | "
                          f"{ratio(e, 'over_dense')} | {e['param_bytes'] / 2**20:,.1f} MiB |")
+    return lines
+
+
+def step_profile(root: Path, machine: str) -> list[str]:
+    """The step profile of `make bench` (benchmarks/test_tt_step.py): per TT system and table size, one profiled
+    step (the median of three by wall time): milliseconds inside the TT stage kernels, outside them, the share
+    outside, and the ops that take the most of it."""
+    path = Path(root) / "results" / "bench" / machine / "benchmarks.json"
+    if not path.exists():
+        return []
+    runs = [b["extra_info"] for b in json.loads(path.read_text())["benchmarks"] if "profiles" in b.get("extra_info", {})]
+    lines = ["| rows | system | step ms (profiled) | in the TT kernels ms | outside ms | outside share | "
+             "largest outside (self ms) |", "|---|---|---|---|---|---|---|"]
+    for run in sorted(runs, key=lambda r: r["rows"]):
+        for name, e in run["profiles"].items():
+            top = ", ".join(f"{op} {ms:.1f}" for op, ms in e["top_outside"][:4])
+            lines.append(f"| {run['rows']:.0e} | {name} | {e['step_ms']:.0f} | {e['tt_kernels_ms']:.0f} | "
+                         f"{e['outside_ms']:.0f} | {e['outside_share']:.0%} | {top} |")
     return lines
 
 

@@ -1,5 +1,5 @@
 """The ATen compositions (csrc/*_composed.cpp: the CUDA kernels of route_keys, transpose_segments, jagged_unique,
-tt_stages, tt_stages_backward) run here on CPU tensors, under their test-only names dlrmbench_composed::<op>,
+tt_stages, tt_stages_backward; ecorec_forward / ecorec_backward in test_ecorec_step.py) run here on CPU tensors, under their test-only names dlrmbench_composed::<op>,
 against the pure-torch references and the CPU kernels: CI has no GPU, and these are the code a GPU runs. A
 composition found in the sources without a case here fails the first test."""
 import math
@@ -29,7 +29,9 @@ def registered_compositions() -> set[str]:
     return names
 
 
-TESTED = {"route_keys", "transpose_segments", "jagged_unique", "tt_stages", "tt_stages_backward"}
+# ecorec_forward / ecorec_backward: tests/core/test_ecorec_step.py (test_composition_equals_the_cpu_kernels)
+TESTED = {"route_keys", "transpose_segments", "jagged_unique", "tt_stages", "tt_stages_backward", "ecorec_forward",
+          "ecorec_backward"}
 
 
 def test_every_composition_has_a_cpu_twin_and_a_test_here():

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from impls.core import ops  # noqa: F401  (loads the library)
 from impls.core import tt
 from tests.core import test_route_keys as route_cases
+from tests.core.test_ecorec_step import cores_of, step_cases
 from tests.core import test_transpose_segments as segment_cases
 from tests.core.test_tt_ops import make, tt_cases
 from tests.strategies import jagged_batches
@@ -46,7 +47,7 @@ def jagged_args(draw_case):
 
 SAMPLED = {"bounds_check", "jagged_unique", "tt_prefix", "tt_last", "tt_last_backward", "tt_prefix_backward",
            "tt_stages", "tt_stages_backward", "raise_index_error", "gather_pool", "scatter_add_rows", "route_keys",
-           "transpose_segments", "counter_uniform"}
+           "transpose_segments", "counter_uniform", "ecorec_forward", "ecorec_backward"}
 
 
 def test_every_op_has_samples_here():
@@ -80,6 +81,18 @@ def test_tt_stage_ops(case):
     check("tt_stages", cores, q, r, prefix_ids, item_group, item_last, torch.empty(n, s.dim), True, s.num_embeddings)
     check("tt_stages_backward", cores, q, r, prefix_ids, item_group, item_last, grad_items,
           [torch.zeros_like(c) for c in cores], True, s.num_embeddings)
+
+
+@settings(max_examples=8, deadline=None)
+@given(step_cases())
+def test_ecorec_step_ops(case):
+    s, values, offsets, B, m, min_chunk, seed = case
+    cores, q, r = cores_of(s, seed), list(s.q), list(s.r)
+    check("ecorec_forward", cores, q, r, values, offsets, B, m, min_chunk, s.num_embeddings)
+    _, unique, co, occ_bags, bounds, _ = LIB.ecorec_forward(cores, q, r, values, offsets, B, m, min_chunk,
+                                                            s.num_embeddings)
+    check("ecorec_backward", cores, q, r, unique, co, occ_bags, bounds, torch.randn(B, s.dim),
+          [torch.zeros_like(c) for c in cores], s.num_embeddings)
 
 
 def test_tt_ops_on_an_sc24_shape():

@@ -51,6 +51,21 @@ TORCH_LIBRARY(dlrmbench, m) {
   m.def(
       "tt_stages_backward(Tensor[] cores, int[] q, int[] r, Tensor prefix_ids, Tensor item_group, "
       "Tensor item_last, Tensor grad_items, Tensor(a!)[] grad_cores, bool check_indices=True, int num_rows=-1) -> ()");
+  // EcoRec's table step, forward: one table's jagged ids (values [nnz], offsets [B+1], ids in range: validated at the
+  // step's boundary) deduplicated and sorted, the unique ids cut into micro-batches (the SC24 artifact's rule:
+  // micro_batches chunks, fewer when a chunk would hold under min_chunk ids), and per micro-batch the prefix groups,
+  // both TT stages and the rows added into their bags. Returns (out [B, D] sum-pooled, unique [U] ascending,
+  // count_offsets [U+1]: unique u's occurrences are sorted order [co[u], co[u+1]), occ_bags [nnz]: the bag of each
+  // sorted occurrence, chunk_bounds [m+1]: micro-batch k is unique[cb[k]:cb[k+1]], chunk_groups [m]: its prefix
+  // groups E1). num_rows as tt_stages.
+  m.def(
+      "ecorec_forward(Tensor[] cores, int[] q, int[] r, Tensor values, Tensor offsets, int batch_size, "
+      "int micro_batches, int min_chunk, int num_rows=-1) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)");
+  // Backward of ecorec_forward from what it returned: per micro-batch the bags' gradients grad [B, D] summed per
+  // unique id, the prefix groups again, and both stages walked back; adds into all d core gradients.
+  m.def(
+      "ecorec_backward(Tensor[] cores, int[] q, int[] r, Tensor unique, Tensor count_offsets, Tensor occ_bags, "
+      "Tensor chunk_bounds, Tensor grad, Tensor(a!)[] grad_cores, int num_rows=-1) -> ()");
   // Raises the ValueError an unchecked bad index left in like's device's record, and clears it (index_errors.h);
   // nothing to do on the CPU, whose kernels raise at once.
   m.def("raise_index_error(Tensor like) -> ()");

@@ -9,6 +9,7 @@
 #include <torch/library.h>
 
 #include "../op_args.h"
+#include "cpu_kernels.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -106,6 +107,8 @@ void sort_table(const int64_t* v, int64_t start, int64_t end, int64_t chunks, in
   each([&](int64_t k) { sv[start + k] = static_cast<int64_t>(words[k] + static_cast<uint64_t>(lo)); });
 }
 
+}  // namespace
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> jagged_unique_cpu(
     const at::Tensor& values, const at::Tensor& offsets, int64_t num_tables, int64_t batch_size) {
   check_jagged_unique_args(values, offsets, num_tables, batch_size);
@@ -190,8 +193,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> jagged_un
   });
   return {unique, table_offsets, inverse, counts, sorted_positions};
 }
-
-}  // namespace
 
 TORCH_LIBRARY_IMPL(dlrmbench, CPU, m) { m.impl("jagged_unique", &jagged_unique_cpu); }
 

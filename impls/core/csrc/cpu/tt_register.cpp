@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu_kernels.h"
 #include "isa.h"
 #include "tt_kernels.h"
 
@@ -66,6 +67,20 @@ struct Pick<Native, Avx2> {
 #endif
 
 }  // namespace
+
+void tt_stages_cpu_selected(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids,
+                            const at::Tensor& item_group, const at::Tensor& item_last, at::Tensor out,
+                            bool check_indices, int64_t num_rows) {
+  (DLRMBENCH_CPU_KERNEL(tt_stages_cpu))(cores, q, r, prefix_ids, item_group, item_last, out, check_indices, num_rows);
+}
+
+void tt_stages_backward_cpu_selected(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
+                                     const at::Tensor& prefix_ids, const at::Tensor& item_group,
+                                     const at::Tensor& item_last, const at::Tensor& grad_items,
+                                     at::TensorList grad_cores, bool check_indices, int64_t num_rows) {
+  (DLRMBENCH_CPU_KERNEL(tt_stages_backward_cpu))(cores, q, r, prefix_ids, item_group, item_last, grad_items, grad_cores,
+                                               check_indices, num_rows);
+}
 
 TORCH_LIBRARY_FRAGMENT(dlrmbench, m) {
   // The vector ISA builds of the CPU TT kernels in this library (the native one first), the one the TT ops run,
