@@ -153,9 +153,12 @@ cuda-check:
 	test -x $(CUDA_VENV)/bin/python || $(PYTHON) -m venv $(CUDA_VENV); \
 	$(CUDA_VENV)/bin/pip install -q $(TORCH_CUDA_CHECK) "setuptools>=64" wheel ninja || exit 1; \
 	mkdir -p build/cuda-check; set -o pipefail; \
+	stamp=impls/core/_C.build.json; test -f $$stamp && cp $$stamp build/cuda-check/cpu-build.json; \
 	CUDA_HOME=$$root LIBRARY_PATH=$$root/lib:$$root/lib64 DLRMBENCH_CUDA=1 TORCH_CUDA_ARCH_LIST="9.0" \
 		$(CUDA_VENV)/bin/python setup.py -q build_ext --build-temp build/cuda-check --build-lib build/cuda-check/lib \
-		2>&1 | tee build/cuda-check/build.log || exit 1; \
+		2>&1 | tee build/cuda-check/build.log; ok=$$?; \
+	if test -f build/cuda-check/cpu-build.json; then cp build/cuda-check/cpu-build.json $$stamp; else rm -f $$stamp; fi; \
+	test $$ok = 0 || exit 1; \
 	if grep -n "impls/core/csrc.*warning" build/cuda-check/build.log; then \
 		echo "cuda-check: warnings in our sources (above)"; exit 1; fi; \
 	echo "cuda-check: every source compiled for CUDA (torch $$($(CUDA_VENV)/bin/python -c 'import torch; print(torch.__version__)'), $$root)"

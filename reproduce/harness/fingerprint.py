@@ -43,7 +43,7 @@ CSRC = "impls/core/csrc"
 # the groups of the ops it calls; every file under CSRC is in exactly one group (test_fingerprint.py)
 NATIVE_GROUPS: dict[str, tuple[str, ...]] = {
     "shared": ("ops.cpp", "module.cpp", "op_args.h", "index_errors.cpp", "index_errors.h", "composed.h",
-               "cpu/cpu_util.h", "cpu/isa.h", "cuda/cuda_util.cuh"),
+               "cpu/cpu_util.h", "cpu/cpu_kernels.h", "cpu/isa.h", "cuda/cuda_util.cuh"),
     "bounds_check": ("cpu/bounds_check.cpp", "cuda/bounds_check.cu"),
     "jagged_unique": ("cpu/jagged_unique.cpp", "jagged_unique_composed.cpp"),
     "tt": ("tt_args.h", "tt_stages_composed.cpp", "tt_stages_composed.h", "cpu/small_gemm.h", "cpu/stage2.h",
@@ -54,10 +54,14 @@ NATIVE_GROUPS: dict[str, tuple[str, ...]] = {
     "route_keys": ("cpu/route_keys.cpp", "route_keys_composed.cpp"),
     "transpose_segments": ("cpu/transpose_segments.cpp", "transpose_segments_composed.cpp"),
     "counter_uniform": ("cpu/counter_uniform.cpp", "cpu/counter_hash.h"),
+    "ecorec_step": ("ecorec_args.h", "ecorec_step_composed.cpp", "cpu/ecorec_step.cpp"),
 }
+# a group whose kernels call other groups' kernels (EcoRec's step: the sort, the TT stages, on a GPU the pooling ops)
+GROUP_CALLS: dict[str, tuple[str, ...]] = {"ecorec_step": ("jagged_unique", "tt", "pooling")}
 OP_GROUPS = {"bounds_check": "bounds_check", "jagged_unique": "jagged_unique", "raise_index_error": "shared",
              "gather_pool": "pooling", "scatter_add_rows": "pooling", "route_keys": "route_keys",
              "transpose_segments": "transpose_segments", "counter_uniform": "counter_uniform",
+             "ecorec_forward": "ecorec_step", "ecorec_backward": "ecorec_step",
              **{op: "tt" for op in ("tt_prefix", "tt_last", "tt_last_backward", "tt_prefix_backward", "tt_stages",
                                     "tt_stages_backward", "cpu_isas", "cpu_isa", "set_cpu_isa")}}
 OPS_MODULE = "impls.core.ops"
@@ -82,6 +86,7 @@ def native_files(ops: Iterable[str], device: str, root: Path = ROOT) -> list[str
     """The native sources (paths under the project) of the groups of ``ops`` and the shared group; the CUDA kernels
     and ATen compositions only on a GPU."""
     groups = {"shared", *(OP_GROUPS[op] for op in ops)}
+    groups |= {g for group in list(groups) for g in GROUP_CALLS.get(group, ())}
     gpu = str(device).startswith("cuda")
     return sorted(f"{CSRC}/{rel}" for g in groups for rel in NATIVE_GROUPS[g]
                   if (gpu or not _is_cuda_only(rel)) and (root / CSRC / rel).is_file())
