@@ -7,6 +7,7 @@ to build it; it is never replaced by the pure-torch reference (that lives in ref
 """
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 from typing import Iterator, NamedTuple, Sequence
 
@@ -422,10 +423,7 @@ def _tt_stages_backward_fake(cores, q, r, prefix_ids, item_group, item_last, gra
 def _ecorec_forward_fake(cores, q, r, values, offsets, batch_size, micro_batches, min_chunk, num_rows=-1):
     ctx = torch.library.get_ctx()
     u, m = ctx.new_dynamic_size(), ctx.new_dynamic_size()
-    dim = 1
-    for x in q:
-        dim *= x
-    return (cores[0].new_empty(batch_size, dim), values.new_empty(u), values.new_empty(u + 1),
+    return (cores[0].new_empty(batch_size, math.prod(q)), values.new_empty(u), values.new_empty(u + 1),
             values.new_empty(values.shape[0]), values.new_empty(m + 1), values.new_empty(m))
 
 

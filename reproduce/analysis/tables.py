@@ -440,14 +440,19 @@ def calibration_s(root: Path, machine: str) -> float | None:
     return json.loads(path.read_text()).get("wall_s") if path.exists() else None
 
 
-def roofline(root: Path, machine: str) -> list[str]:
-    """The TT kernel roofline of `make bench` (results/bench/<machine>/benchmarks.json): each kernel's median
-    GFLOP/s over interleaved rounds and its share of the SGEMM of the same round (median and range)."""
+def bench_entries(root: Path, machine: str, key: str) -> list[dict]:
+    """The benchmarks of `make bench` (results/bench/<machine>/benchmarks.json) whose extra_info holds ``key``, in file
+    order (none when the set is missing)."""
     path = Path(root) / "results" / "bench" / machine / "benchmarks.json"
     if not path.exists():
         return []
-    benches = json.loads(path.read_text())["benchmarks"]
-    table = next((b["extra_info"]["kernels"] for b in benches if "kernels" in b.get("extra_info", {})), None)
+    return [b for b in json.loads(path.read_text())["benchmarks"] if key in b.get("extra_info", {})]
+
+
+def roofline(root: Path, machine: str) -> list[str]:
+    """The TT kernel roofline of `make bench` (results/bench/<machine>/benchmarks.json): each kernel's median
+    GFLOP/s over interleaved rounds and its share of the SGEMM of the same round (median and range)."""
+    table = next((b["extra_info"]["kernels"] for b in bench_entries(root, machine, "kernels")), None)
     if table is None:
         return []
     lines = ["| kernel | GFLOP/s (median of rounds) | share of the same round's SGEMM: median (range) |",
@@ -461,10 +466,7 @@ def roofline(root: Path, machine: str) -> list[str]:
 def prepare_rates(root: Path, machine: str) -> list[str]:
     """`data prepare` throughput of `make bench` (benchmarks/test_prepare.py): raw MiB per second of wall time over
     the whole two-pass prepare, median of its rounds."""
-    path = Path(root) / "results" / "bench" / machine / "benchmarks.json"
-    if not path.exists():
-        return []
-    rows = [b for b in json.loads(path.read_text())["benchmarks"] if "file_mib" in b.get("extra_info", {})]
+    rows = bench_entries(root, machine, "file_mib")
     lines = ["| format | rows | file MiB | median s | raw MiB/s |", "|---|---|---|---|---|"]
     for b in rows:
         e, med = b["extra_info"], b["stats"]["median"]
@@ -477,10 +479,7 @@ def tt_step(root: Path, machine: str) -> list[str]:
     """The step benchmark of `make bench` (benchmarks/test_tt_step.py): each system's median step, its step over
     its FLOP-time at the same round's SGEMM rate and over dense-fbgemm's step in the same round (median and
     range of the per-round ratios), per table size."""
-    path = Path(root) / "results" / "bench" / machine / "benchmarks.json"
-    if not path.exists():
-        return []
-    runs = [b["extra_info"] for b in json.loads(path.read_text())["benchmarks"] if "systems" in b.get("extra_info", {})]
+    runs = [b["extra_info"] for b in bench_entries(root, machine, "systems")]
     if not runs:
         return []
 
@@ -501,10 +500,7 @@ def step_profile(root: Path, machine: str) -> list[str]:
     """The step profile of `make bench` (benchmarks/test_tt_step.py): per TT system and table size, one profiled
     step (the median of three by wall time): milliseconds inside the TT stage kernels, outside them, the share
     outside, and the ops that take the most of it."""
-    path = Path(root) / "results" / "bench" / machine / "benchmarks.json"
-    if not path.exists():
-        return []
-    runs = [b["extra_info"] for b in json.loads(path.read_text())["benchmarks"] if "profiles" in b.get("extra_info", {})]
+    runs = [b["extra_info"] for b in bench_entries(root, machine, "profiles")]
     lines = ["| rows | system | step ms (profiled) | in the TT kernels ms | outside ms | outside share | "
              "largest outside (self ms) |", "|---|---|---|---|---|---|---|"]
     for run in sorted(runs, key=lambda r: r["rows"]):
