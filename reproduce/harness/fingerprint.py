@@ -45,7 +45,7 @@ NATIVE_GROUPS: dict[str, tuple[str, ...]] = {
     "shared": ("ops.cpp", "module.cpp", "op_args.h", "index_errors.cpp", "index_errors.h", "composed.h",
                "cpu/cpu_util.h", "cpu/cpu_kernels.h", "cpu/isa.h", "cuda/cuda_util.cuh"),
     "bounds_check": ("cpu/bounds_check.cpp", "cuda/bounds_check.cu"),
-    "jagged_unique": ("cpu/jagged_unique.cpp", "jagged_unique_composed.cpp"),
+    "jagged_unique": ("cpu/jagged_unique.cpp", "cpu/radix_sort.h", "jagged_unique_composed.cpp"),
     "tt": ("tt_args.h", "tt_stages_composed.cpp", "tt_stages_composed.h", "cpu/small_gemm.h", "cpu/stage2.h",
            "cpu/stage2_kernels.h", "cpu/tt_backward.cpp", "cpu/tt_backward_avx2.cpp", "cpu/tt_chain.h",
            "cpu/tt_forward.cpp", "cpu/tt_forward_avx2.cpp", "cpu/tt_kernels.h", "cpu/tt_register.cpp",
@@ -54,7 +54,8 @@ NATIVE_GROUPS: dict[str, tuple[str, ...]] = {
     "route_keys": ("cpu/route_keys.cpp", "route_keys_composed.cpp"),
     "transpose_segments": ("cpu/transpose_segments.cpp", "transpose_segments_composed.cpp"),
     "counter_uniform": ("cpu/counter_uniform.cpp", "cpu/counter_hash.h"),
-    "ecorec_step": ("ecorec_args.h", "ecorec_step_composed.cpp", "cpu/ecorec_step.cpp"),
+    "ecorec_step": ("ecorec_args.h", "ecorec_step_composed.cpp", "cpu/ecorec_step.cpp", "cpu/ecorec_index.cpp",
+                    "cpu/ecorec_index.h"),
 }
 # a group whose kernels call other groups' kernels (EcoRec's step: the sort, the TT stages, on a GPU the pooling ops)
 GROUP_CALLS: dict[str, tuple[str, ...]] = {"ecorec_step": ("jagged_unique", "tt", "pooling")}

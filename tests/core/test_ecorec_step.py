@@ -111,8 +111,11 @@ def sc24_case(B=512, seed=3):
     return s, values, torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)]), B
 
 
-def test_reruns_and_thread_counts_are_bit_identical():
-    s, values, offsets, B = sc24_case()
+@pytest.mark.parametrize("B", [512, 24_000], ids=["one-chunk", "sorted-in-chunks"])
+def test_reruns_and_thread_counts_are_bit_identical(B):
+    """A batch of ~60,000 ids is sorted and listed per bag in one chunk per thread (ecorec_index.cpp): the outputs,
+    what the backward reads and the gradients are the same for 1, 2 and 3 threads."""
+    s, values, offsets, B = sc24_case(B)
     cores = cores_of(s, 0)
     grad = torch.randn(B, s.dim, generator=torch.Generator().manual_seed(5))
     before = torch.get_num_threads()
@@ -120,8 +123,8 @@ def test_reruns_and_thread_counts_are_bit_identical():
         runs = []
         for threads in (1, 1, 2, 3):
             torch.set_num_threads(threads)
-            out, grads, _ = run_op(s, cores, values, offsets, B, 4, 16, grad)
-            runs.append([out, *grads])
+            out, grads, saved = run_op(s, cores, values, offsets, B, 4, 16, grad)
+            runs.append([out, *grads, *saved])
     finally:
         torch.set_num_threads(before)
     for run in runs[1:]:
@@ -143,6 +146,11 @@ def test_bad_input_is_refused_by_name():
     past[0] = s.num_embeddings  # inside the cores' cover (27,000 rows exactly: none) or past it
     with pytest.raises((ValueError, IndexError)):
         torch.ops.dlrmbench.ecorec_forward(cores, q, r, past, offsets, B, 4, 1, s.num_embeddings)
+    for bad in (-3, 2**62):  # 2**62 - (-3) needs more bits than fit beside a bag: the ids sort with the bags apart
+        wrong = values.clone()
+        wrong[-1] = bad
+        with pytest.raises((ValueError, IndexError), match=str(bad)):
+            torch.ops.dlrmbench.ecorec_forward(cores, q, r, wrong, offsets, B, 4, 1, s.num_embeddings)
 
 
 def build(native, optim, m, min_chunk):

@@ -1,17 +1,13 @@
-// CPU kernels that other CPU kernels call directly (no dispatcher round trip): the sort of jagged_unique, and the
-// fused TT stages in the ISA build that set_cpu_isa chose (tt_register.cpp). Schemas and contracts in ../ops.cpp.
+// CPU kernels that other CPU kernels call directly (no dispatcher round trip): the fused TT stages in the ISA build
+// that set_cpu_isa chose (tt_register.cpp). Schemas and contracts in ../ops.cpp.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/ArrayRef.h>
 
 #include <cstdint>
-#include <tuple>
 
 namespace dlrmbench {
-
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> jagged_unique_cpu(
-    const at::Tensor& values, const at::Tensor& offsets, int64_t num_tables, int64_t batch_size);
 
 void tt_stages_cpu_selected(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids,
                             const at::Tensor& item_group, const at::Tensor& item_last, at::Tensor out,

@@ -49,6 +49,11 @@ inline void prefetch(const void* p) {
 #endif
 }
 
+// Every cache line of a row of D floats (a gathered row, requested a few rows ahead of its use).
+inline void prefetch_row(const float* row, int64_t D) {
+  for (int64_t k = 0; k < D; k += 16) prefetch(row + k);
+}
+
 inline void add_row(float* __restrict__ dst, const float* __restrict__ src, int64_t D) {
   for (int64_t k = 0; k < D; ++k) dst[k] += src[k];
 }

@@ -1,7 +1,7 @@
 // CPU kernels of dlrmbench::ecorec_forward / ecorec_backward (schemas in ../ops.cpp): EcoRec's whole table step in
-// one call each. Forward: sort and deduplicate the ids (jagged_unique's radix sort), the bag of every sorted
-// occurrence, the sorted unique ids cut into micro-batches (the artifact's rule), and per micro-batch the prefix
-// groups (C), both TT stages into one chunk-sized buffer (M), and the rows added into their bags. Backward: per
+// one call each. Forward: sort and deduplicate the ids with the bag of every occurrence (ecorec_index.h), the
+// sorted unique ids cut into micro-batches (the artifact's rule), and per micro-batch the prefix groups (C), both
+// TT stages into one chunk-sized buffer (M), and the rows added into their bags. Backward: per
 // micro-batch the bag gradients summed per unique id (C), the prefix groups again, and both stages walked back
 // into the core gradients (M). No index work leaves the call: the Python schedule it replaces
 // (impls/ecorec/collection.py, kept as the reference) ran each of these steps as its own torch pass per chunk.
@@ -23,12 +23,15 @@
 #include "../op_args.h"
 #include "cpu_kernels.h"
 #include "cpu_util.h"
+#include "ecorec_index.h"
 
 namespace dlrmbench {
 namespace {
 
 // One micro-batch's prefix groups over its ascending unique ids [lo, hi): the distinct prefixes (id div p_last),
 // each id's group (non-decreasing) and last digit (id mod p_last).
+constexpr int64_t kAhead = 4;  // occurrences: a row is requested this far ahead of its add
+
 struct Groups {
   at::Tensor prefix_ids, group_of, last;
 };
@@ -58,6 +61,14 @@ void check_bag_offsets(const char* op, const int64_t* off, int64_t B, int64_t nn
     TORCH_CHECK_VALUE(off[b + 1] >= off[b], op, ": offsets decrease at bag ", b, " (", off[b], " -> ", off[b + 1], ")");
 }
 
+// The first id outside [0, limit) and where it is (its position and bag): raised as a ValueError.
+[[noreturn]] void name_bad_id(const char* op, const int64_t* v, const int64_t* off, int64_t B, int64_t limit) {
+  const int64_t j = std::find_if(v, v + off[B], [&](int64_t x) { return x < 0 || x >= limit; }) - v;
+  const int64_t b = std::upper_bound(off, off + B + 1, j) - off - 1;
+  TORCH_CHECK_VALUE(false, op, ": id ", v[j], " at values[", j, "] (bag ", b, ") is outside the table's rows [0, ",
+                    limit, ")");
+}
+
 // What the backward reads of the forward's outputs is what the forward wrote: occurrence offsets from 0 to nnz
 // that never decrease, bags in [0, B), micro-batch bounds from 0 to U that never decrease, ids ascending.
 void check_ecorec_saved(const char* op, const int64_t* uq, int64_t U, const int64_t* co, const int64_t* ob,
@@ -79,33 +90,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tenso
   const TTShape s = check_ecorec_forward_args(op, cores, q, r, values, offsets, batch_size, micro_batches, min_chunk);
   const int64_t nnz = values.numel(), D = s.dim(), p_last = s.p[s.d - 1];
   const auto opts = values.options().dtype(at::kLong);
-  at::Tensor unique, table_offsets, inverse, counts, sorted_positions;
-  {
-    RECORD_FUNCTION("ecorec.dedup", c10::ArrayRef<const c10::IValue>{});
-    std::tie(unique, table_offsets, inverse, counts, sorted_positions) =
-        jagged_unique_cpu(values, offsets, 1, batch_size);
-  }
-  const int64_t U = unique.numel();
-  const int64_t* uq = unique.data_ptr<int64_t>();
-  const int64_t* cnt = counts.data_ptr<int64_t>();
-  const int64_t* sp = sorted_positions.data_ptr<int64_t>();
-  const auto off_c = offsets.contiguous();
+  const auto v_c = values.contiguous(), off_c = offsets.contiguous();
   const int64_t* off = off_c.data_ptr<int64_t>();
   check_bag_offsets(op, off, batch_size, nnz);
-
-  auto count_offsets = at::empty({U + 1}, opts);  // occurrences of unique u: sorted order [co[u], co[u + 1])
-  int64_t* co = count_offsets.data_ptr<int64_t>();
-  co[0] = 0;
-  for (int64_t u = 0; u < U; ++u) co[u + 1] = co[u] + cnt[u];
-  std::vector<int64_t> bag_of(nnz);  // the bag of every position, then of every sorted occurrence
-  at::parallel_for(0, batch_size, 256, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) std::fill(bag_of.begin() + off[b], bag_of.begin() + off[b + 1], b);
-  });
-  auto occ_bags = at::empty({nnz}, opts);
-  int64_t* ob = occ_bags.data_ptr<int64_t>();
-  at::parallel_for(0, nnz, 4096, [&](int64_t lo, int64_t hi) {
-    for (int64_t j = lo; j < hi; ++j) ob[j] = bag_of[sp[j]];
-  });
+  OccurrenceIndex ix;
+  {
+    RECORD_FUNCTION("ecorec.dedup", c10::ArrayRef<const c10::IValue>{});
+    ix = sort_occurrences(v_c.data_ptr<int64_t>(), off, batch_size, nnz, opts);
+  }
+  const int64_t U = ix.unique.numel();
+  const int64_t* uq = ix.unique.data_ptr<int64_t>();
+  const int64_t limit = num_rows >= 0 ? num_rows : s.num_prefixes() * p_last;
+  if (U > 0 && (uq[0] < 0 || uq[U - 1] >= limit))  // the smallest and largest ids: every id checked
+    name_bad_id(op, v_c.data_ptr<int64_t>(), off, batch_size, limit);
+  const int64_t* bu = ix.bag_units.data();
+  std::vector<int64_t> cursor(off, off + batch_size);  // each bag's next occurrence in bag_units
 
   const std::vector<int64_t> bounds = micro_batch_bounds(U, micro_batches, min_chunk);
   const int64_t m = static_cast<int64_t>(bounds.size()) - 1;
@@ -127,16 +126,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tenso
       tt_stages_cpu_selected(cores, q, r, g.prefix_ids, g.group_of, g.last, rows, false, num_rows);
     }
     RECORD_FUNCTION("ecorec.expand", c10::ArrayRef<const c10::IValue>{});
-    // expand: every occurrence adds its unique row into its bag. Threads own bag ranges, and each adds in sorted
-    // order, so every bag sums its rows in one order whatever the thread count.
+    // expand: every bag adds the rows of its occurrences in this micro-batch, the next piece of its list. Threads
+    // own bags, and a bag adds its rows in ascending unique order: one order whatever the thread count.
     const float* x = rows.data_ptr<float>();
-    at::parallel_for(0, batch_size, 512, [&](int64_t b0, int64_t b1) {
-      for (int64_t u = lo; u < hi; ++u)
-        for (int64_t j = co[u]; j < co[u + 1]; ++j)
-          if (ob[j] >= b0 && ob[j] < b1) add_row(y + ob[j] * D, x + (u - lo) * D, D);
+    at::parallel_for(0, batch_size, 256, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        int64_t j = cursor[b];
+        for (const int64_t e = off[b + 1]; j < e && bu[j] < hi; ++j) {
+          if (j + kAhead < e && bu[j + kAhead] < hi) prefetch_row(x + (bu[j + kAhead] - lo) * D, D);
+          add_row(y + b * D, x + (bu[j] - lo) * D, D);
+        }
+        cursor[b] = j;
+      }
     });
   }
-  return {out, unique, count_offsets, occ_bags, chunk_bounds, chunk_groups};
+  return {out, ix.unique, ix.count_offsets, ix.occ_bags, chunk_bounds, chunk_groups};
 }
 
 void ecorec_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& unique,
@@ -154,7 +158,8 @@ void ecorec_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArray
   const int64_t* ob = ob_c.data_ptr<int64_t>();
   const int64_t* cb = cb_c.data_ptr<int64_t>();
   const float* gy = grad_c.data_ptr<float>();
-  check_ecorec_saved(op, uq, unique.numel(), co, ob, occ_bags.numel(), grad.size(0), cb, chunk_bounds.numel() - 1);
+  const int64_t nnz = occ_bags.numel();
+  check_ecorec_saved(op, uq, unique.numel(), co, ob, nnz, grad.size(0), cb, chunk_bounds.numel() - 1);
   const int64_t m = chunk_bounds.numel() - 1;
   int64_t widest = 0;
   for (int64_t k = 0; k < m; ++k) widest = std::max(widest, cb[k + 1] - cb[k]);
@@ -169,7 +174,10 @@ void ecorec_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArray
         for (int64_t u = u0; u < u1; ++u) {
           float* dst = du + (u - lo) * D;
           std::fill(dst, dst + D, 0.f);
-          for (int64_t j = co[u]; j < co[u + 1]; ++j) add_row(dst, gy + ob[j] * D, D);
+          for (int64_t j = co[u]; j < co[u + 1]; ++j) {
+            if (j + kAhead < nnz) prefetch_row(gy + ob[j + kAhead] * D, D);
+            add_row(dst, gy + ob[j] * D, D);
+          }
         }
       });
     }

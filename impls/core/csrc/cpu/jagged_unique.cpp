@@ -9,7 +9,7 @@
 #include <torch/library.h>
 
 #include "../op_args.h"
-#include "cpu_kernels.h"
+#include "radix_sort.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -19,56 +19,7 @@
 namespace dlrmbench {
 namespace {
 
-constexpr int kMaxDigitBits = 10;      // at most 1024 buckets per pass: the histograms and write streams stay cached
 constexpr int64_t kBigTable = 1 << 16;  // ids; below this a table sorts on one thread
-
-// Stable LSD radix sort of w[0..n) by bits [shift0, shift0 + bits) of each word, carrying pay[0..n) along when
-// it is given (tmp, tmp_pay: scratch of n). As few passes as the width needs, of equal digits. `chunks` > 1
-// splits each pass over threads (per-chunk histograms, bucket-major offsets: the same stable result).
-void radix_sort(int64_t n, int shift0, int bits, int64_t chunks, uint64_t* w, uint64_t* tmp, int64_t* pay,
-                int64_t* tmp_pay) {
-  const int passes = (bits + kMaxDigitBits - 1) / kMaxDigitBits;
-  if (passes == 0) return;
-  const int digit = (bits + passes - 1) / passes;
-  const int64_t B = int64_t{1} << digit;
-  const int64_t per = (n + chunks - 1) / chunks;
-  std::vector<int64_t> hist(chunks * B);
-  uint64_t *src = w, *dst = tmp;
-  int64_t *src_p = pay, *dst_p = tmp_pay;
-  for (int pass = 0; pass < passes; ++pass) {
-    const int shift = shift0 + pass * digit;
-    std::fill(hist.begin(), hist.end(), 0);
-    at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c) {
-        int64_t* h = hist.data() + c * B;
-        for (int64_t i = c * per, e = std::min(n, (c + 1) * per); i < e; ++i) ++h[(src[i] >> shift) & (B - 1)];
-      }
-    });
-    int64_t sum = 0;  // bucket-major, chunk-minor: every chunk writes its share of a bucket in order (stable)
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t c = 0; c < chunks; ++c) {
-        const int64_t k = hist[c * B + b];
-        hist[c * B + b] = sum;
-        sum += k;
-      }
-    at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c) {
-        int64_t* h = hist.data() + c * B;
-        for (int64_t i = c * per, e = std::min(n, (c + 1) * per); i < e; ++i) {
-          const int64_t d = h[(src[i] >> shift) & (B - 1)]++;
-          dst[d] = src[i];
-          if (src_p) dst_p[d] = src_p[i];
-        }
-      }
-    });
-    std::swap(src, dst);
-    std::swap(src_p, dst_p);
-  }
-  if (src != w) {
-    std::copy(src, src + n, w);
-    if (pay) std::copy(src_p, src_p + n, pay);
-  }
-}
 
 // Sort table [start, end): sp[start..end) = its positions ordered by (id, position), sv[start..end) = the ids in
 // that order. The key (id - the table's smallest) and the position pack into one word when they fit (the
@@ -106,8 +57,6 @@ void sort_table(const int64_t* v, int64_t start, int64_t end, int64_t chunks, in
   radix_sort(n, 0, bits, chunks, words.data(), tmp.data(), sp + start, tmp_pos.data());
   each([&](int64_t k) { sv[start + k] = static_cast<int64_t>(words[k] + static_cast<uint64_t>(lo)); });
 }
-
-}  // namespace
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> jagged_unique_cpu(
     const at::Tensor& values, const at::Tensor& offsets, int64_t num_tables, int64_t batch_size) {
@@ -157,8 +106,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> jagged_un
   }
   auto new_id = [&](int64_t t, int64_t k) { return k == first_of(t) || sv[k] != sv[k - 1]; };
   at::parallel_for(0, static_cast<int64_t>(pieces.size()), 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i)
-      for (int64_t k = pieces[i].lo; k < pieces[i].hi; ++k) pieces[i].starts += new_id(pieces[i].table, k);
+    for (int64_t i = lo; i < hi; ++i) {
+      int64_t n = 0;  // in a register: neighbouring pieces share a cache line
+      for (int64_t k = pieces[i].lo; k < pieces[i].hi; ++k) n += new_id(pieces[i].table, k);
+      pieces[i].starts = n;
+    }
   });
   std::vector<int64_t> piece_base(pieces.size());
   std::fill(toff, toff + num_tables + 1, 0);
@@ -193,6 +145,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> jagged_un
   });
   return {unique, table_offsets, inverse, counts, sorted_positions};
 }
+
+}  // namespace
 
 TORCH_LIBRARY_IMPL(dlrmbench, CPU, m) { m.impl("jagged_unique", &jagged_unique_cpu); }
 

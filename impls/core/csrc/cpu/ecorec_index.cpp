@@ -1,0 +1,116 @@
+// sort_occurrences (ecorec_index.h). Every occurrence becomes one word, (id - the batch's smallest id) above its bag
+// (or the id alone with the bag carried beside it when the two do not fit in 64 bits), and a stable radix sort
+// on the id's bits only orders them by (id, position): the input is in position order. Then, over thread chunks of
+// the sorted order, one pass counts where a new id starts and each chunk's occurrences per bag, and a second
+// numbers the unique ids and writes their ids, first occurrences, the bag of each occurrence, and each occurrence
+// into its bag's list (a stable scatter by bag: chunk c writes after chunks < c, so the lists are ascending and
+// the same for any thread count).
+#include "ecorec_index.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/ops/empty.h>
+
+#include <algorithm>
+
+#include "radix_sort.h"
+
+namespace dlrmbench {
+namespace {
+
+constexpr int64_t kMinChunk = 1 << 14;  // occurrences; a smaller batch sorts and scans on one thread
+
+int bit_width(uint64_t x) { return x == 0 ? 0 : 64 - __builtin_clzll(x); }
+
+}  // namespace
+
+OccurrenceIndex sort_occurrences(const int64_t* v, const int64_t* off, int64_t B, int64_t nnz,
+                                 const at::TensorOptions& opts) {
+  OccurrenceIndex ix;
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), nnz / kMinChunk));
+  const int64_t per = std::max<int64_t>(1, (nnz + chunks - 1) / chunks);
+  auto over_chunks = [&](auto fn) {  // fn(c, first, end) for chunk c of the sorted order
+    at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) fn(c, std::min(nnz, c * per), std::min(nnz, (c + 1) * per));
+    });
+  };
+  std::vector<int64_t> lows(chunks, INT64_MAX), highs(chunks, INT64_MIN);
+  over_chunks([&](int64_t c, int64_t j0, int64_t j1) {
+    int64_t a = INT64_MAX, z = INT64_MIN;  // in registers: the chunks' entries share a cache line
+    for (int64_t j = j0; j < j1; ++j) {
+      a = std::min(a, v[j]);
+      z = std::max(z, v[j]);
+    }
+    lows[c] = a;
+    highs[c] = z;
+  });
+  const int64_t lo = nnz ? *std::min_element(lows.begin(), lows.end()) : 0;
+  const int64_t hi = nnz ? *std::max_element(highs.begin(), highs.end()) : 0;
+  const int bits = bit_width(static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo));
+  const int bag_bits = bit_width(static_cast<uint64_t>(std::max<int64_t>(B - 1, 0)));
+  const bool packed = bits + bag_bits <= 64;
+  const int shift = packed ? bag_bits : 0;
+  const uint64_t bag_mask = bag_bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bag_bits) - 1;
+
+  std::vector<uint64_t> words(nnz), tmp(nnz);
+  std::vector<int64_t> bags(packed ? 0 : nnz), tmp_bags(packed ? 0 : nnz);
+  at::parallel_for(0, B, 256, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b)
+      for (int64_t j = off[b]; j < off[b + 1]; ++j) {
+        const uint64_t key = static_cast<uint64_t>(v[j]) - static_cast<uint64_t>(lo);
+        words[j] = packed ? (key << shift) | static_cast<uint64_t>(b) : key;
+        if (!packed) bags[j] = b;
+      }
+  });
+  radix_sort(nnz, shift, bits, chunks, words.data(), tmp.data(), packed ? nullptr : bags.data(), tmp_bags.data());
+  auto key_of = [&](int64_t j) { return words[j] >> shift; };
+  auto bag_of = [&](int64_t j) { return packed ? static_cast<int64_t>(words[j] & bag_mask) : bags[j]; };
+
+  // pass 1: new ids per chunk, and each chunk's occurrences per bag
+  std::vector<int64_t> starts(chunks, 0), cursor(chunks * B, 0);
+  over_chunks([&](int64_t c, int64_t j0, int64_t j1) {
+    int64_t* h = cursor.data() + c * B;
+    int64_t n = 0;
+    for (int64_t j = j0; j < j1; ++j) {
+      n += j == 0 || key_of(j) != key_of(j - 1);
+      ++h[bag_of(j)];
+    }
+    starts[c] = n;
+  });
+  std::vector<int64_t> base(chunks + 1, 0);
+  for (int64_t c = 0; c < chunks; ++c) base[c + 1] = base[c] + starts[c];
+  for (int64_t b = 0; b < B; ++b) {  // where chunk c writes into bag b's list: after the chunks before it
+    int64_t next = off[b];
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t k = cursor[c * B + b];
+      cursor[c * B + b] = next;
+      next += k;
+    }
+  }
+  const int64_t U = base[chunks];
+  ix.unique = at::empty({U}, opts);
+  ix.count_offsets = at::empty({U + 1}, opts);
+  ix.occ_bags = at::empty({nnz}, opts);
+  ix.bag_units.resize(nnz);
+  int64_t* uq = ix.unique.data_ptr<int64_t>();
+  int64_t* co = ix.count_offsets.data_ptr<int64_t>();
+  int64_t* ob = ix.occ_bags.data_ptr<int64_t>();
+  int64_t* bu = ix.bag_units.data();
+  // pass 2: number the unique ids, write them, their first occurrences, the occurrences' bags and the bag lists
+  over_chunks([&](int64_t c, int64_t j0, int64_t j1) {
+    int64_t* next = cursor.data() + c * B;
+    int64_t u = base[c] - 1;  // the id running into this chunk
+    for (int64_t j = j0; j < j1; ++j) {
+      if (j == 0 || key_of(j) != key_of(j - 1)) {
+        uq[++u] = static_cast<int64_t>(key_of(j) + static_cast<uint64_t>(lo));
+        co[u] = j;
+      }
+      const int64_t b = bag_of(j);
+      ob[j] = b;
+      bu[next[b]++] = u;
+    }
+  });
+  co[U] = nnz;
+  return ix;
+}
+
+}  // namespace dlrmbench
