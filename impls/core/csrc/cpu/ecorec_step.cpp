@@ -65,8 +65,8 @@ void check_bag_offsets(const char* op, const int64_t* off, int64_t B, int64_t nn
 [[noreturn]] void name_bad_id(const char* op, const int64_t* v, const int64_t* off, int64_t B, int64_t limit) {
   const int64_t j = std::find_if(v, v + off[B], [&](int64_t x) { return x < 0 || x >= limit; }) - v;
   const int64_t b = std::upper_bound(off, off + B + 1, j) - off - 1;
-  TORCH_CHECK_VALUE(false, op, ": id ", v[j], " at values[", j, "] (bag ", b, ") is outside the table's rows [0, ",
-                    limit, ")");
+  TORCH_CHECK_VALUE(false, op, ": values[", j, "] (bag ", b, ") reads row ", v[j], " of a table of ", limit,
+                    " rows: the id is out of range");
 }
 
 // What the backward reads of the forward's outputs is what the forward wrote: occurrence offsets from 0 to nnz
