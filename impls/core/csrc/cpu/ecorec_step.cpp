@@ -28,10 +28,10 @@
 namespace dlrmbench {
 namespace {
 
-// One micro-batch's prefix groups over its ascending unique ids [lo, hi): the distinct prefixes (id div p_last),
-// each id's group (non-decreasing) and last digit (id mod p_last).
 constexpr int64_t kAhead = 4;  // occurrences: a row is requested this far ahead of its add
 
+// One micro-batch's prefix groups over its ascending unique ids [lo, hi): the distinct prefixes (id div p_last),
+// each id's group (non-decreasing) and last digit (id mod p_last).
 struct Groups {
   at::Tensor prefix_ids, group_of, last;
 };
