@@ -29,7 +29,7 @@ help:
 	@echo "make reproduce-recsys24  EMBark planner vs baselines on gloo ranks, and modeled at 8-128 GPUs"
 	@echo "make reproduce       both (cpu profile: 3 rounds, then rounds until the headline ratios resolve; under an hour on 2 cores: README); PROFILE=paper LAUNCHER=slurm for a cluster"
 	@echo "make reproduce-table-size  one table of 1e5..1e9 rows, dense vs TT"
-	@echo "make reproduce-compression  hash, QR, MD, TT and fp16 tables at 1/10..1/1000 of the dense bytes (DATA=DIR: yours)"
+	@echo "make reproduce-compression  hash, QR, MD, TT, fp16 and examples/lowrank.py at 1/10..1/1000 of the dense bytes (DATA=DIR: yours)"
 	@echo "make reproduce-tt-quality  every table TT vs dense on small tables: rank, initializer, learning rate, optimizer"
 	@echo "make reproduce-aa-schedule  the A/A control in sequential and in duet rounds: which the timed profiles use"
 	@echo "make figures         redraw every figure and results/REPORT.md from the committed records (no runs)"
@@ -116,8 +116,10 @@ reproduce-table-size: install
 # hash, QR, MD, TT (EcoRec) and fp16 tables at 1/10, 1/100, 1/1000 of the dense bytes: held-out quality, step time,
 # samples to target over 3 seeds (on its own synthetic data, written once; DATA=DIR: a prepared dataset of yours, in
 # results/compression_real: the last --profile given holds)
+# OUTSIDE: the outside systems raced beside ours in the budget grid's $IMPL slot (default: the worked example)
+OUTSIDE ?= examples/lowrank.py:LowRankEmbedding
 reproduce-compression: install
-	$(REPRODUCE) compression $(if $(DATA),--profile real --data $(DATA))
+	$(REPRODUCE) compression $(if $(DATA),--profile real --data $(DATA)) $(foreach s,$(OUTSIDE),--impl $(s))
 
 # every table TT against dense tables on small tables (3 to 3,000 rows) over 3 seeds: rank, initializer, the cores'
 # learning rate and optimizer, the oversize rule (docs/studies/compression.md)

@@ -1,12 +1,12 @@
 """The `dlrmbench` command line, one module per command group: run and train (run.py), sweep, plot and report
-(experiments.py: also summarize), reproduce, model and figures (pipeline.py), data prepare / synth / reorder / stats (data.py), plan (plan.py), calibrate (calibrate.py),
+(experiments.py: also summarize), reproduce, model and figures (pipeline.py), data prepare / synth / reorder / stats (data.py), plan (plan.py), calibrate (calibrate.py), check-system (check_system.py),
 redundancy, compression and env (studies.py). Commands parse and print; the work is in reproduce.harness and
 reproduce.analysis."""
 from __future__ import annotations
 
 import click
 
-from reproduce.cli import calibrate, data, experiments, pipeline, plan, run, studies
+from reproduce.cli import calibrate, check_system, data, experiments, pipeline, plan, run, studies
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -16,7 +16,7 @@ def cli() -> None:
 
 for command in (run.run, run.train, experiments.sweep, experiments.summarize, experiments.plot, experiments.report,
                 pipeline.reproduce, pipeline.model, pipeline.figures, data.data, plan.plan,
-                calibrate.calibrate, studies.redundancy, studies.tt_params, studies.env):
+                calibrate.calibrate, check_system.check_system, studies.redundancy, studies.tt_params, studies.env):
     cli.add_command(command)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from reproduce.cli.options import stack, writable_folder
+from reproduce.cli.options import impl_slot_option, resolve_systems, stack, writable_folder
 from reproduce.cli.output import console
 
 
@@ -63,8 +63,9 @@ def _duration(s: float | None) -> str:
 @click.option("--no-probe", "no_probe", is_flag=True,
               help="skip the noise probes (an SGEMM and fixed work on each core, before, between rounds and "
                    "after): a quicker smoke run whose set then states no noise level (local launcher)")
+@impl_slot_option
 def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, partition, account, root, machine,
-          repeats, data, no_probe, rounds_budget=None) -> None:
+          repeats, data, no_probe, rounds_budget=None, outside=()) -> None:
     """Run every point of an experiment TOML `repeats` times, interleaved (repeat 1 of every point, then repeat 2,
     ...), into this machine's result set (resumable: recorded runs are skipped; a crashed, killed or timed-out
     run is recorded and the sweep goes on), then write summary.csv and its figures."""
@@ -84,7 +85,7 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
     from reproduce.harness.resolve import resolve
 
     try:
-        spec = parse(experiment, profile)
+        spec = parse(experiment, profile, impls=resolve_systems(outside))
         if data is None and not dry_run:  # the experiment's own dataset ([synth]), written once, reused after
             _write_synth(spec, root)
         if rounds_budget is not None:

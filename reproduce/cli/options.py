@@ -169,3 +169,23 @@ def parse_impl_options(items) -> dict:
         else:
             out[key] = value
     return out
+
+
+IMPL_HELP = ("a system of this suite by name, an installed package's (its dlrmbench.systems entry point), or one of "
+             "your own: package.module:Class or path/to/file.py:Class")
+
+
+def resolve_systems(names, hint: str = "--impl") -> tuple[str, ...]:
+    """The registry names of ``names`` (names or specs; an outside system is loaded and registered here): a bad
+    one is refused naming it."""
+    from reproduce.harness.systems import resolve
+
+    try:
+        return tuple(resolve(n) for n in names)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=hint) from None
+
+
+impl_slot_option = click.option(
+    "--impl", "outside", multiple=True, metavar="NAME|SPEC",
+    help="race this system too, in the experiment's $IMPL slot (repeat for several): " + IMPL_HELP)

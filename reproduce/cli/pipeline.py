@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from reproduce.cli.options import impl_slot_option
 from reproduce.cli.output import console
 
 
@@ -48,8 +49,9 @@ def model(name, root, machine, plot_only) -> None:
 @click.option("--repeats", type=click.IntRange(min=1), default=None, help="runs per point (default: the profile's)")
 @click.option("--data", type=click.Path(exists=True, file_okay=False), default=None,
               help="a prepared dataset of yours for an experiment that trains on one (its `real` profile)")
+@impl_slot_option
 @click.pass_context
-def reproduce(ctx, experiments, profile, launcher, root, machine, repeats, data) -> None:
+def reproduce(ctx, experiments, profile, launcher, root, machine, repeats, data, outside) -> None:
     """Each experiment (default: sc24 and recsys24) end to end: its sweep (`dlrmbench sweep`), then the models its
     TOML names (`models`, here and locally only: a Slurm sweep's records come back later)."""
     from reproduce.cli.experiments import sweep
@@ -65,7 +67,7 @@ def reproduce(ctx, experiments, profile, launcher, root, machine, repeats, data)
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
         ctx.invoke(sweep, experiment=exp.path, profile=profile, launcher=launcher, root=root, machine=machine,
-                   repeats=repeats, data=data)
+                   repeats=repeats, data=data, outside=outside)
         if launcher == "local" and exp.profile != "paper":
             for m in exp.models:
                 ctx.invoke(model, name=m, root=root, machine=machine, plot_only=False)

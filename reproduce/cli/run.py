@@ -10,14 +10,15 @@ import click
 from rich.markup import escape
 
 from reproduce.analysis.run_output import comparison_table, quality_lines, tt_lines
-from reproduce.cli.options import (collect_data_options, data_options, dist_options, mlp_options, model_options,
-                                   parse_impl_options, point_default, positive, reorder_option, timing_options,
-                                   writable_folder)
+from reproduce.cli.options import (IMPL_HELP, collect_data_options, data_options, dist_options, mlp_options, model_options,
+                                   parse_impl_options, point_default, positive, reorder_option, resolve_systems,
+                                   timing_options, writable_folder)
 from reproduce.cli.output import console
 
 
 @click.command()
-@click.option("--impl", "impls", multiple=True, required=True, help="implementation (repeat to compare)")
+@click.option("--impl", "impls", multiple=True, required=True, metavar="NAME|SPEC",
+              help="implementation (repeat to compare): " + IMPL_HELP)
 @data_options
 @model_options
 @mlp_options(point_default("mlp_optimizer"), point_default("mlp_lr"))
@@ -47,7 +48,6 @@ def default_out(machine: str) -> Path:
 
 def _compare(impls, out, timeout, repeats, options, fields) -> None:
     """Check, run and tabulate one point per implementation (``fields``: the RunPoint fields they share)."""
-    from impls.api import registered_names
     from reproduce.analysis.aggregate import summarize
     from reproduce.harness.resolve import interleaved
     from reproduce.harness.options import check_point, check_scoped_options, check_shared_options, options_for
@@ -57,10 +57,7 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
     from reproduce.harness.sweep import run_point_isolated
     from reproduce.cli.epoch_bars import EpochBars
 
-    unknown = [i for i in impls if i not in registered_names()]
-    if unknown:
-        raise click.BadParameter(f"unknown implementation(s) {unknown}; known: {', '.join(registered_names())}",
-                                 param_hint="--impl")
+    impls = resolve_systems(impls)
     from reproduce.harness.calibration import missing_profiles, with_profile
     from reproduce.harness.machine import this_machine
 
@@ -125,7 +122,8 @@ TRAIN_DEFAULTS = {"optimizer": "adagrad", "lr": 0.05, "mlp_optimizer": "adam", "
 
 
 @click.command()
-@click.option("--impl", "impls", multiple=True, required=True, help="implementation (repeat to compare)")
+@click.option("--impl", "impls", multiple=True, required=True, metavar="NAME|SPEC",
+              help="implementation (repeat to compare): " + IMPL_HELP)
 @click.option("--data", required=True, type=click.Path(exists=True, file_okay=False),
               help="a prepared dataset folder (data prepare / data synth): its train split, scored on val (else test)")
 @click.option("--epochs", type=click.IntRange(min=1), default=1, show_default=True, help="passes over the training split")

@@ -17,6 +17,9 @@ from reproduce.harness.evidence import Rounds, parse_headline, select_control, t
 DEFAULT_PROFILE = "cpu"
 DEFAULT_REPEATS = 3  # independent processes per point, interleaved across points (A B C C B A)
 DATA_PLACEHOLDER = "$DATA"  # a grid's or point's data that `sweep --data DIR` names (a user's own dataset)
+# a grid's `variant` or `impl` entry that `sweep --impl NAME|SPEC` fills with each system given (an outside system
+# raced beside ours on the grid's other axes, labelled by its name); without --impl it stands for nothing
+IMPL_PLACEHOLDER = "$IMPL"
 # max_rows / rows: data options; variant: a name from [variants.NAME] (impl, label, impl_options, ... of one
 # system setup)
 # seed: the run's seed (data stream, initial weights, hashes); budget: a fraction of the dense tables' bytes that sizes
@@ -165,7 +168,8 @@ def reads_data(doc: dict[str, Any]) -> bool:
             or any(p.get("data") == DATA_PLACEHOLDER for p in doc.get("points", [])))
 
 
-def _grid_specs(grid: dict[str, Any], where: str, base: dict[str, Any], variants: dict[str, Any]) -> list[PointSpec]:
+def _grid_specs(grid: dict[str, Any], where: str, base: dict[str, Any], variants: dict[str, Any],
+                impls: tuple[str, ...] = ()) -> list[PointSpec]:
     bad = sorted(set(grid) - set(GRID_KEYS))
     if bad:
         raise ValueError(f"{where}: unknown grid keys {bad}; allowed: {GRID_KEYS}")
@@ -177,16 +181,22 @@ def _grid_specs(grid: dict[str, Any], where: str, base: dict[str, Any], variants
     for k, v in grid.items():
         if not isinstance(v, list):
             raise ValueError(f"{where}: {k} must be a list, got {v!r}")
-    unknown = sorted(set(grid.get("variant", [])) - set(variants))
+    unknown = sorted(set(grid.get("variant", [])) - set(variants) - {IMPL_PLACEHOLDER})
     if unknown:
         raise ValueError(f"{where}: variant(s) {unknown} have no [variants.NAME] table")
+    outside = {f"{IMPL_PLACEHOLDER}{name}": {"impl": name, "label": name} for name in impls}
+    grid = {k: [x for v in vals for x in ((outside if k == "variant" else [o["impl"] for o in outside.values()])
+                                          if v == IMPL_PLACEHOLDER else [v])]
+            for k, vals in grid.items()}
+    if any(not vals for vals in grid.values()):  # only the slot, and no system given for it
+        return []
     keys = list(grid)
     specs = []
     for combo in itertools.product(*(grid[k] for k in keys)):
         fields = {**base, **dict(zip(keys, combo))}
         own: dict[str, Any] = {}
         if "variant" in fields:
-            v = dict(variants[fields.pop("variant")])
+            v = dict({**variants, **outside}[fields.pop("variant")])
             own = dict(v.pop("impl_options", {}))
             fields.update(v)
         data_options = dict(base["data_options"])
@@ -200,11 +210,20 @@ def _grid_specs(grid: dict[str, Any], where: str, base: dict[str, Any], variants
     return specs
 
 
-def parse(path: str | Path, profile: str | None = None, doc: dict[str, Any] | None = None) -> Experiment:
+def has_slot(doc: dict[str, Any]) -> bool:
+    """Whether a grid of the (profiled) experiment has the ``$IMPL`` slot that `sweep --impl` fills."""
+    return any(IMPL_PLACEHOLDER in g.get(k, []) for g in [doc.get("grid") or {}, *doc.get("grids", [])]
+               for k in ("variant", "impl"))
+
+
+def parse(path: str | Path, profile: str | None = None, doc: dict[str, Any] | None = None,
+          impls: tuple[str, ...] = ()) -> Experiment:
     """The experiment at ``path`` (``doc``: its parsed TOML, when read already) with ``profile`` applied (default
     cpu): ``[grid]`` and each ``[[grids]]`` (lists) expanded over ``[defaults]``, ``[data_options]`` on every point,
     ``[impl_options]`` kept whole for resolve to route, ``[[points]]`` added (their own ``impl_options`` overlay the
-    routed ones). A profile other than cpu writes to results/NAME_PROFILE unless it names its ``results`` folder."""
+    routed ones). A profile other than cpu writes to results/NAME_PROFILE unless it names its ``results`` folder.
+    ``impls``: the systems (registry names) that fill the grids' ``$IMPL`` slot; an experiment without one refuses
+    them."""
     from reproduce.harness.synth_data import synth_table
 
     path = Path(path)
@@ -214,9 +233,12 @@ def parse(path: str | Path, profile: str | None = None, doc: dict[str, Any] | No
     base = dict(doc.get("defaults", {}))
     base["data_options"] = dict(doc.get("data_options", {}))
     base["impl_options"] = dict(doc.get("impl_options", {}))
-    specs = _grid_specs(doc["grid"], f"{path}: [grid]", base, variants) if doc.get("grid") else []
+    if impls and not has_slot(doc):
+        raise ValueError(f"{path}: no grid has a {IMPL_PLACEHOLDER!r} slot in its variant or impl list, so "
+                         f"{', '.join(impls)} would not be raced; add one (see compression.toml)")
+    specs = _grid_specs(doc["grid"], f"{path}: [grid]", base, variants, impls) if doc.get("grid") else []
     for i, grid in enumerate(doc.get("grids", [])):  # [[grids]]: further grids over the same defaults
-        specs += _grid_specs(grid, f"{path}: [[grids]] #{i + 1}", base, variants)
+        specs += _grid_specs(grid, f"{path}: [[grids]] #{i + 1}", base, variants, impls)
     for extra in doc.get("points", []):  # [[points]]: single points beside the grid (e.g. option variants)
         fields = {**base, **{k: v for k, v in extra.items() if k != "impl_options"}}
         fields["data_options"] = {**base["data_options"], **extra.get("data_options", {})}

@@ -14,7 +14,8 @@ record measured has changed since (analysis/freshness.py) - and only then.
 
 Each code file is hashed on what it does (code.py: a docstring or comment edit changes nothing). A record keeps
 ``{"digest", "files": {path: hash}, "entry" (the module the registry names for its system), "ops", "build",
-"inputs": {name: digest}}``; library versions (torch, fbgemm,
+"inputs": {name: digest}}``, and for a system from outside this repository (systems.py) ``"system": {"spec",
+"version"}`` with its source files among ``files`` (absolute paths when they lie outside the project); library versions (torch, fbgemm,
 torchrec) are kept in its environment and compared apart from it (a platform change, not a code change)."""
 from __future__ import annotations
 
@@ -229,10 +230,23 @@ def of_run(module_names: Iterable[str], point: dict[str, Any], root: Path = ROOT
         inputs[what] = content_digest(path)
         if what == "data" and path.is_dir() and is_generated(path):
             paths |= {str(mods[m].relative_to(root)) for m in generator_modules(root)}
+    outside = _outside(str(point.get("impl")), root)
+    paths |= set(outside["files"]) if outside else set()
     files = {rel: code.file_hash(root / rel) for rel in sorted(paths) if (root / rel).is_file()}
     entry = code.registry_table(root).get(str(point.get("impl")))  # registry.py's hash leaves the registry table out
     return {"digest": _digest(files, inputs), "files": files, "entry": entry, "ops": ops, "build": build,
-            "inputs": inputs}
+            "inputs": inputs, **({"system": {k: v for k, v in outside.items() if k != "files"}} if outside else {})}
+
+
+def _outside(impl: str, root: Path) -> dict[str, Any] | None:
+    """An outside system's source files (under the project: relative paths, as ours; elsewhere: absolute), its spec
+    and its distribution's version; None for a system of ours (or when no outside system was loaded here)."""
+    systems = sys.modules.get("reproduce.harness.systems")
+    src = systems.source(impl) if systems is not None else None
+    if src is None:
+        return None
+    rels = [str(f.relative_to(root)) if f.is_relative_to(root) else str(f) for f in src.files()]
+    return {"files": rels, "spec": src.spec, "version": src.version}
 
 
 def changes(fingerprint: dict[str, Any], point: dict[str, Any], root: Path = ROOT) -> list[str]:
@@ -241,7 +255,8 @@ def changes(fingerprint: dict[str, Any], point: dict[str, Any], root: Path = ROO
     changed = [rel for rel, h in fingerprint.get("files", {}).items()
                if not (root / rel).is_file() or code.file_hash(root / rel) != h]
     impl = str(point.get("impl"))
-    if "entry" in fingerprint and code.registry_table(root).get(impl) != fingerprint["entry"]:
+    if "entry" in fingerprint and not fingerprint.get("system") and code.registry_table(root).get(impl) != \
+            fingerprint["entry"]:  # an outside system has no registry entry: its files are its code
         changed.append(f"the registry entry of {impl} (impls/registry.py)")
     now = input_paths(point)
     for what, then in (fingerprint.get("inputs") or {}).items():

@@ -19,6 +19,7 @@ from reproduce.harness.progress import progress_path, read_progress
 from reproduce.harness.lifeline import die_with_parent
 from reproduce.harness.machine import MACHINE_CORES_ENV, cores as machine_cores
 from reproduce.harness.rank import rank_files
+from reproduce.harness.systems import launch_module
 from reproduce.harness.records import (SCHEDULE_ENV, Record, Status, check_overwritable, lock_run, log_path,
                                        read_record, record_path, release_lock, write_record)
 
@@ -40,7 +41,8 @@ def skip_unregistered(point: RunPoint, out_dir: Path, repeat: int = 0) -> Record
 def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None, repeat: int = 0,
                  on_progress: Callable[[dict[str, Any]], None] | None = None,
                  cores: tuple[int, ...] | None = None) -> Record:
-    """Run repeat ``repeat`` of ``point`` in ``python -m reproduce.harness.worker``; its output goes to ``out_dir/logs``.
+    """Run repeat ``repeat`` of ``point`` in ``python -m reproduce.harness.worker`` (an outside system's: in
+    reproduce.harness.outside_worker, which loads it first); its output goes to ``out_dir/logs``.
     A point whose implementation is not registered yet is recorded as `skipped` without launching anything. Raises
     RunLocked when another live process runs it, RecordedElsewhere when rank 0 wrote the record on another node.
     ``on_progress`` hears each new progress note of a training run (progress.py) while it runs. ``cores``: the run
@@ -61,7 +63,7 @@ def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None,
         for old in [*rank_files(rec_path, "error").values(), *rank_files(rec_path, "step").values()]:
             old.unlink()
         progress_path(rec_path).unlink(missing_ok=True)
-        worker = ["-m", "reproduce.harness.worker", "--point-json", json.dumps(point.to_dict()), "--out", str(rec_path)]
+        worker = [*launch_module(point.impl), "--point-json", json.dumps(point.to_dict()), "--out", str(rec_path)]
         env = {**os.environ, **worker_env(point),
                **({SCHEDULE_ENV: "duet", MACHINE_CORES_ENV: str(machine_cores())} if cores else {})}
         if point.world_size > 1:

@@ -111,16 +111,11 @@ def check_scoped_options(impl_options: dict[str, Any], run_impls: Iterable[str],
 
 
 def check_impl(name: str) -> None:
-    """An experiment names registered implementations only: a typo is an error before anything runs."""
-    import difflib
+    """An experiment names registered implementations only (ours, an outside one loaded by --impl, an installed
+    package's entry point, loaded here): a typo is an error before anything runs."""
+    from reproduce.harness.systems import resolve
 
-    from impls.api import registered_names
-
-    known = registered_names()
-    if name not in known:
-        close = difflib.get_close_matches(name, known, n=1)
-        raise ValueError(f"unknown implementation {name!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
-                         + f"; known: {', '.join(known)}")
+    resolve(name)
 
 
 def check_shared_options(impl_options: dict[str, Any], points: Iterable["RunPoint"], where: str) -> None:

@@ -28,7 +28,9 @@ def _q(x: object) -> str:
 
 def point_command(point: RunPoint, rec: Path, port: int) -> list[str]:
     """What srun starts on each of the point's nodes (``$PY`` and ``$HEAD`` are the script's variables)."""
-    worker = ["-m", "reproduce.harness.worker", "--point-json", _q(json.dumps(point.to_dict())), "--out", _q(rec)]
+    from reproduce.harness.systems import launch_module
+
+    worker = [*map(_q, launch_module(point.impl)), "--point-json", _q(json.dumps(point.to_dict())), "--out", _q(rec)]
     threads = [f"OMP_NUM_THREADS={point.threads}"] if point.threads else []
     if point.world_size == 1:
         return ["env", *threads, '"$PY"', *worker]

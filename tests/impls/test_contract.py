@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 
 from impls.api import EmbeddingOptim, SparseFeatures, TableSpec, get_impl, registered_names
-from tests.impls.contract_options import structure_options
+from reproduce.conformance.cases import structure_options
 from tests.strategies import jagged_batches
 
 

@@ -8,7 +8,7 @@ import torch
 
 from impls.api import EmbeddingCollection, EmbeddingOptim, ShardedCollection, SparseFeatures, TableSpec, get_impl, \
     registered_names
-from tests.impls.contract_options import structure_options
+from reproduce.conformance.cases import structure_options
 
 TABLES = [TableSpec("a", 40, 8), TableSpec("b", 7, 8, pooling="mean"), TableSpec("c", 25, 8)]
 # B = 3; a: [0, 39, 39], [], [5]; b: [6], [2, 2], []; c: [24], [0], [3, 4]

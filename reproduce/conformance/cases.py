@@ -1,0 +1,51 @@
+"""The cases the conformance suite runs: small tables (sum and mean pooling), batches with empty bags, duplicate ids
+and each table's first and last rows, and the options under which a system exercises its own structure rather
+than a dense fallback (every table TT for the TT systems at small ranks, every table compressed for the compression
+methods, EMBark's planner on a cost model that needs no calibration; an outside system states its own in a ``check_options`` class attribute: the suite's tables are too small
+for a byte budget to leave every one compressed)."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from impls.api import SparseFeatures, TableSpec
+
+# ours whose structure takes options of its own here: the compression methods' sizes; EMBark's planner on HugeCTR's
+# cost model (its default, the calibrated one, needs this machine's calibration profile)
+OWN = {"hash": {"rows": 3, "hashes": 2}, "qr": {"collisions": 2}, "md": {"dims": 2}, "embark": {"cost": "hugectr"}}
+
+TABLES = (TableSpec("a", 40, 8), TableSpec("b", 7, 8, pooling="mean"), TableSpec("c", 25, 8))
+# B = 3; a: [0, 39, 39], [], [5]; b: [6], [2, 2], []; c: [24], [0], [3, 4]
+BATCH = SparseFeatures(torch.tensor([0, 39, 39, 5, 6, 2, 2, 24, 0, 3, 4]),
+                       torch.tensor([0, 3, 3, 4, 5, 7, 7, 8, 9, 11]), 3)
+EMPTY = ((0, 1), (1, 2))  # (table, bag) of BATCH's empty bags
+
+
+def structure_options(cls: type) -> dict[str, Any]:
+    """The options under which ``cls`` runs its own structure on the suite's small tables."""
+    names = cls.option_names()
+    if cls.name in OWN:
+        return dict(OWN[cls.name])
+    own = getattr(cls, "check_options", None)
+    if own is not None:
+        return dict(own)
+    return {k: v for k, v in {"tt_min_rows": 0, "ranks": 4}.items() if k in names}
+
+
+def random_batch(tables, batch_size: int, seed: int, max_bag: int = 4) -> SparseFeatures:
+    """A batch of random bags (0 to ``max_bag`` ids, the first bag of each table empty, each table's last row
+    read) of ``tables``."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(0, max_bag + 1, (len(tables) * batch_size,), generator=g)
+    vals = []
+    for t, spec in enumerate(tables):
+        lengths[t * batch_size] = 0
+        n = int(lengths[t * batch_size: (t + 1) * batch_size].sum())
+        v = torch.randint(0, spec.num_embeddings, (n,), generator=g)
+        if n:
+            v[-1] = spec.num_embeddings - 1
+        vals.append(v)
+    offsets = torch.zeros(len(lengths) + 1, dtype=torch.int64)
+    torch.cumsum(lengths, 0, out=offsets[1:])
+    return SparseFeatures(torch.cat(vals), offsets, batch_size)

@@ -1,0 +1,318 @@
+"""The conformance checks: each takes a Subject (a system's class and the options it runs under) and passes, fails
+with a named reason, or does not apply (and says why). ``run_checks`` runs them all in order; a check that raises
+fails with the exception as its reason, so one broken method never hides the others' verdicts.
+
+- interface: a subclass of the interface with a name, its declared options what its constructor takes;
+- forward: pooled bags against its own materialized tables in float64 (no ``materialize``: against a float64
+  replay of its own one-id lookups);
+- empty bags and duplicates: an empty bag pools to exactly zero, an id twice in a bag counts twice;
+- gradient: the gradients an external update leaves against float64 autograd through ``materialize_from``;
+- sgd / adagrad: one step against torch.optim on its own tensors, and every entry no gradient reached unchanged;
+- bad ids: an id past the table, a negative id and broken offsets refused with a ValueError naming them;
+- deterministic: two builds with one seed give bit-identical outputs and tables over two steps;
+- memory report: its reported parameter bytes are its tables' tensors, what it plans before building, and what
+  its parameters hold (fbgemm keeps Adagrad's state among them);
+- ranks: over 2 gloo ranks (ranks.py) the forward and the tables after one step equal one process's."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+from torch import Tensor
+
+from impls.api import EmbeddingOptim, SparseFeatures, TableSpec
+from reproduce.conformance import oracle
+from reproduce.conformance.cases import BATCH, EMPTY, TABLES, random_batch, structure_options
+from reproduce.conformance.declared import declaration_problems
+
+PASS, FAIL, NA = "pass", "fail", "n/a"
+SGD = EmbeddingOptim("sgd", lr=0.5)
+# Adagrad moves every touched entry by about lr whatever the gradient's size; lr 0.05 and eps 1e-4 keep a TT core's
+# near-zero gradients (sums that cancel) from turning rounding into steps
+ADAGRAD = EmbeddingOptim("adagrad", lr=0.05, eps=1e-4)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    check: str
+    status: str
+    why: str = ""
+
+
+class Failed(Exception):
+    """A check's failure, with its reason."""
+
+
+class NotApplicable(Exception):
+    """A check that does not apply to the system, with why."""
+
+
+@dataclass
+class Subject:
+    """A system under check: its class, the options it runs under (default: its structure options, cases.py) and
+    the spec that loads it in a spawned rank (None: ours)."""
+
+    cls: type
+    options: dict[str, Any] = field(default_factory=dict)
+    spec: str | None = None
+
+    def build(self, optim: EmbeddingOptim = SGD, tables=TABLES, seed: int = 3, **extra: Any):
+        return self.cls(list(tables), optim, seed=seed, **{**self.options, **extra})
+
+    def single_device(self) -> None:
+        if self.cls.distributed_only:
+            raise NotApplicable("runs over ranks only: checked on 2 gloo ranks (ranks)")
+
+
+def close(got: Tensor, want: Tensor, what: str, rtol: float = 1e-5, atol: float | None = None) -> None:
+    """``got`` (any dtype) within tolerance of the float64 ``want``; the absolute tolerance follows ``want``'s scale:
+    a TT row is a sum of products that cancel, so an entry near zero carries the rounding of the largest terms."""
+    want = want.double()
+    got = got.detach().double()
+    if got.shape != want.shape:
+        raise Failed(f"{what}: shape {tuple(got.shape)}, expected {tuple(want.shape)}")
+    scale = float(want.abs().max()) if want.numel() else 0.0
+    atol = max(1e-6, 1e-5 * scale) if atol is None else atol
+    if not torch.allclose(got, want, rtol=rtol, atol=atol):
+        err = (got - want).abs()
+        at = tuple(int(i) for i in torch.nonzero(err == err.max())[0])
+        raise Failed(f"{what}: max |error| {float(err.max()):.3g} at {at} (got {float(got[at]):.6g}, expected "
+                     f"{float(want[at]):.6g}; tolerance {atol:.3g} + {rtol:g} x |expected|)")
+
+
+def upstream(batch_size: int, dim: int, seed: int = 0) -> Tensor:
+    return torch.randn(batch_size, dim, generator=torch.Generator().manual_seed(seed))
+
+
+def _rows(emb, tables, i: int) -> Tensor:
+    """Table ``i``'s rows: materialized, else (no materialize) replayed through its own forward, one id per bag
+    (float64)."""
+    t = tables[i]
+    try:
+        return emb.materialize(t.name).double()
+    except NotImplementedError:
+        pass
+    n = t.num_embeddings
+    lengths = torch.zeros(len(tables) * n, dtype=torch.int64)
+    lengths[i * n:(i + 1) * n] = 1
+    offsets = torch.zeros(len(lengths) + 1, dtype=torch.int64)
+    torch.cumsum(lengths, 0, out=offsets[1:])
+    with torch.no_grad():
+        out = emb(SparseFeatures(torch.arange(n), offsets, n))
+    at = sum(x.dim for x in tables[:i])
+    return out[:, at:at + t.dim].double()
+
+
+def check_interface(s: Subject) -> str:
+    problems = declaration_problems(s.cls)
+    if problems:
+        raise Failed("; ".join(problems))
+    return f"{s.cls.__module__}.{s.cls.__qualname__}, options {sorted(s.cls.option_names()) or 'none'}"
+
+
+def check_forward(s: Subject) -> str:
+    s.single_device()
+    emb = s.build()
+    out = emb(BATCH)
+    tables = emb.tables
+    want = torch.cat([oracle.pooled(_rows(emb, tables, i), BATCH, i, t.pooling) for i, t in enumerate(tables)], 1)
+    close(out, want, "pooled bags vs its own tables in float64")
+    try:
+        emb.materialize(tables[0].name)
+    except NotImplementedError:
+        return "no materialize: against a float64 replay of its own one-id lookups"
+    return "against its materialized tables in float64"
+
+
+def check_edges(s: Subject) -> str:
+    s.single_device()
+    emb = s.build()
+    out = emb(BATCH)
+    for t, b in EMPTY:
+        at = sum(x.dim for x in emb.tables[:t])
+        cols = out[b, at:at + emb.tables[t].dim]
+        if torch.any(cols != 0):
+            raise Failed(f"empty bag {b} of table {emb.tables[t].name!r} pools to {cols.tolist()}, not 0")
+    twice = SparseFeatures(torch.tensor([39, 39, 39, 6, 6, 6, 24]), torch.tensor([0, 2, 3, 5, 6, 7, 7]), 2)
+    out = emb(twice)
+    a = out[0, :8]
+    close(a, 2 * out[1, :8].double(), "table 'a': bag [39, 39] vs 2 x bag [39]")
+    close(out[0, 8:16], out[1, 8:16].double(), "table 'b' (mean): bag [6, 6] vs bag [6]")
+    return "empty bags pool to 0; an id twice counts twice (sum) and averages to itself (mean)"
+
+
+def _matched_grads(emb, table: str) -> list[Tensor | None]:
+    """The gradients an external update left for each of a table's tensors (by storage), dense."""
+    by_ptr = {p.data_ptr(): p for p, _ in emb.gradient_tensors()}
+    out = []
+    for q in emb.table_parameters(table):
+        p = by_ptr.get(q.data_ptr())
+        if p is None or p.shape != q.shape:
+            out.append(None)
+            continue
+        g = p.grad
+        out.append(None if g is None else (g.coalesce().to_dense() if g.is_sparse else g))
+    return out
+
+
+def check_gradient(s: Subject) -> str:
+    s.single_device()
+    if not s.cls.supports_external_update:
+        raise NotApplicable("updates inside backward and leaves no gradient: held to its SGD and Adagrad updates")
+    emb = s.cls(list(TABLES), SGD, seed=3, **s.cls.external_update_options(s.options))
+    g = upstream(BATCH.batch_size, emb.output_dim)
+    want = oracle.table_gradients(emb, emb.tables, BATCH, g)
+    (emb(BATCH) * g).sum().backward()
+    for t, (_, grads) in zip(emb.tables, want):
+        got = _matched_grads(emb, t.name)
+        if any(x is None for x in got):
+            raise NotApplicable(f"table {t.name!r}: its table_parameters are not among its gradient_tensors")
+        for k, (x, w) in enumerate(zip(got, grads)):
+            close(x, w, f"table {t.name!r} tensor {k} gradient", rtol=1e-4)
+    return "every table's gradients vs float64 autograd through materialize_from"
+
+
+def _check_update(s: Subject, optim: EmbeddingOptim) -> str:
+    s.single_device()
+    emb = s.build(optim, seed=1)
+    batch = random_batch(emb.tables, 6, seed=11)
+    g = upstream(batch.batch_size, emb.output_dim)
+    want = oracle.reference_step(emb, emb.tables, batch, g, optim)
+    before = [[p.detach().clone() for p in emb.table_parameters(t.name)] for t in emb.tables]
+    (emb(batch) * g).sum().backward()
+    emb.optimizer_step()
+    for t, (stepped, grads), old in zip(emb.tables, want, before):
+        w = oracle.materialized_after(emb, t.name, stepped)
+        atol = max(1e-6, 1e-5 * float(w.abs().max()))
+        if optim.kind == "adagrad":  # lr g / (|g| + eps): a relative error d in g moves the entry by <= lr d / 4
+            atol = max(atol, optim.lr * 1e-3)
+        close(emb.materialize(t.name), w, f"table {t.name!r} after one {optim.kind} step vs torch.optim",
+              rtol=1e-4, atol=atol)
+        for k, (now, was, grad) in enumerate(zip(emb.table_parameters(t.name), old, grads)):
+            untouched = grad == 0
+            moved = untouched & (now.detach() != was)
+            if torch.any(moved):
+                at = tuple(int(i) for i in torch.nonzero(moved)[0])
+                raise Failed(f"table {t.name!r} tensor {k}: entry {at}, which no gradient reached, moved from "
+                             f"{float(was[at]):.6g} to {float(now[at]):.6g}")
+    return f"one step (lr {optim.lr:g}) vs torch.optim.{'SGD' if optim.kind == 'sgd' else 'Adagrad'}; untouched " \
+           f"entries unchanged"
+
+
+def check_sgd(s: Subject) -> str:
+    return _check_update(s, SGD)
+
+
+def check_adagrad(s: Subject) -> str:
+    return _check_update(s, ADAGRAD)
+
+
+def _refused(emb, sf: SparseFeatures, pattern: str, what: str) -> None:
+    try:
+        emb(sf)
+    except ValueError as exc:
+        if not re.search(pattern, str(exc)):
+            raise Failed(f"{what}: refused, but the message does not name it ({pattern!r}): {exc}") from None
+        return
+    except Exception as exc:  # noqa: BLE001 - the wrong kind of error is the finding
+        raise Failed(f"{what}: raised {type(exc).__name__} ({exc}), not a ValueError naming it") from None
+    raise Failed(f"{what}: accepted")
+
+
+def check_bad_ids(s: Subject) -> str:
+    s.single_device()
+    emb = s.build(tables=[TableSpec("a", 7, 4)])
+    _refused(emb, SparseFeatures(torch.tensor([1, 7]), torch.tensor([0, 1, 2]), 2), r"table 'a'.*\bid 7\b",
+             "id 7 of a 7-row table")
+    _refused(emb, SparseFeatures(torch.tensor([-1, 0]), torch.tensor([0, 1, 2]), 2), r"negative id", "id -1")
+    _refused(emb, SparseFeatures(torch.tensor([1, 0]), torch.tensor([0, 2, 1]), 2), r"offsets",
+             "decreasing offsets")
+    return "past the table, negative, broken offsets: each refused naming it"
+
+
+def check_deterministic(s: Subject) -> str:
+    s.single_device()
+    runs = []
+    for _ in range(2):
+        emb = s.build(ADAGRAD, seed=7)
+        outs = []
+        for step in range(2):
+            batch = random_batch(emb.tables, 8, seed=20 + step)
+            out = emb(batch)
+            (out * upstream(batch.batch_size, emb.output_dim, step)).sum().backward()
+            emb.optimizer_step()
+            outs.append(out.detach().clone())
+        runs.append((outs, [emb.materialize(t.name).detach().clone() for t in emb.tables]))
+    (o1, t1), (o2, t2) = runs
+    for k, (a, b) in enumerate(zip(o1, o2)):
+        if not torch.equal(a, b):
+            raise Failed(f"step {k}: outputs differ between two builds with one seed (max |diff| "
+                         f"{float((a - b).abs().max()):.3g})")
+    for t, a, b in zip(TABLES, t1, t2):
+        if not torch.equal(a, b):
+            raise Failed(f"table {t.name!r} differs after two Adagrad steps of two builds with one seed")
+    return "two builds, two Adagrad steps: outputs and tables bit-identical"
+
+
+def check_memory(s: Subject) -> str:
+    s.single_device()
+    for optim in (SGD, ADAGRAD):
+        emb = s.build(optim)
+        rep = emb.memory_report()
+        tensors = sum(p.numel() * p.element_size() for t in emb.tables for p in emb.table_parameters(t.name))
+        planned = sum(s.cls.table_param_bytes(emb.tables, s.options))
+        held = sum(p.numel() * p.element_size() for p in emb.parameters())
+        if rep.params != tensors:
+            raise Failed(f"{optim.kind}: memory_report().params = {rep.params:,} B, its tables' tensors "
+                         f"(table_parameters) hold {tensors:,} B")
+        if rep.params != planned:
+            raise Failed(f"{optim.kind}: memory_report().params = {rep.params:,} B, table_param_bytes planned "
+                         f"{planned:,} B")
+        if not rep.params <= held <= rep.params + rep.optimizer_state:
+            raise Failed(f"{optim.kind}: its parameters hold {held:,} B, outside [params, params + optimizer state]"
+                         f" = [{rep.params:,}, {rep.params + rep.optimizer_state:,}] B of its report")
+        if (rep.optimizer_state > 0) != (optim.kind == "adagrad"):
+            raise Failed(f"{optim.kind}: optimizer_state {rep.optimizer_state:,} B")
+    return "params = its tensors = table_param_bytes; Adagrad's state reported"
+
+
+def check_ranks(s: Subject) -> str:
+    from reproduce.conformance.ranks import two_ranks
+
+    return two_ranks(s)
+
+
+CHECKS: dict[str, Callable[[Subject], str]] = {
+    "interface": check_interface, "forward": check_forward, "empty bags and duplicates": check_edges,
+    "gradient": check_gradient, "sgd": check_sgd, "adagrad": check_adagrad, "bad ids": check_bad_ids,
+    "deterministic": check_deterministic, "memory report": check_memory, "ranks": check_ranks,
+}
+
+
+def run_checks(subject: Subject, only: list[str] | None = None) -> list[Outcome]:
+    """Every check (``only``: those named) on ``subject``, in order."""
+    out = []
+    for name, fn in CHECKS.items():
+        if only and name not in only:
+            continue
+        if name != "interface" and out and out[0].check == "interface" and out[0].status == FAIL \
+                and not issubclass_safe(subject.cls):
+            out.append(Outcome(name, NA, "not an EmbeddingCollection"))
+            continue
+        try:
+            out.append(Outcome(name, PASS, fn(subject)))
+        except NotApplicable as exc:
+            out.append(Outcome(name, NA, str(exc)))
+        except Failed as exc:
+            out.append(Outcome(name, FAIL, str(exc)))
+        except Exception as exc:  # noqa: BLE001 - a check that crashes the system fails, naming the crash
+            out.append(Outcome(name, FAIL, f"{type(exc).__name__}: {exc}"))
+    return out
+
+
+def issubclass_safe(cls) -> bool:
+    from impls.api import EmbeddingCollection
+
+    return isinstance(cls, type) and issubclass(cls, EmbeddingCollection)

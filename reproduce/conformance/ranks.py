@@ -1,0 +1,115 @@
+"""check-system's `ranks` check: a system over 2 gloo processes equals one process. Each rank builds it through the
+sharding layer (impls.sharding.build: its own ``build_distributed`` for a system that shards itself, else the
+table-wise wrapper over its interface), pools its slice of one global batch, backpropagates its slice of one upstream
+gradient and takes one SGD step; the ranks' output rows and the whole tables after the step (``gather_table``) come
+back to this process. The reference is the same system in one process on the whole batch; for a system that runs over
+ranks only, the float64 dense model of its own tables as gathered before the step."""
+from __future__ import annotations
+
+import tempfile
+import traceback
+from typing import Any
+
+import torch
+import torch.multiprocessing as mp
+
+from impls.api import TableSpec
+from reproduce.conformance import oracle
+
+WORLD = 2
+TABLES = (TableSpec("a", 40, 8), TableSpec("b", 7, 8, pooling="mean"), TableSpec("c", 25, 8), TableSpec("d", 60, 8))
+BATCH_SIZE, SEED = 8, 5
+
+
+def _system(name: str, spec: str | None):
+    from impls.api import get_impl
+
+    if spec is not None:
+        from reproduce.harness.systems import load
+
+        load(spec)
+    return get_impl(name)
+
+
+def _step(coll, batch, g) -> Any:
+    out = coll(batch)
+    (out * g).sum().backward()
+    coll.optimizer_step()
+    return out.detach()
+
+
+def _rank(rank: int, init: str, name: str, spec: str | None, options: dict, results, errors) -> None:
+    try:
+        from impls.data.loader import rank_rows
+        from impls.sharding.build import build_sharded
+        from impls.sharding.comm import Comm
+        from impls.sharding.context import DistContext
+        from reproduce.conformance.cases import random_batch
+        from reproduce.conformance.checks import SGD, upstream
+
+        torch.set_num_threads(1)
+        ctx = DistContext.init(rank, WORLD, init, local_world_size=WORLD, timeout_s=60)
+        try:
+            batch = random_batch(TABLES, BATCH_SIZE, SEED)
+            comm = Comm(ctx)
+            coll = build_sharded(_system(name, spec), TABLES, SGD, ctx, comm, stats=batch if rank == 0 else None,
+                                 seed=SEED, **options)
+            before = [coll.gather_table(t.name).detach().clone() for t in TABLES]
+            lo, hi = rank_rows(BATCH_SIZE, rank, WORLD)
+            g = upstream(BATCH_SIZE, sum(t.dim for t in TABLES))[lo:hi]
+            out = _step(coll, batch.split_batch(WORLD)[rank], g)
+            after = [coll.gather_table(t.name).detach().clone() for t in TABLES]
+            results.put((rank, out.numpy(), [b.numpy() for b in before], [a.numpy() for a in after]))  # by value
+        finally:
+            ctx.close()
+    except BaseException:  # noqa: BLE001 - reported to the parent
+        errors.put(f"rank {rank}: {traceback.format_exc()}")
+
+
+def _spawned(name: str, spec: str | None, options: dict) -> list[tuple]:
+    """(output rows, tables before, tables after) of each rank."""
+    ctx = mp.get_context("spawn")
+    errors, results = ctx.SimpleQueue(), ctx.SimpleQueue()
+    with tempfile.TemporaryDirectory(prefix="dlrmbench-check-") as tmp:
+        mp.start_processes(_rank, args=(f"file://{tmp}/rdzv", name, spec, options, results, errors), nprocs=WORLD,
+                           start_method="spawn", join=True)
+    from reproduce.conformance.checks import Failed
+
+    if not errors.empty():
+        raise Failed(errors.get().strip().splitlines()[-1])
+    got = {}
+    while not results.empty():
+        r, out, before, after = results.get()
+        got[r] = (torch.from_numpy(out), [torch.from_numpy(b) for b in before], [torch.from_numpy(a) for a in after])
+    return [got[r] for r in range(WORLD)]
+
+
+def two_ranks(s) -> str:
+    from reproduce.conformance.cases import random_batch
+    from reproduce.conformance.checks import SGD, close, upstream
+
+    per_rank = _spawned(s.cls.name, s.spec, s.options)
+    out = torch.cat([r[0] for r in per_rank])
+    before, after = per_rank[0][1], per_rank[0][2]
+    batch = random_batch(TABLES, BATCH_SIZE, SEED)
+    g = upstream(BATCH_SIZE, sum(t.dim for t in TABLES))
+    if not s.cls.distributed_only:
+        ref = s.cls(list(TABLES), SGD, seed=SEED, **s.options)
+        want_out = _step(ref, batch, g)
+        want_after = [ref.materialize(t.name) for t in TABLES]
+        what = "one process of the same system"
+    else:
+        want_out, want_after, at = [], [], 0
+        for i, t in enumerate(TABLES):
+            w = before[i].double().clone().requires_grad_(True)
+            rows = oracle.pooled(w, batch, i, t.pooling)
+            grad, = torch.autograd.grad((rows * g[:, at:at + t.dim].double()).sum(), w)
+            want_out.append(rows.detach())
+            want_after.append((w - SGD.lr * grad).detach())
+            at += t.dim
+        want_out = torch.cat(want_out, 1)
+        what = "the float64 dense model of its gathered tables"
+    close(out, want_out, f"the {WORLD} ranks' output rows vs {what}")
+    for t, a, w in zip(TABLES, after, want_after):
+        close(a, w, f"table {t.name!r} after one SGD step over {WORLD} ranks vs {what}", rtol=1e-4)
+    return f"{WORLD} gloo ranks (forward, one SGD step) = {what}"
