@@ -69,7 +69,7 @@ class Subject:
 def close(got: Tensor, want: Tensor, what: str, rtol: float = 1e-5, atol: float | None = None) -> None:
     """``got`` (any dtype) within tolerance of the float64 ``want``; the absolute tolerance follows ``want``'s scale:
     a TT row is a sum of products that cancel, so an entry near zero carries the rounding of the largest terms."""
-    want = want.double()
+    want = want.detach().double()
     got = got.detach().double()
     if got.shape != want.shape:
         raise Failed(f"{what}: shape {tuple(got.shape)}, expected {tuple(want.shape)}")

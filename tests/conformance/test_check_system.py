@@ -1,0 +1,127 @@
+"""check-system (reproduce/conformance): every system of this suite and the worked example conform (what does not
+apply says why), four broken variants each fail on the check that names their fault, and a system written in a folder
+outside the checkout runs under `run`, `sweep` and `check-system` by its spec."""
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from impls import registry
+from impls.api import get_impl, registered_names
+from reproduce.cli import cli
+from reproduce.conformance.cases import structure_options
+from reproduce.conformance.checks import CHECKS, FAIL, NA, PASS, Subject, run_checks
+from reproduce.harness import systems
+from tests.conformance.outside_systems import BROKEN, SOURCE
+
+EXAMPLE = "examples/lowrank.py:LowRankEmbedding"
+
+
+@pytest.fixture
+def outside(tmp_path):
+    """Load outside systems by spec; forget them afterwards (the registry is the process's)."""
+    before = set(registry._REGISTRY)
+    yield systems.load
+    for name in set(registry._REGISTRY) - before:
+        del registry._REGISTRY[name]
+        systems._loaded.pop(name, None)
+
+
+@pytest.fixture
+def folder(tmp_path):
+    (tmp_path / "mine").mkdir()
+    path = tmp_path / "mine" / "plain.py"
+    path.write_text(SOURCE)
+    return path
+
+
+def _verdicts(cls, spec=None):
+    return {o.check: o for o in run_checks(Subject(cls, structure_options(cls), spec))}
+
+
+@pytest.mark.parametrize("name", registered_names())
+def test_every_system_of_the_suite_conforms(name):
+    try:
+        cls = get_impl(name)
+    except ImportError as exc:
+        pytest.skip(f"{name} is not installed here: {exc}")
+    verdicts = _verdicts(cls)
+    assert list(verdicts) == list(CHECKS)
+    assert not [o for o in verdicts.values() if o.status == FAIL], [o for o in verdicts.values() if o.status == FAIL]
+    assert all(o.why for o in verdicts.values())  # a pass says what it held, an n/a why it does not apply
+    assert verdicts["ranks"].status == PASS
+    if cls.distributed_only:
+        assert verdicts["forward"].status == NA and "ranks only" in verdicts["forward"].why
+    elif not cls.supports_external_update:
+        assert verdicts["gradient"].status == NA and "inside backward" in verdicts["gradient"].why
+
+
+def test_the_worked_example_conforms(outside):
+    name = outside(EXAMPLE)
+    verdicts = _verdicts(get_impl(name), systems.source(name).spec)
+    assert {o.status for o in verdicts.values()} == {PASS}, verdicts
+
+
+@pytest.mark.parametrize("variant", sorted(BROKEN))
+def test_each_broken_variant_fails_on_its_check(outside, folder, variant):
+    name = outside(f"{folder}:{variant}")
+    verdicts = {o.check: o for o in run_checks(Subject(get_impl(name), {}), [c for c in CHECKS if c != "ranks"])}
+    failed = {c for c, o in verdicts.items() if o.status == FAIL}
+    assert BROKEN[variant] in failed, verdicts
+    assert verdicts["interface"].status == PASS and verdicts["bad ids"].status == PASS
+    if variant == "NonDeterministic":
+        assert failed == {"deterministic"}
+    if variant == "IgnoresLearningRate":
+        assert verdicts["gradient"].status == PASS  # its gradients are right; its step is not
+
+
+def test_check_system_cli_names_the_failing_check(outside, folder):
+    res = CliRunner().invoke(cli, ["check-system", f"{folder}:OffByOne", "--check", "forward", "--check", "interface"],
+                             terminal_width=200)
+    assert res.exit_code == 1 and "FAILS forward" in res.output, res.output
+    res = CliRunner().invoke(cli, ["check-system", f"{folder}:Plain"], terminal_width=200)
+    assert res.exit_code == 0 and "plain-outside: conforms" in res.output, res.output
+    res = CliRunner().invoke(cli, ["check-system", f"{folder}:Nope"])
+    assert res.exit_code == 2 and "has no 'Nope'" in res.output
+    res = CliRunner().invoke(cli, ["check-system", "dense-torch", "--check", "speed"])
+    assert res.exit_code == 2 and "no check ['speed']" in res.output
+
+
+def test_a_spec_is_refused_by_name(outside, tmp_path):
+    with pytest.raises(ValueError, match="no file"):
+        outside(f"{tmp_path}/absent.py:X")
+    (tmp_path / "taken.py").write_text("from impls.dense.torch_bag import DenseTorch\n"
+                                       "class Taken(DenseTorch):\n    name = 'hash'\n"
+                                       "class Nameless(DenseTorch):\n    pass\n")
+    with pytest.raises(ValueError, match="taken by a system of this suite"):
+        outside(f"{tmp_path}/taken.py:Taken")
+    with pytest.raises(ValueError, match="sets no `name` of its own"):
+        outside(f"{tmp_path}/taken.py:Nameless")
+    with pytest.raises(ValueError, match="cannot import 'not_a_module_here'"):
+        outside("not_a_module_here:X")
+    with pytest.raises(ValueError, match="unknown implementation 'lowrnk'.*--impl package.module:Class"):
+        systems.resolve("lowrnk")
+
+
+def test_run_and_sweep_race_an_outside_system(outside, folder, tmp_path):
+    spec = f"{folder}:Plain"
+    small = ["--data", "uniform", "--num-tables", "2", "--rows", "100", "--dim", "4", "-b", "8", "--iters", "1",
+             "--warmup", "0", "--mode", "embedding-only"]
+    res = CliRunner().invoke(cli, ["run", "--impl", "dense-torch", "--impl", spec, *small, "--out",
+                                   str(tmp_path / "run")], terminal_width=200)
+    assert res.exit_code == 0, res.output
+    rec = json.loads(next((tmp_path / "run").glob("plain-outside__*.json")).read_text())
+    assert rec["status"] == "ok" and rec["point"]["impl"] == "plain-outside"
+    code = rec["body"]["code"] if "body" in rec else rec["code"]
+    assert code["system"]["spec"] == f"{folder.resolve()}:Plain" and str(folder.resolve()) in code["files"]
+    exp = tmp_path / "outside.toml"
+    exp.write_text('name = "outside"\nrepeats = 1\n[defaults]\nmode = "embedding-only"\niters = 1\nwarmup = 0\n'
+                   'num_batches = 1\n[data_options]\nnum_tables = 2\nrows = 100\ndim = 4\n[grid]\n'
+                   'impl = ["dense-torch", "$IMPL"]\ndata = ["uniform"]\nbatch_size = [8]\n')
+    args = ["sweep", str(exp), "--root", str(tmp_path / "root"), "--machine", "m", "--no-probe"]
+    res = CliRunner().invoke(cli, [*args, "--impl", spec], terminal_width=200)
+    assert res.exit_code == 0, res.output
+    names = sorted(p.name.split("__")[0] for p in (tmp_path / "root" / "results" / "outside" / "m").glob("*.json"))
+    assert names == ["dense-torch", "plain-outside"], names
+    res = CliRunner().invoke(cli, [*args, "--dry-run"], terminal_width=200)  # without --impl: the slot is empty
+    assert res.exit_code == 0 and "1 points" in res.output, res.output
