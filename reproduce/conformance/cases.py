@@ -9,7 +9,9 @@ from typing import Any
 
 import torch
 
-from impls.api import SparseFeatures, TableSpec
+from torch import Tensor
+
+from impls.api import EmbeddingOptim, SparseFeatures, TableSpec
 
 # ours whose structure takes options of its own here: the compression methods' sizes; EMBark's planner on HugeCTR's
 # cost model (its default, the calibrated one, needs this machine's calibration profile)
@@ -20,6 +22,10 @@ TABLES = (TableSpec("a", 40, 8), TableSpec("b", 7, 8, pooling="mean"), TableSpec
 BATCH = SparseFeatures(torch.tensor([0, 39, 39, 5, 6, 2, 2, 24, 0, 3, 4]),
                        torch.tensor([0, 3, 3, 4, 5, 7, 7, 8, 9, 11]), 3)
 EMPTY = ((0, 1), (1, 2))  # (table, bag) of BATCH's empty bags
+SGD = EmbeddingOptim("sgd", lr=0.5)
+# Adagrad moves every touched entry by about lr whatever the gradient's size; lr 0.05 and eps 1e-4 keep a TT core's
+# near-zero gradients (sums that cancel) from turning rounding into steps
+ADAGRAD = EmbeddingOptim("adagrad", lr=0.05, eps=1e-4)
 
 
 def structure_options(cls: type) -> dict[str, Any]:
@@ -49,3 +55,7 @@ def random_batch(tables, batch_size: int, seed: int, max_bag: int = 4) -> Sparse
     offsets = torch.zeros(len(lengths) + 1, dtype=torch.int64)
     torch.cumsum(lengths, 0, out=offsets[1:])
     return SparseFeatures(torch.cat(vals), offsets, batch_size)
+
+
+def upstream(batch_size: int, dim: int, seed: int = 0) -> Tensor:
+    return torch.randn(batch_size, dim, generator=torch.Generator().manual_seed(seed))

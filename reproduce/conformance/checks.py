@@ -24,14 +24,12 @@ from torch import Tensor
 
 from impls.api import EmbeddingOptim, SparseFeatures, TableSpec
 from reproduce.conformance import oracle
-from reproduce.conformance.cases import BATCH, EMPTY, TABLES, random_batch, structure_options
+from reproduce.conformance.cases import ADAGRAD, BATCH, EMPTY, SGD, TABLES, random_batch, upstream
+from reproduce.conformance.compare import Failed, NotApplicable, close
 from reproduce.conformance.declared import declaration_problems
+from reproduce.conformance.ranks import two_ranks
 
 PASS, FAIL, NA = "pass", "fail", "n/a"
-SGD = EmbeddingOptim("sgd", lr=0.5)
-# Adagrad moves every touched entry by about lr whatever the gradient's size; lr 0.05 and eps 1e-4 keep a TT core's
-# near-zero gradients (sums that cancel) from turning rounding into steps
-ADAGRAD = EmbeddingOptim("adagrad", lr=0.05, eps=1e-4)
 
 
 @dataclass(frozen=True)
@@ -39,14 +37,6 @@ class Outcome:
     check: str
     status: str
     why: str = ""
-
-
-class Failed(Exception):
-    """A check's failure, with its reason."""
-
-
-class NotApplicable(Exception):
-    """A check that does not apply to the system, with why."""
 
 
 @dataclass
@@ -64,26 +54,6 @@ class Subject:
     def single_device(self) -> None:
         if self.cls.distributed_only:
             raise NotApplicable("runs over ranks only: checked on 2 gloo ranks (ranks)")
-
-
-def close(got: Tensor, want: Tensor, what: str, rtol: float = 1e-5, atol: float | None = None) -> None:
-    """``got`` (any dtype) within tolerance of the float64 ``want``; the absolute tolerance follows ``want``'s scale:
-    a TT row is a sum of products that cancel, so an entry near zero carries the rounding of the largest terms."""
-    want = want.detach().double()
-    got = got.detach().double()
-    if got.shape != want.shape:
-        raise Failed(f"{what}: shape {tuple(got.shape)}, expected {tuple(want.shape)}")
-    scale = float(want.abs().max()) if want.numel() else 0.0
-    atol = max(1e-6, 1e-5 * scale) if atol is None else atol
-    if not torch.allclose(got, want, rtol=rtol, atol=atol):
-        err = (got - want).abs()
-        at = tuple(int(i) for i in torch.nonzero(err == err.max())[0])
-        raise Failed(f"{what}: max |error| {float(err.max()):.3g} at {at} (got {float(got[at]):.6g}, expected "
-                     f"{float(want[at]):.6g}; tolerance {atol:.3g} + {rtol:g} x |expected|)")
-
-
-def upstream(batch_size: int, dim: int, seed: int = 0) -> Tensor:
-    return torch.randn(batch_size, dim, generator=torch.Generator().manual_seed(seed))
 
 
 def _rows(emb, tables, i: int) -> Tensor:
@@ -279,8 +249,6 @@ def check_memory(s: Subject) -> str:
 
 
 def check_ranks(s: Subject) -> str:
-    from reproduce.conformance.ranks import two_ranks
-
     return two_ranks(s)
 
 

@@ -15,6 +15,8 @@ import torch.multiprocessing as mp
 
 from impls.api import TableSpec
 from reproduce.conformance import oracle
+from reproduce.conformance.cases import SGD, random_batch, upstream
+from reproduce.conformance.compare import Failed, close
 
 WORLD = 2
 TABLES = (TableSpec("a", 40, 8), TableSpec("b", 7, 8, pooling="mean"), TableSpec("c", 25, 8), TableSpec("d", 60, 8))
@@ -44,8 +46,6 @@ def _rank(rank: int, init: str, name: str, spec: str | None, options: dict, resu
         from impls.sharding.build import build_sharded
         from impls.sharding.comm import Comm
         from impls.sharding.context import DistContext
-        from reproduce.conformance.cases import random_batch
-        from reproduce.conformance.checks import SGD, upstream
 
         torch.set_num_threads(1)
         ctx = DistContext.init(rank, WORLD, init, local_world_size=WORLD, timeout_s=60)
@@ -73,8 +73,6 @@ def _spawned(name: str, spec: str | None, options: dict) -> list[tuple]:
     with tempfile.TemporaryDirectory(prefix="dlrmbench-check-") as tmp:
         mp.start_processes(_rank, args=(f"file://{tmp}/rdzv", name, spec, options, results, errors), nprocs=WORLD,
                            start_method="spawn", join=True)
-    from reproduce.conformance.checks import Failed
-
     if not errors.empty():
         raise Failed(errors.get().strip().splitlines()[-1])
     got = {}
@@ -85,9 +83,6 @@ def _spawned(name: str, spec: str | None, options: dict) -> list[tuple]:
 
 
 def two_ranks(s) -> str:
-    from reproduce.conformance.cases import random_batch
-    from reproduce.conformance.checks import SGD, close, upstream
-
     per_rank = _spawned(s.cls.name, s.spec, s.options)
     out = torch.cat([r[0] for r in per_rank])
     before, after = per_rank[0][1], per_rank[0][2]
