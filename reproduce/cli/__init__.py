@@ -1,7 +1,7 @@
 """The `dlrmbench` command line, one module per command group: run and train (run.py), sweep, plot and report
-(experiments.py: also summarize), reproduce, model and figures (pipeline.py), data prepare / synth / reorder / stats (data.py), plan (plan.py), calibrate (calibrate.py), check-system (check_system.py),
-redundancy, compression and env (studies.py). Commands parse and print; the work is in reproduce.harness and
-reproduce.analysis."""
+(experiments.py: also summarize), reproduce, model and figures (pipeline.py), data prepare / synth / reorder / stats
+(data.py), plan (plan.py), calibrate (calibrate.py), check-system (check_system.py), redundancy, compression and
+env (studies.py). Commands parse and print; the work is in reproduce.harness and reproduce.analysis."""
 from __future__ import annotations
 
 import click

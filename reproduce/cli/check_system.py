@@ -27,7 +27,8 @@ def check_system(system, options, only) -> None:
     from impls.api import get_impl
     from reproduce.conformance.cases import structure_options
     from reproduce.conformance.checks import CHECKS, FAIL, Subject, run_checks
-    from reproduce.harness.systems import is_spec, source
+    from reproduce.harness.options import check_impl_options
+    from reproduce.harness.systems import source
 
     bad = sorted(set(only) - set(CHECKS))
     if bad:
@@ -36,10 +37,12 @@ def check_system(system, options, only) -> None:
     cls = get_impl(name)
     try:
         parsed = parse_impl_options(options)
+        given = {**{k: v for k, v in parsed.items() if k != name and not isinstance(v, dict)}, **parsed.get(name, {})}
+        check_impl_options(name, given, 1)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    subject = Subject(cls, parsed if options else structure_options(cls),
-                      source(name).spec if is_spec(system) or source(name) else None)
+    outside = source(name)
+    subject = Subject(cls, given if options else structure_options(cls), outside.spec if outside else None)
     table = Table(title=f"check-system {name} (options {subject.options or 'its defaults'})")
     for col in ("check", "result", "why"):
         table.add_column(col, overflow="fold")

@@ -10,9 +10,9 @@ import click
 from rich.markup import escape
 
 from reproduce.analysis.run_output import comparison_table, quality_lines, tt_lines
-from reproduce.cli.options import (IMPL_HELP, collect_data_options, data_options, dist_options, mlp_options, model_options,
-                                   parse_impl_options, point_default, positive, reorder_option, resolve_systems,
-                                   timing_options, writable_folder)
+from reproduce.cli.options import (IMPL_HELP, collect_data_options, data_options, dist_options, mlp_options,
+                                   model_options, parse_impl_options, point_default, positive, reorder_option,
+                                   resolve_systems, timing_options, writable_folder)
 from reproduce.cli.output import console
 
 

@@ -1,8 +1,9 @@
 """The cases the conformance suite runs: small tables (sum and mean pooling), batches with empty bags, duplicate ids
-and each table's first and last rows, and the options under which a system exercises its own structure rather
-than a dense fallback (every table TT for the TT systems at small ranks, every table compressed for the compression
-methods, EMBark's planner on a cost model that needs no calibration; an outside system states its own in a ``check_options`` class attribute: the suite's tables are too small
-for a byte budget to leave every one compressed)."""
+and each table's first and last rows, the optimizers and upstream gradients of its steps, and the options under
+which a system exercises its own structure rather than a dense fallback: every table TT for the TT systems at small
+ranks, every table compressed for the compression methods, EMBark's planner on a cost model that needs no
+calibration. An outside system states its own in a ``check_options`` class attribute (the suite's tables are too
+small for a byte budget to leave every one compressed)."""
 from __future__ import annotations
 
 from typing import Any

@@ -40,8 +40,8 @@ def declaration_problems(cls) -> list[str]:
         out.append("no `name` (its registry key)")
     declared, takes = set(cls.option_names()), signature_options(cls)
     if declared != takes:
-        out.append(f"option_keys {sorted(declared)} != the constructor's keyword options {sorted(takes)}"
-                   f" (declared, not taken: {sorted(declared - takes)}; taken, not declared: {sorted(takes - declared)})")
+        out.append(f"option_keys {sorted(declared)} != the constructor's keyword options {sorted(takes)} (declared, "
+                   f"not taken: {sorted(declared - takes)}; taken, not declared: {sorted(takes - declared)})")
     if cls.distributed_only != issubclass(cls, ShardedCollection):
         out.append("distributed_only must be True exactly for a ShardedCollection")
     if issubclass(cls, ShardedCollection):

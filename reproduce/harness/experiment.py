@@ -184,9 +184,9 @@ def _grid_specs(grid: dict[str, Any], where: str, base: dict[str, Any], variants
     unknown = sorted(set(grid.get("variant", [])) - set(variants) - {IMPL_PLACEHOLDER})
     if unknown:
         raise ValueError(f"{where}: variant(s) {unknown} have no [variants.NAME] table")
-    outside = {f"{IMPL_PLACEHOLDER}{name}": {"impl": name, "label": name} for name in impls}
-    grid = {k: [x for v in vals for x in ((outside if k == "variant" else [o["impl"] for o in outside.values()])
-                                          if v == IMPL_PLACEHOLDER else [v])]
+    outside = {f"{IMPL_PLACEHOLDER}{name}": {"impl": name, "label": name} for name in impls}  # the slot's variants
+    fill = {"variant": list(outside), "impl": list(impls)}
+    grid = {k: [x for v in vals for x in (fill.get(k, [v]) if v == IMPL_PLACEHOLDER else [v])]
             for k, vals in grid.items()}
     if any(not vals for vals in grid.values()):  # only the slot, and no system given for it
         return []

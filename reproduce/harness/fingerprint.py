@@ -15,8 +15,8 @@ record measured has changed since (analysis/freshness.py) - and only then.
 Each code file is hashed on what it does (code.py: a docstring or comment edit changes nothing). A record keeps
 ``{"digest", "files": {path: hash}, "entry" (the module the registry names for its system), "ops", "build",
 "inputs": {name: digest}}``, and for a system from outside this repository (systems.py) ``"system": {"spec",
-"version"}`` with its source files among ``files`` (absolute paths when they lie outside the project); library versions (torch, fbgemm,
-torchrec) are kept in its environment and compared apart from it (a platform change, not a code change)."""
+"version"}`` with its source files among ``files`` (absolute paths when they lie outside the project); library
+versions (torch, fbgemm, torchrec) are kept in its environment and compared apart from it (a platform change, not a code change)."""
 from __future__ import annotations
 
 import ast
@@ -37,6 +37,8 @@ BOOKKEEPING = frozenset({
     "reproduce.harness.code", "reproduce.harness.fingerprint", "reproduce.harness.machine",
     "reproduce.harness.lifeline", "reproduce.harness.point", "reproduce.harness.point_id",
     "impls.data.lockfile",
+    # an outside system's loader (it registers the class before the worker starts; the class's files are fingerprinted)
+    "reproduce.harness.systems", "reproduce.harness.outside_worker",
 })
 
 CSRC = "impls/core/csrc"

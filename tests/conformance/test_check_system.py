@@ -11,8 +11,8 @@ from impls.api import get_impl, registered_names
 from reproduce.cli import cli
 from reproduce.conformance.cases import structure_options
 from reproduce.conformance.checks import CHECKS, FAIL, NA, PASS, Subject, run_checks
-from reproduce.harness import systems
-from tests.conformance.outside_systems import BROKEN, SOURCE
+from reproduce.harness import fingerprint, systems
+from tests.conformance.outside_systems import BROKEN, source
 
 EXAMPLE = "examples/lowrank.py:LowRankEmbedding"
 
@@ -31,7 +31,7 @@ def outside(tmp_path):
 def folder(tmp_path):
     (tmp_path / "mine").mkdir()
     path = tmp_path / "mine" / "plain.py"
-    path.write_text(SOURCE)
+    path.write_text(source())
     return path
 
 
@@ -79,8 +79,8 @@ def test_check_system_cli_names_the_failing_check(outside, folder):
     res = CliRunner().invoke(cli, ["check-system", f"{folder}:OffByOne", "--check", "forward", "--check", "interface"],
                              terminal_width=200)
     assert res.exit_code == 1 and "FAILS forward" in res.output, res.output
-    res = CliRunner().invoke(cli, ["check-system", f"{folder}:Plain"], terminal_width=200)
-    assert res.exit_code == 0 and "plain-outside: conforms" in res.output, res.output
+    res = CliRunner().invoke(cli, ["check-system", f"{folder}:Template"], terminal_width=200)
+    assert res.exit_code == 0 and "template: conforms" in res.output, res.output
     res = CliRunner().invoke(cli, ["check-system", f"{folder}:Nope"])
     assert res.exit_code == 2 and "has no 'Nope'" in res.output
     res = CliRunner().invoke(cli, ["check-system", "dense-torch", "--check", "speed"])
@@ -104,16 +104,25 @@ def test_a_spec_is_refused_by_name(outside, tmp_path):
 
 
 def test_run_and_sweep_race_an_outside_system(outside, folder, tmp_path):
-    spec = f"{folder}:Plain"
+    spec = f"{folder}:Template"
     small = ["--data", "uniform", "--num-tables", "2", "--rows", "100", "--dim", "4", "-b", "8", "--iters", "1",
              "--warmup", "0", "--mode", "embedding-only"]
     res = CliRunner().invoke(cli, ["run", "--impl", "dense-torch", "--impl", spec, *small, "--out",
                                    str(tmp_path / "run")], terminal_width=200)
     assert res.exit_code == 0, res.output
-    rec = json.loads(next((tmp_path / "run").glob("plain-outside__*.json")).read_text())
-    assert rec["status"] == "ok" and rec["point"]["impl"] == "plain-outside"
+    rec = json.loads(next((tmp_path / "run").glob("template__*.json")).read_text())
+    assert rec["status"] == "ok" and rec["point"]["impl"] == "template"
     code = rec["body"]["code"] if "body" in rec else rec["code"]
-    assert code["system"]["spec"] == f"{folder.resolve()}:Plain" and str(folder.resolve()) in code["files"]
+    assert code["system"]["spec"] == f"{folder.resolve()}:Template" and str(folder.resolve()) in code["files"]
+    assert fingerprint.changes(code, rec["point"]) == []
+    folder.write_text(source() + "\nEDITED = True\n")  # the system's code changed: its records no longer describe it
+    assert fingerprint.changes(code, rec["point"]) == [str(folder.resolve())]
+    folder.write_text(source())
+    res = CliRunner().invoke(cli, ["run", "--impl", spec, *small, "--world-size", "2", "--out", str(tmp_path / "w2")],
+                             terminal_width=200)  # torchrun starts every rank through the outside worker
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(cli, ["run", "--impl", EXAMPLE, *small, "-o", "lowrank.rnk=3"], terminal_width=200)
+    assert res.exit_code == 2 and "did you mean 'rank'" in res.output, res.output  # its declared options, checked
     exp = tmp_path / "outside.toml"
     exp.write_text('name = "outside"\nrepeats = 1\n[defaults]\nmode = "embedding-only"\niters = 1\nwarmup = 0\n'
                    'num_batches = 1\n[data_options]\nnum_tables = 2\nrows = 100\ndim = 4\n[grid]\n'
@@ -122,6 +131,22 @@ def test_run_and_sweep_race_an_outside_system(outside, folder, tmp_path):
     res = CliRunner().invoke(cli, [*args, "--impl", spec], terminal_width=200)
     assert res.exit_code == 0, res.output
     names = sorted(p.name.split("__")[0] for p in (tmp_path / "root" / "results" / "outside" / "m").glob("*.json"))
-    assert names == ["dense-torch", "plain-outside"], names
+    assert names == ["dense-torch", "template"], names
     res = CliRunner().invoke(cli, [*args, "--dry-run"], terminal_width=200)  # without --impl: the slot is empty
     assert res.exit_code == 0 and "1 points" in res.output, res.output
+
+
+def test_an_installed_package_declares_its_system_by_entry_point(outside, tmp_path, monkeypatch):
+    pkg = tmp_path / "site" / "plainpkg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(source())
+    info = tmp_path / "site" / "plainpkg-1.2.3.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: plainpkg\nVersion: 1.2.3\n")
+    (info / "top_level.txt").write_text("plainpkg\n")
+    (info / "entry_points.txt").write_text("[dlrmbench.systems]\ntemplate = plainpkg:Template\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    assert "template" in systems.installed() and "template" not in registered_names()  # found, not loaded
+    assert systems.resolve("template") == "template"  # loaded when named
+    src = systems.source("template")
+    assert src.spec == "plainpkg:Template" and src.version == "1.2.3" and src.files() == [(pkg / "__init__.py").resolve()]
