@@ -20,11 +20,6 @@ def pooled(weight: Tensor, sf: SparseFeatures, i: int, mode: str) -> Tensor:
     return F.embedding_bag(v, weight, o, mode=mode, include_last_offset=True)
 
 
-def reference_forward(emb, tables: Sequence[TableSpec], sf: SparseFeatures) -> Tensor:
-    """The forward of ``emb`` from its materialized tables, in float64."""
-    return torch.cat([pooled(emb.materialize(t.name).double(), sf, i, t.pooling) for i, t in enumerate(tables)], 1)
-
-
 def table_gradients(emb, tables: Sequence[TableSpec], sf: SparseFeatures, upstream: Tensor
                     ) -> list[tuple[list[Tensor], list[Tensor]]]:
     """Per table: (its ``table_parameters`` in float64, their gradients) of sum(forward * upstream)."""

@@ -16,7 +16,8 @@ Each code file is hashed on what it does (code.py: a docstring or comment edit c
 ``{"digest", "files": {path: hash}, "entry" (the module the registry names for its system), "ops", "build",
 "inputs": {name: digest}}``, and for a system from outside this repository (systems.py) ``"system": {"spec",
 "version"}`` with its source files among ``files`` (absolute paths when they lie outside the project); library
-versions (torch, fbgemm, torchrec) are kept in its environment and compared apart from it (a platform change, not a code change)."""
+versions (torch, fbgemm, torchrec) are kept in its environment and compared apart from it (a platform change, not a
+code change)."""
 from __future__ import annotations
 
 import ast

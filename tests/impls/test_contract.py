@@ -8,6 +8,7 @@ from hypothesis import given, settings
 
 from impls.api import EmbeddingOptim, SparseFeatures, TableSpec, get_impl, registered_names
 from reproduce.conformance.cases import structure_options
+from reproduce.conformance.oracle import rates
 from tests.strategies import jagged_batches
 
 
@@ -39,9 +40,7 @@ def reference_step(emb, tables, sf, upstream, optim):
     expected = []
     for i, t in enumerate(tables):
         params = [p.clone().requires_grad_(True) for p in emb.table_parameters(t.name)]
-        shape = emb.tt_shape(t.name) if hasattr(emb, "tt_shape") else None
-        cores = shape.d if shape is not None else 0  # TT cores step at their own rate; rows (a cache's) at the tables'
-        opts = ([emb.core_optim(shape)] * cores if cores else []) + [optim] * (len(params) - cores)
+        opts = rates(emb, t.name, len(params), optim)  # TT cores at their own rate; rows (a cache's) at the tables'
         v, o = sf.table(i)
         out = F.embedding_bag(v, emb.materialize_from(t.name, params), o, mode=t.pooling, include_last_offset=True)
         cols = slice(sum(x.dim for x in tables[:i]), sum(x.dim for x in tables[: i + 1]))
