@@ -16,6 +16,7 @@ import numpy as np
 
 from impls.data import avazu, criteo
 from impls.data.layout import SPLITS, Prepared, SplitWriter, load_prepared, write_meta, write_vocab
+from impls.data.safe_write import preallocate
 from impls.data.staging import content_key, staged
 from impls.data.textio import Problems, iter_rows
 
@@ -162,7 +163,7 @@ def prepare_text(
     raw = content_key(files)
     key = {"format": reader, "split layout": layout, "raw files": raw, "max_ind_range": max_ind_range,
            "freq_threshold": freq_threshold, "strict": strict, "seed": seed if layout == "random-8-1-1" else None}
-    with staged(out, "prepared", key) as stage:
+    with staged(out, "prepared", key, files) as stage:
         if stage.reused:
             return load_prepared(out)
         partial = stage.path
@@ -189,6 +190,7 @@ def prepare_text(
 
         writers = {split: SplitWriter(partial / split, n, fmt.num_dense, num_cat, multi_hot=False)
                    for split, n in plan.sizes.items()}
+        preallocate(partial)  # the arrays' room taken now: a full device is DiskFull, never SIGBUS
         pos = 0
         for _, rows in passes(Problems(), False):
             n = len(rows)
@@ -198,7 +200,7 @@ def prepare_text(
                 writers[split].write(pos + idx, dense[idx], rows.labels[idx], sparse=sparse[idx])
             pos += n
         if pos != total or {s: w.at for s, w in writers.items()} != plan.sizes:
-            raise RuntimeError(f"{name}: the second pass read {pos} rows, the first {total}; did a file change?")
+            raise ValueError(f"{name}: the second pass read {pos:,} rows, the first {total:,}; did a file change?")
         for w in writers.values():
             w.close()
         write_vocab(partial, fmt.cat_names, kept)

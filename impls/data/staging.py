@@ -8,17 +8,23 @@
 - never touch what we did not write: ``out`` is used only when it does not exist or is an empty folder; the output
   is written into ``<out>.partial`` (carrying a staging mark) and renamed to ``out`` when complete, the marker
   last. On any error the staging folder goes and ``out`` is left as it was. A ``<out>.partial`` without our mark
-  is refused, untouched."""
+  is refused, untouched;
+- a symbolic link given as ``out`` names the folder it points to (the user's choice of where the data goes): the
+  lock, the staging folder and the output are that folder's; a link to nothing, or to a file, is refused. A link
+  where we would write anything else (the lock, the staging folder, the marker) is never written through;
+- a full device is one line naming the folder (DiskFull), with the staging folder removed."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from impls.data.lockfile import Locked, held
+from impls.data.safe_write import disk_full, refuse_symlink, write_text
 
 MARKER = "COMPLETE"  # written last into a finished folder: {"kind": ..., "key": {...}}
 STAGING_MARK = ".dlrmbench-staging"  # inside a staging folder while it is being written
@@ -98,12 +104,38 @@ class Stage:
     reused: bool
 
 
+class InputChanged(ValueError):
+    """A raw file changed while it was being read (still being written?): what was read is not one state of it."""
+
+
+def _stats(files: Sequence[Path]) -> list[tuple[int, int] | None]:
+    out = []
+    for f in files:
+        try:
+            st = Path(f).stat()
+            out.append((st.st_size, st.st_mtime_ns))
+        except OSError:
+            out.append(None)
+    return out
+
+
+def _check_unchanged(files: Sequence[Path], before: list, exc: BaseException | None = None) -> None:
+    """InputChanged naming each of ``files`` whose size or time differs from ``before``."""
+    changed = [Path(f).name for f, a, b in zip(files, before, _stats(files)) if a != b]
+    if changed:
+        why = f" ({exc})" if exc is not None else ""
+        raise InputChanged(f"raw file(s) {', '.join(changed)} changed while being read{why}: is one still being "
+                           f"written? Prepare once it is complete (nothing was written)")
+
+
 @contextmanager
-def staged(out: Path, kind: str, key: dict[str, Any]) -> Iterator[Stage]:
+def staged(out: Path, kind: str, key: dict[str, Any], inputs: Sequence[Path] = ()) -> Iterator[Stage]:
     """Hold ``out``'s lock; reuse a finished ``out`` of the same ``kind`` and ``key`` (refuse one of another, naming
     the differences); else yield a fresh staging folder ``<out>.partial`` that replaces ``out`` (new or empty) when
-    the block ends without error, with the completion marker written last."""
-    out = Path(out)
+    the block ends without error, with the completion marker written last. ``inputs``: the files the block reads; one
+    that changes meanwhile (size or time) fails it with InputChanged naming the file, whatever else went wrong."""
+    out = resolve_out(Path(out))
+    before = _stats(inputs)
     with held(out.with_name(out.name + ".lock"), f"--out {out} is being written", OutputLocked):
         done = finished(out)
         if done is not None:
@@ -121,23 +153,47 @@ def staged(out: Path, kind: str, key: dict[str, Any]) -> Iterator[Stage]:
             return
         check_output(out)
         partial = out.with_name(out.name + ".partial")
+        refuse_symlink(partial, "the staging folder")
         if partial.exists() and not (partial.is_dir() and (partial / STAGING_MARK).is_file() or _empty_dir(partial)):
             raise ValueError(f"{partial} exists and was not made by dlrmbench: refusing to use it as the staging "
                              f"folder for {out}; move it away")
         shutil.rmtree(partial, ignore_errors=True)  # ours, left by a writer that was killed (we hold the lock)
-        partial.mkdir(parents=True)
-        (partial / STAGING_MARK).write_text("being written by dlrmbench; safe to delete when no dlrmbench runs\n")
         try:
-            yield Stage(partial, reused=False)
-        except BaseException:
+            partial.mkdir(parents=True)
+            write_text(partial / STAGING_MARK, "being written by dlrmbench; safe to delete when no dlrmbench runs\n")
+            try:
+                yield Stage(partial, reused=False)
+            except Exception as exc:  # noqa: BLE001 - a changed input is the cause of whatever it broke
+                _check_unchanged(inputs, before, exc)
+                raise
+            _check_unchanged(inputs, before)
+            check_output(out)  # nobody put anything there meanwhile (we hold the lock; a user may not)
+            (partial / STAGING_MARK).unlink()
+            if out.exists():
+                out.rmdir()  # empty (checked above)
+            partial.rename(out)
+        except BaseException as exc:
             shutil.rmtree(partial, ignore_errors=True)
+            if isinstance(exc, OSError):
+                raise disk_full(exc, partial) from None
             raise
-        check_output(out)  # nobody put anything there meanwhile (we hold the lock; a user may not)
-        (partial / STAGING_MARK).unlink()
-        if out.exists():
-            out.rmdir()  # empty (checked above)
-        partial.rename(out)
-        (out / MARKER).write_text(json.dumps({"kind": kind, "key": key}, indent=2, default=str) + "\n")
+        try:
+            write_text(out / MARKER, json.dumps({"kind": kind, "key": key}, indent=2, default=str) + "\n")
+        except OSError as exc:  # the data is whole but unmarked: a rerun would refuse it as "not ours"
+            shutil.rmtree(out, ignore_errors=True)
+            raise disk_full(exc, out) from None
+
+
+def resolve_out(out: Path) -> Path:
+    """``out``, or the folder a symbolic link ``out`` points to (made absolute); a link to nothing or to a file is
+    refused (ValueError)."""
+    if not out.is_symlink():
+        return out
+    target = Path(os.path.realpath(out))
+    if not target.is_dir():
+        what = "a file" if target.exists() else "nothing"
+        raise ValueError(f"--out {out} is a symbolic link to {what} ({target}): give a folder, or a link to one")
+    return target
 
 
 def _empty_dir(path: Path) -> bool:

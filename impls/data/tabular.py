@@ -22,9 +22,10 @@ import numpy as np
 from impls.data.layout import SPLITS, Prepared, SplitWriter, load_prepared, write_meta, write_vocab
 from impls.data.prepare import SplitPlan, Vocab, categorify
 from impls.data.id_runs import run_index
+from impls.data.safe_write import preallocate
 from impls.data.staging import content_key, staged
 from impls.data.tabular_schema import OPS, Categorical, Schema
-from impls.data.textio import BadRows, MalformedInput, Problems
+from impls.data.textio import MAX_EXAMPLES, BadRows, MalformedInput, Problems
 
 BLOCK_BYTES = 16 << 20
 F32_MAX = float(np.finfo(np.float32).max)
@@ -339,6 +340,7 @@ class Parsed:
 
     def __init__(self, chunk: Chunk, schema: Schema, problems: Problems, strict: bool) -> None:
         import pyarrow as pa
+        import pyarrow.compute as pc
 
         n = len(chunk)
         bad = BadRows(n)
@@ -349,6 +351,17 @@ class Parsed:
         labels, badl = _labels(chunk, schema)
         col = chunk.columns[schema.label.column]
         bad.flag(badl, lambda i: f"label {schema.label} cannot be read from {col[i].as_py()!r}")
+        problems.rows += n
+        unread = badl & ~np.asarray(col.is_null().to_numpy(zero_copy_only=False), bool)  # a value, not a label
+        problems.label_bad += int(unread.sum())
+        for i in np.flatnonzero(unread)[:MAX_EXAMPLES]:
+            if len(problems.label_values) < MAX_EXAMPLES and repr(col[int(i)].as_py()) not in problems.label_values:
+                problems.label_values.append(repr(col[int(i)].as_py()))
+        if strict:  # a NUL byte is no text a click log holds (and the key of a missing value carries one)
+            for name, arr in chunk.columns.items():
+                if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+                    nul = np.asarray(pc.fill_null(pc.match_substring(arr, "\x00"), False), bool)
+                    bad.flag(nul, lambda i, name=name: f"{name}: a NUL byte in its text")
         dense = np.zeros((n, len(schema.dense)))
         for j, (name, tf) in enumerate(schema.dense):
             dense[:, j], badj = _floats(chunk.columns[name])
@@ -381,19 +394,26 @@ class Parsed:
 
 def _rows(files: Sequence[Path], schema: Schema, problems: Problems, strict: bool,
           progress: Callable[[int], None] | None) -> Iterator[tuple[int, Parsed]]:
+    """Each file's good rows, a chunk at a time. A file that cannot be read whole (truncated, corrupt) is a problem of
+    the file (``problems.files``; strict: raised): the rows read before the break are kept, the rest is lost, and the
+    file is named with how many rows it gave."""
+    import pyarrow as pa
+
     for k, path in enumerate(files):
-        seen = 0
+        seen, broken = 0, False
         try:
             for chunk in _chunks(path, schema, problems, strict):
                 rows = Parsed(chunk, schema, problems, strict)
                 seen += len(rows)
                 yield k, rows
-        except (OSError, EOFError) as exc:
-            problems.add(path.name, f"unreadable or truncated after {seen} good rows ({exc})", strict)
+        except (OSError, EOFError, pa.ArrowException) as exc:
+            broken = True
+            what = "dropped" if seen == 0 else f"cut short: its first {seen:,} good rows kept, the rest lost"
+            problems.add_file(f"raw file {path.name}", f"{what} (unreadable or truncated: {exc})", strict)
         if progress:
             progress(path.stat().st_size)
-        if seen == 0:
-            problems.add(path.name, "no valid rows", strict)
+        if seen == 0 and not broken:
+            problems.add_file(f"raw file {path.name}", "dropped (no valid rows)", strict)
 
 
 def _ids(c: Categorical, keys: np.ndarray, kept: np.ndarray | None) -> np.ndarray:
@@ -466,7 +486,7 @@ def prepare_tabular(files: Sequence[Path], schema: Schema, out: Path, name: str 
         _kind(f, schema.delimiter)
     raw = content_key(files)
     key = {"format": "tabular", "raw files": raw, "schema": schema.to_dict(), "strict": strict}
-    with staged(Path(out), "prepared", key) as stage:
+    with staged(Path(out), "prepared", key, files) as stage:
         if stage.reused:
             return load_prepared(Path(out))
         partial = stage.path
@@ -483,7 +503,9 @@ def prepare_tabular(files: Sequence[Path], schema: Schema, out: Path, name: str 
                 times.append(rows.time)
         total = sum(per_file)
         if total == 0:
-            raise ValueError(f"{name}: no valid rows in {[f.name for f in files]}; e.g. {problems.examples[:3]}")
+            raise ValueError(f"{name}: no valid rows in {[f.name for f in files]}; e.g. "
+                             f"{(problems.files + problems.examples)[:3]}")
+        _check_labels(schema, problems)
         ids = split_ids(schema, per_file, np.concatenate(times) if times else None)
         sizes = {s: int((ids == k).sum()) for k, s in enumerate(SPLITS)}
         sizes = {s: n for s, n in sizes.items() if n}
@@ -494,6 +516,7 @@ def prepare_tabular(files: Sequence[Path], schema: Schema, out: Path, name: str 
         kept = [None if c.hash else v.kept(c.min_count) for c, v in zip(schema.categorical, vocabs)]
         cards = [c.hash if c.hash else len(k) + (1 if c.min_count > 1 else 0) for c, k in zip(schema.categorical, kept)]
         writers = {s: Writer(partial / s, n, schema) for s, n in sizes.items()}
+        preallocate(partial)  # the arrays' room taken now: a full device is DiskFull, never SIGBUS
         texts = [np.empty(len(k), dtype=object) if k is not None else None for k in kept]  # the value of each key
         pos = 0
         stats = np.zeros((3, len(schema.dense)))  # training rows: count, sum, sum of squares of present values
@@ -515,8 +538,8 @@ def prepare_tabular(files: Sequence[Path], schema: Schema, out: Path, name: str 
                     stats += [present.sum(0), x.sum(0), (x * x).sum(0)]
             pos += n
         if pos != total or {s: w.at for s, w in writers.items()} != sizes:
-            raise RuntimeError(f"{name}: the second pass read {pos} rows, the first {total}; did a file change?")
-        warnings = _one_class(schema, {s: (w.positives, w.at) for s, w in writers.items()})
+            raise ValueError(f"{name}: the second pass read {pos:,} rows, the first {total:,}; did a file change?")
+        warnings = problems.files + _one_class(schema, {s: (w.positives, w.at) for s, w in writers.items()})
         scale = _finish_dense(writers, schema, stats)
         vocab = [(c.name, k, t) for c, k, t in zip(schema.categorical, kept, texts) if k is not None]  # hashed: none
         write_vocab(partial, [n for n, _, _ in vocab], [k for _, k, _ in vocab], [t for _, _, t in vocab])
@@ -527,6 +550,25 @@ def prepare_tabular(files: Sequence[Path], schema: Schema, out: Path, name: str 
                                 "dense_names": [d for d, _ in schema.dense]}, warnings=warnings)
         write_meta(partial, meta)
     return meta
+
+
+# a label column where more lines than this share (and more than MAX_EXAMPLES lines) hold a value that is not a label
+# is read with the wrong rule: a few such lines are bad lines, dropped and counted
+LABEL_BAD_MAX = 0.01
+
+
+def _check_labels(schema: Schema, problems: Problems) -> None:
+    """Refuse a label whose values cannot be read on more than LABEL_BAD_MAX of the lines (0/1/2/5 counts with no
+    rule: half the log would be dropped as malformed), naming the values and the rule that is likely wanted. A
+    missing label is a bad line, not counted here."""
+    if problems.label_bad <= max(LABEL_BAD_MAX * problems.rows, MAX_EXAMPLES):
+        return
+    col = schema.label.column
+    hint = (f"give a rule that makes it 0/1, e.g. --label '{col}>=1' (or label = \"{col}>=1\" in a schema)"
+            if schema.label.op is None else "check the rule and the column")
+    raise ValueError(f"label {schema.label}: {problems.label_bad:,} of {problems.rows:,} lines "
+                     f"({problems.label_bad / problems.rows:.1%}) have a value that is not a label (e.g. "
+                     f"{', '.join(problems.label_values[:5])}): {hint}")
 
 
 def _one_class(schema: Schema, counts: dict[str, tuple[int, int]]) -> list[str]:

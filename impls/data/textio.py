@@ -32,6 +32,17 @@ class Problems:
 
     count: int = 0
     examples: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)  # raw files dropped or cut short, each said once with why
+    rows: int = 0  # well-formed lines read (a label that cannot be read is one of them)
+    label_bad: int = 0  # of those, lines whose label cannot be read
+    label_values: list[str] = field(default_factory=list)  # a few of the values that could not be read as a label
+
+    def add_file(self, where: str, reason: str, strict: bool) -> None:
+        """A raw file that could not be read whole: a problem of the file, not a malformed line."""
+        msg = f"{where}: {reason}"
+        if strict:
+            raise MalformedInput(msg)
+        self.files.append(msg)
 
     def add(self, where: str, reason: str, strict: bool) -> None:
         msg = f"{where}: {reason}"

@@ -9,7 +9,20 @@ import click
 from reproduce.cli import calibrate, check_system, data, experiments, pipeline, plan, run, studies
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Group(click.Group):
+    """The top group: a full device or a symbolic link where we would write ends any command with its one line
+    (impls/data/safe_write.py), never a traceback."""
+
+    def invoke(self, ctx: click.Context):
+        from impls.data.safe_write import DiskFull, SymlinkRefused
+
+        try:
+            return super().invoke(ctx)
+        except (DiskFull, SymlinkRefused) as exc:
+            raise click.ClickException(str(exc)) from None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 def cli() -> None:
     """dlrmbench: TT-Rec, EL-Rec, EcoRec and EMBark side by side on one op core and one harness."""
 

@@ -2,6 +2,7 @@
 reorder (frequency / co-occurrence id reordering of a prepared dataset) and stats (a source's redundancy)."""
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import click
@@ -69,9 +70,9 @@ def data_prepare(name, raw, out, strict, max_ind_range, freq_threshold, schema_p
                 raise FileNotFoundError(f"--raw {raw} does not exist")
             meta = datasets.prepare(name, Path(raw), out, strict, max_ind_range, freq_threshold, progress=bar.update)
     except (ValueError, FileNotFoundError, NotImplementedError, MalformedInput) as exc:
-        bar.close()
         raise click.UsageError(str(exc)) from None
-    bar.close()
+    finally:
+        bar.close()
     secs = time.perf_counter() - t0
     console.print(f"prepared {meta.out}: rows {meta.rows}, {sum(meta.cardinalities):,} categories in "
                   f"{len(meta.cardinalities)} tables" + (f" {dict(zip(meta.tables, meta.cardinalities))}"
@@ -89,7 +90,8 @@ def data_prepare(name, raw, out, strict, max_ind_range, freq_threshold, schema_p
     from reproduce.cli.run import default_out
     from reproduce.harness.machine import this_machine
 
-    console.print(f"train on it: dlrmbench train --impl dense-torch --impl ecorec --data {meta.out}")
+    console.print(f"train on it: dlrmbench train --impl dense-torch --impl ecorec --data "
+                  f"{escape(shlex.quote(str(meta.out)))}")
     console.print(f"  (its records go to {default_out(this_machine())}; --out DIR puts them elsewhere)")
 
 

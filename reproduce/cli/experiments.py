@@ -21,6 +21,8 @@ def _point_line(point, outcome) -> str:
     if outcome.kind in ("locked", "elsewhere"):
         return f"{head}: [yellow]{escape(outcome.note)}[/]"
     record = outcome.record
+    if outcome.note:  # a finished record this run replaced (--force)
+        head += f" ({escape(outcome.note)})"
     if record.ok:
         return f"{head}: ok, {record.total_ms:.1f} ms/iter, {record.body.samples_per_s:,.0f} samples/s"
     if record.status.value == "skipped":
@@ -163,7 +165,10 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
                            more=points_to_resolve(exp, cores) if adaptive else None)
         except DiskFull as exc:
             raise click.ClickException(str(exc)) from None
-    summary = summarize_experiment(exp)
+    try:
+        summary = summarize_experiment(exp)
+    except ValueError as exc:  # a record of the set that cannot be read: named, with what to do
+        raise click.ClickException(str(exc)) from None
     import pandas as pd
 
     lines = headline_lines(pd.read_csv(summary.with_name("repeats.csv")), exp.experiment.headline, policy, cores)

@@ -53,7 +53,8 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
     from reproduce.harness.options import check_point, check_scoped_options, check_shared_options, options_for
     from reproduce.harness.point import RunPoint
     from reproduce.harness.launch import RecordedElsewhere
-    from reproduce.harness.records import DiskFull, RunLocked
+    from reproduce.harness.records import (DiskFull, RunLocked, SymlinkRefused, check_writable, finished_record,
+                                           record_path)
     from reproduce.harness.sweep import run_point_isolated
     from reproduce.cli.epoch_bars import EpochBars
 
@@ -82,6 +83,11 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
     if missing:
         raise click.UsageError("no calibration profile at " + "; ".join(missing))
     writable_folder(out, "--out")  # checked (and made) once everything else is: a refused run writes nothing
+    try:
+        for p, r in interleaved(points, repeats):
+            check_writable(record_path(out, p, r))  # a link where a record or log would go: refused before any run
+    except SymlinkRefused as exc:
+        raise click.ClickException(str(exc)) from None
     records, elsewhere = [], []
     for p, r in interleaved(points, repeats):
         where = f", {p.world_size} ranks" if p.world_size > 1 else ""
@@ -89,6 +95,7 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
         what = f"training {p.epochs} epoch(s)" if p.epochs else "on"
         console.print(f"[bold]{p.impl}[/] {what} {p.data}, batch {p.batch_size}{where}{again} …")
         bars = EpochBars(p.impl) if p.epochs else None  # a training run shows a bar per epoch
+        earlier = finished_record(record_path(out, p, r))
         try:
             rec = run_point_isolated(p, out, timeout, repeat=r, on_progress=bars)  # a launcher error: its failure
         except (RunLocked, DiskFull) as exc:
@@ -101,6 +108,8 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
             if bars:
                 bars.close()
         records.append(rec)
+        if earlier and earlier.replaced:
+            console.print(f"  replaced the earlier {earlier.what} of this point: {earlier.path}")
         if not rec.ok:
             console.print(f"  [red]{rec.status.value}[/]: {escape(str(rec.reason))} (log: {rec.log})")
     if not records:

@@ -37,7 +37,7 @@ BOOKKEEPING = frozenset({
     "reproduce", "reproduce.harness", "reproduce.harness.worker_args", "reproduce.harness.records",
     "reproduce.harness.code", "reproduce.harness.fingerprint", "reproduce.harness.machine",
     "reproduce.harness.lifeline", "reproduce.harness.point", "reproduce.harness.point_id",
-    "impls.data.lockfile",
+    "impls.data.lockfile", "impls.data.safe_write", "impls.data.staging",
     # an outside system's loader (it registers the class before the worker starts; the class's files are fingerprinted)
     "reproduce.harness.systems", "reproduce.harness.outside_worker",
 })
@@ -255,8 +255,9 @@ def _outside(impl: str, root: Path) -> dict[str, Any] | None:
 def changes(fingerprint: dict[str, Any], point: dict[str, Any], root: Path = ROOT) -> list[str]:
     """What differs today from what a record's ``fingerprint`` ran: its files whose code changed (or are gone), and
     ``input <name>`` for an input whose bytes changed (one that is not here cannot be compared and is left out)."""
+    keeping = _bookkeeping_files(root)  # listed by records made before a module was proven bookkeeping: not measured
     changed = [rel for rel, h in fingerprint.get("files", {}).items()
-               if not (root / rel).is_file() or code.file_hash(root / rel) != h]
+               if rel not in keeping and (not (root / rel).is_file() or code.file_hash(root / rel) != h)]
     impl = str(point.get("impl"))
     if "entry" in fingerprint and not fingerprint.get("system") and code.registry_table(root).get(impl) != \
             fingerprint["entry"]:  # an outside system has no registry entry: its files are its code
@@ -266,6 +267,11 @@ def changes(fingerprint: dict[str, Any], point: dict[str, Any], root: Path = ROO
         if what in now and _cached_digest(now[what]) != then:
             changed.append(f"input {what} ({now[what]})")
     return sorted(changed)
+
+
+@lru_cache(maxsize=8)
+def _bookkeeping_files(root: Path) -> frozenset[str]:
+    return frozenset(str(p.relative_to(root)) for m, p in code.modules(root).items() if m in BOOKKEEPING)
 
 
 def _cached_digest(path: Path) -> str:

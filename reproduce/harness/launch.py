@@ -1,6 +1,7 @@
 """Launch one run point in a fresh process and always come back with exactly one record."""
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import os
@@ -20,8 +21,10 @@ from reproduce.harness.lifeline import die_with_parent
 from reproduce.harness.machine import MACHINE_CORES_ENV, cores as machine_cores
 from reproduce.harness.rank import rank_files
 from reproduce.harness.systems import launch_module
-from reproduce.harness.records import (SCHEDULE_ENV, Record, Status, check_overwritable, lock_run, log_path,
-                                       read_record, record_path, release_lock, write_record)
+from impls.data.safe_write import open_for_write, refuse_symlink
+from reproduce.harness.records import (SCHEDULE_ENV, DiskFull, Record, Status, check_overwritable, check_writable,
+                                       lock_run, log_path, pending_files, pending_path, read_record, record_path,
+                                       release_lock, says_disk_full, write_record)
 
 
 class RecordedElsewhere(Exception):
@@ -58,12 +61,11 @@ def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None,
     log.parent.mkdir(parents=True, exist_ok=True)
     lock = lock_run(rec_path)  # RunLocked when a live process runs it already
     try:
-        check_overwritable(rec_path)
-        rec_path.unlink(missing_ok=True)
-        for old in [*rank_files(rec_path, "error").values(), *rank_files(rec_path, "step").values()]:
-            old.unlink()
-        progress_path(rec_path).unlink(missing_ok=True)
-        worker = [*launch_module(point.impl), "--point-json", json.dumps(point.to_dict()), "--out", str(rec_path)]
+        check_writable(rec_path)  # a symbolic link where the record or log would go is refused
+        check_overwritable(rec_path)  # so is a file that is not a record
+        pending, pending_log = pending_path(rec_path), pending_path(log)
+        clear_pending(rec_path)  # what a launcher killed part-way left (we hold the lock)
+        worker = [*launch_module(point.impl), "--point-json", json.dumps(point.to_dict()), "--out", str(pending)]
         env = {**os.environ, **worker_env(point),
                **({SCHEDULE_ENV: "duet", MACHINE_CORES_ENV: str(machine_cores())} if cores else {})}
         if point.world_size > 1:
@@ -72,12 +74,18 @@ def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None,
             cmd = [sys.executable, *worker]
         t0 = time.monotonic()
         kills = oom_kills()
-        with open(log, "w") as f:
-            code = run_in_group(cmd, f, timeout_s, env, poll=_progress_poll(rec_path, on_progress), cores=cores)
+        with open_for_write(pending_log, "w", "the run's log") as f:
+            code = run_in_group(cmd, f, timeout_s, env, poll=_progress_poll(pending, on_progress), cores=cores)
         oom = kills is not None and (oom_kills() or 0) > kills
-        return finish_point(point, rec_path, log, code, timeout_s, time.monotonic() - t0, repeat, oom)
+        return finish_point(point, rec_path, log, code, timeout_s, time.monotonic() - t0, repeat, oom, pending=True)
     finally:
         release_lock(lock)
+
+
+def clear_pending(rec_path: Path) -> None:
+    """Remove what a run of ``rec_path`` killed part-way left (records.pending_files; we hold its lock)."""
+    for f in pending_files(rec_path):
+        f.unlink(missing_ok=True)
 
 
 def worker_env(point: RunPoint) -> dict[str, str]:
@@ -175,19 +183,28 @@ def _stop_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
 
 
 def finish_point(point: RunPoint, rec_path: Path, log: Path, code: int | None, timeout_s: float | None,
-                 wall_s: float | None = None, repeat: int = 0, oom: bool = False) -> Record:
+                 wall_s: float | None = None, repeat: int = 0, oom: bool = False, pending: bool = False) -> Record:
     """The one record of a finished launch (``code`` None: the time limit): the worker's own, its reason sharpened
     by what the ranks left behind, or a `failed` / `oom` record written here when the worker wrote none (`oom` for a
-    SIGKILL only when ``oom``: the kernel's OOM-kill counter rose during the run)."""
-    if rec_path.exists():
-        record = read_record(rec_path)
+    SIGKILL only when ``oom``: the kernel's OOM-kill counter rose during the run). With ``pending`` the worker wrote
+    its record and log beside the finished ones (records.pending_path), which they replace now, the log first, the
+    record last: until then a finished record of the point is kept as it was. A run that ran out of disk space (its
+    failure, or its log when it could write no record, says so) raises DiskFull and leaves no record, so that it is
+    redone once there is space."""
+    written = pending_path(rec_path) if pending else rec_path
+    written_log = pending_path(log) if pending else log
+    _raise_if_disk_full(rec_path, written, written_log, code)
+    if written.exists():
+        record = read_record(written)
         if not record.ok and point.world_size > 1:
-            status, reason = _why(point, rec_path, log, code, record.reason)
+            status, reason = _why(point, written, written_log, code, record.reason)
             if reason != record.reason and not reason.startswith("worker exited"):
                 record.reason = f"{reason}; rank 0 saw: {record.reason}"
     elif code == 0 and point.nnodes > 1:  # rank 0 ran on another node and wrote the record there
-        _drop(rank_files(rec_path, "step"))
-        progress_path(rec_path).unlink(missing_ok=True)
+        _drop(rank_files(written, "step"))
+        progress_path(written).unlink(missing_ok=True)
+        if pending:
+            os.replace(written_log, log)
         raise RecordedElsewhere(f"{rec_path.name}: the record is written on the node of global rank 0 (log: {log})")
     else:
         if code is None:
@@ -199,15 +216,45 @@ def finish_point(point: RunPoint, rec_path: Path, log: Path, code: int | None, t
             status, reason = Status.FAILED, ("killed (signal 9); the kernel's OOM killer did not count it (or its "
                                              "counter is not readable here)")
         else:
-            status, reason = _why(point, rec_path, log, code)
+            status, reason = _why(point, written, written_log, code)
         record = Record.failed(point.to_dict(), reason, status, point.point_id)
-    _drop(rank_files(rec_path, "step"))  # the ranks' progress notes are read (by _why) or not needed: never kept
-    progress_path(rec_path).unlink(missing_ok=True)
+    _drop(rank_files(written, "step"))  # the ranks' progress notes are read (by _why) or not needed: never kept
+    progress_path(written).unlink(missing_ok=True)
     record.log, record.point_id, record.repeat = str(log), point.point_id, repeat
     if wall_s is not None:
         record.wall_s = wall_s
-    write_record(rec_path, record)
+    try:
+        if pending and written_log.exists():
+            refuse_symlink(log, "the run's log")
+            os.replace(written_log, log)
+        write_record(rec_path, record)  # atomic: the finished record is replaced in one rename
+    finally:
+        if pending:
+            written.unlink(missing_ok=True)
     return record
+
+
+def _raise_if_disk_full(rec_path: Path, written: Path, log: Path, code: int | None) -> None:
+    """DiskFull when the run failed for lack of disk space: its record's reason says so, or it wrote no record and its
+    log's last lines do; what it left (its failure record, its ranks' notes) is removed, its log kept."""
+    if code == 0:
+        return
+    if written.exists():
+        try:
+            rec = read_record(written)
+        except ValueError:
+            return
+        said = rec.status is Status.FAILED and says_disk_full(rec.reason or "")
+    else:
+        said = log.exists() and says_disk_full(log.read_text(errors="replace")[-4000:])
+    if not said:
+        return
+    written.unlink(missing_ok=True)
+    for kind in ("step", "error"):
+        _drop(rank_files(written, kind))
+    progress_path(written).unlink(missing_ok=True)
+    raise DiskFull(errno.ENOSPC, f"{rec_path.name}: the run ran out of disk space (its log: {log}); free some space "
+                                 f"and run again (a sweep resumes where it stopped): nothing was recorded for it")
 
 
 def _drop(files: dict[int, Path]) -> None:

@@ -30,7 +30,43 @@ def check_point(point: RunPoint) -> RunPoint:
         except ImportError:
             pass  # an optional dependency: the worker reports it
     check_impl_options(point.impl, point.impl_options, point.world_size)
+    check_option_values(point)
     return point
+
+
+def check_option_values(point: RunPoint) -> None:
+    """The values of a point's implementation options, checked as the system will read them on the point's tables
+    (``table_param_bytes``: TT ranks, shapes, cores, ...) before any process starts; ValueError naming the option.
+    A trace file's tables are read by the worker only (opening one here would cost what the run costs)."""
+    from impls.api import get_impl
+    from impls.data.sources import is_trace_file, open_source
+
+    if not point.impl_options:
+        return
+    for key in ("ranks",):
+        if key in point.impl_options:
+            _positive_ints(point.impl_options[key], key)
+    if is_trace_file(point.data):
+        return
+    try:
+        cls = get_impl(point.impl)
+    except (ImportError, ValueError):
+        return  # check_impl's error, or a missing optional dependency (the worker's)
+    tables = open_source(point.data, **point.data_options).tables
+    try:
+        cls.table_param_bytes(tables, cls.options_for_tables(point.impl_options, [t.name for t in tables]))
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{point.impl}: {exc}") from None
+
+
+def _positive_ints(value: Any, key: str) -> None:
+    """``value`` (one value, a list, or {table: value}) holds integers >= 1 only; ValueError naming ``key``."""
+    values = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else [value]
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            _positive_ints(v, key)
+        elif isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{key} must be >= 1 (an integer), got {v!r}")
 
 
 def options_for(impl: str, impl_options: dict[str, Any], world_size: int = 1) -> dict[str, Any]:

@@ -14,11 +14,10 @@ from typing import Any
 # not measured configuration: how the point is shown, and where this machine keeps an input
 NOT_MEASURED = ("label",)
 NOT_MEASURED_OPTIONS = ("calibration",)
-# impl options whose default changed: a point that now states the former default has the id of the records
-# written under it (sc24's runs make every table TT at the asked rank, as before tables under 10,000 rows became
-# dense and before a TT table whose cores outweigh its dense table had its rank capped)
-# (so a point that states a former default shares its id with one that leaves the key out: the sweep refuses such a
-# pair as a point listed twice; an experiment that races the two states the current default too)
+# impl options whose default changed, at their former defaults: until 2026-12-05 an id left them out where a point
+# stated them, so a point stating one shared its id with the point leaving it out (another configuration). Every
+# option a point states is in its id now; ``former_ids`` gives the ids records were written under before, so that
+# such a record is adopted (renamed), never taken for another point's
 _FORMER_IMPL_DEFAULTS = {"tt_min_rows": 0, "tt_oversize": "allow"}
 # fields added after the first records: at their defaults they are left out, so earlier records keep their ids
 _LATER_DEFAULTS = {"warmup_max": 0, "time_budget_s": 0.0, "max_iters": 200,
@@ -28,14 +27,15 @@ _LATER_DEFAULTS = {"warmup_max": 0, "time_budget_s": 0.0, "max_iters": 200,
 _PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
-def measured(point: dict[str, Any]) -> dict[str, Any]:
-    """The part of a point (its dict) that its id hashes."""
+def measured(point: dict[str, Any], former: bool = False) -> dict[str, Any]:
+    """The part of a point (its dict) that its id hashes (``former``: as ids hashed it before every stated option was
+    part of them)."""
     d = {k: v for k, v in point.items() if k not in NOT_MEASURED}
     for k, v in _LATER_DEFAULTS.items():
         if d.get(k) == v:
             d.pop(k)
     opts = {k: v for k, v in (d.get("impl_options") or {}).items() if k not in NOT_MEASURED_OPTIONS}
-    for k, v in _FORMER_IMPL_DEFAULTS.items():  # stated explicitly now, implied in records written before
+    for k, v in _FORMER_IMPL_DEFAULTS.items() if former else ():
         if opts.get(k) == v:
             opts.pop(k)
     d["impl_options"] = opts
@@ -47,12 +47,18 @@ def measured(point: dict[str, Any]) -> dict[str, Any]:
     return d
 
 
-def point_id(point: dict[str, Any]) -> str:
-    """``<impl>__<dataset>__b<batch>[__w<world>]__<hash of the measured configuration>``."""
-    digest = hashlib.sha1(json.dumps(measured(point), sort_keys=True).encode()).hexdigest()[:10]
+def point_id(point: dict[str, Any], former: bool = False) -> str:
+    """``<impl>__<dataset>__b<batch>[__w<world>]__<hash of the measured configuration>`` (``former``: the id this
+    point had before every stated option was part of ids)."""
+    digest = hashlib.sha1(json.dumps(measured(point, former), sort_keys=True).encode()).hexdigest()[:10]
     world = int(point.get("world_size", 1))
     tail = f"__w{world}" if world > 1 else ""
     return f"{slug(str(point['impl']))}__{slug(dataset_name(str(point['data'])))}__b{point['batch_size']}{tail}__{digest}"
+
+
+def former_ids(point: dict[str, Any]) -> set[str]:
+    """The ids records of this point were written under before (none when its id did not change)."""
+    return {point_id(point, former=True)} - {point_id(point)}
 
 
 def dataset_name(data: str) -> str:

@@ -7,6 +7,7 @@ fingerprint of the code its point measures (reproduce/harness/code.py), so a rep
 describes has moved on since."""
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from impls.data.lockfile import Locked, acquire, release
+# the store's errors, defined where impls/ raises them too (a lock, a staging folder)
+from impls.data.safe_write import DiskFull, SymlinkRefused, disk_full, refuse_symlink  # noqa: F401
 
 SCHEMA_VERSION = 2  # 2: point_id in every record, code fingerprint, oversubscription
 
@@ -44,6 +47,14 @@ def point_id(point: dict[str, Any]) -> str:
     from reproduce.harness.point_id import point_id as of
 
     return of(RunPoint.from_dict(point).to_dict())
+
+
+def former_point_ids(point: dict[str, Any]) -> set[str]:
+    """The ids a run point had under earlier id rules (point_id.former_ids)."""
+    from reproduce.harness.point import RunPoint
+    from reproduce.harness.point_id import former_ids
+
+    return former_ids(RunPoint.from_dict(point).to_dict())
 
 
 @dataclass
@@ -77,9 +88,17 @@ class Body:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Body":
+        """The body of a record's JSON; a field of the wrong type (``timing_ms`` a string, ``samples_per_s`` "fast")
+        is refused naming the field (a reader never meets it later as an AttributeError)."""
         from reproduce.harness.point import from_known_fields
 
-        return from_known_fields(cls, d, "record body fields that are not part of a record")
+        body = from_known_fields(cls, d, "record body fields that are not part of a record")
+        hints = _body_types()
+        for f in fields(cls):
+            value = getattr(body, f.name)
+            if value is not None:
+                _check_type(value, hints[f.name], f.name)
+        return body
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
@@ -187,6 +206,49 @@ class Record:
 _BODY = frozenset(f.name for f in fields(Body))
 
 
+@functools.lru_cache(maxsize=1)
+def _body_types() -> dict[str, Any]:
+    import typing
+
+    return typing.get_type_hints(Body)
+
+
+def _check_type(value: Any, hint: Any, where: str) -> None:
+    """ValueError naming ``where`` when ``value`` is not of the JSON shape ``hint`` (a Body annotation: dict[str, X],
+    list[X], float, int, X | None, Any) says."""
+    import types
+    import typing
+
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return
+        hint = next(a for a in args if a is not type(None))
+        origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is float or hint is int:
+        ok = value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))  # null: a NaN
+        if hint is int:
+            ok = isinstance(value, int) and not isinstance(value, bool)
+    elif origin is dict:
+        ok = isinstance(value, dict)
+        if ok and args:
+            for k, v in value.items():
+                _check_type(v, args[1], f"{where}.{k}")
+    elif origin is list:
+        ok = isinstance(value, list)
+        if ok and args:
+            for i, v in enumerate(value):
+                _check_type(v, args[0], f"{where}[{i}]")
+    else:
+        ok = isinstance(value, hint)
+    if not ok:
+        want = getattr(hint, "__name__", None) or str(hint)
+        want = "a number" if want == "float" else "an object" if origin is dict else "a list" if origin is list else want
+        raise ValueError(f"field {where} is {json.dumps(value, default=str)[:60]}, not {want}")
+
+
 def _git(*args: str) -> str | None:
     try:
         return subprocess.run(
@@ -275,23 +337,50 @@ def record_path(out_dir: str | Path, point: Any, repeat: int = 0) -> Path:
 
 
 def log_path(record: Path) -> Path:
-    """The log of the run whose record is ``record``: ``logs/<record stem>.log`` beside it."""
-    return record.parent / "logs" / f"{record.stem}.log"
+    """The log of the run whose record is ``record``: ``logs/<record stem>.log`` beside it (a pending record's:
+    ``logs/<record stem>.log.new``)."""
+    name = record.name.removesuffix(PENDING)
+    return record.parent / "logs" / (f"{Path(name).stem}.log" + (PENDING if name != record.name else ""))
 
 
-class DiskFull(OSError):
-    """A record (or another result file) could not be written: the device holding it is full."""
+PENDING = ".new"  # a run's record and log while it runs: beside the finished ones, which they replace when complete
+
+
+def pending_path(path: Path) -> Path:
+    """Where a run writes its record (or log) until it is complete: ``<name>.new`` beside ``path`` (not *.json: a
+    folder's records are its *.json files), so a rerun killed part-way leaves the finished record as it was."""
+    return path.with_name(path.name + PENDING)
+
+
+def promote(pending: Path, final: Path) -> None:
+    """Put the complete ``pending`` file in ``final``'s place in one rename (``final``: never a symbolic link, a
+    record only over a record)."""
+    refuse_symlink(final)
+    if final.suffix == ".json":
+        check_overwritable(final)
+    os.replace(pending, final)
+
+
+AFTER_FULL = "run again (a sweep resumes where it stopped)"
+_FULL_WORDS = ("No space left on device", "[Errno 28]", "Disk quota exceeded", "[Errno 122]", "no space left on the "
+               "device")
+
+
+def says_disk_full(text: str) -> bool:
+    """Whether a failure's reason (or a log's tail) says that the device was full: such a failure is not the point's,
+    and a sweep redoes it once there is space."""
+    return any(w in text for w in _FULL_WORDS)
 
 
 def write_json(path: str | Path, obj: dict[str, Any]) -> Path:
-    """Write strict JSON atomically (temporary file in the same directory, fsync, rename); on a full device nothing is
-    left behind and DiskFull says where."""
-    path = Path(path)
+    """Write strict JSON atomically (temporary file in the same directory, fsync, rename), never over a symbolic link
+    (SymlinkRefused); on a full device nothing is left behind and DiskFull says where."""
+    path = refuse_symlink(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
-        raise _full(exc, path) from None
+        raise disk_full(exc, path, AFTER_FULL) from None
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(strict(obj), f, indent=2, sort_keys=True, default=str, allow_nan=False)
@@ -302,25 +391,15 @@ def write_json(path: str | Path, obj: dict[str, Any]) -> Path:
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
         if isinstance(exc, OSError):
-            raise _full(exc, path) from None
+            raise disk_full(exc, path, AFTER_FULL) from None
         raise
     return path
-
-
-def _full(exc: OSError, path: Path) -> OSError:
-    """DiskFull naming ``path`` for a full device (ENOSPC, EDQUOT), else ``exc`` as it is."""
-    import errno
-
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return DiskFull(exc.errno, f"no space left on the device holding {path.parent} (writing {path.name}): free "
-                                   f"some space and run again (a sweep resumes where it stopped)")
-    return exc
 
 
 def check_overwritable(path: str | Path) -> None:
     """Refuse (ValueError) when ``path`` holds something that is not a run record: a record is only ever written over
     a record (of the same point), never over a file of the user's."""
-    path = Path(path)
+    path = refuse_symlink(path, "the record")
     if path.is_dir() or (path.exists() and not _is_record_file(path)):
         raise ValueError(f"{path} exists and is not a dlrmbench run record: refusing to overwrite it; move it away")
 
@@ -351,9 +430,11 @@ def write_record(path: str | Path, record: Record) -> Path:
 
 
 def ids_from_name(path: Path) -> tuple[str, int]:
-    """(point id, repeat) of a record's file name (``<id>.r<k>.json``; ``<id>.json``: repeat 0)."""
-    stem, dot, rep = path.stem.rpartition(".r")
-    return (stem, int(rep)) if dot and rep.isdigit() else (path.stem, 0)
+    """(point id, repeat) of a record's file name (``<id>.r<k>.json``; ``<id>.json``: repeat 0; pending:
+    ``<id>.r<k>.json.new``)."""
+    plain = Path(path.name.removesuffix(PENDING)).stem
+    stem, dot, rep = plain.rpartition(".r")
+    return (stem, int(rep)) if dot and rep.isdigit() else (plain, 0)
 
 
 def read_record(path: str | Path) -> Record:
@@ -372,11 +453,85 @@ def read_record(path: str | Path) -> Record:
         raise ValueError(f"{path}: not a record ({exc})") from None
 
 
+@dataclass(frozen=True)
+class Earlier:
+    """A finished record that a rerun may replace: a few words on it ("ok record measured at 5f986e5") and the file
+    it is (inode and time), to tell afterwards whether it was replaced."""
+
+    what: str
+    path: Path
+    stamp: tuple[int, int]
+
+    @property
+    def replaced(self) -> bool:
+        return _stamp(self.path) != self.stamp
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
+def finished_record(path: Path) -> Earlier | None:
+    """The record at ``path`` that a rerun would replace, or None when there is none (or it cannot be read, or is a
+    link: never replaced)."""
+    if path.is_symlink() or not path.is_file():
+        return None
+    try:
+        rec = read_record(path)
+    except ValueError:
+        return None
+    sha = (rec.env.get("git_sha") or "")[:7]
+    return Earlier(f"{rec.status.value} record" + (f" measured at {sha}" if sha else ""), path, _stamp(path))
+
+
+def check_writable(record: Path) -> None:
+    """SymlinkRefused naming the first of a run's files (its record, its log, their pending names) that is a symbolic
+    link: checked before anything is launched (launch_point checks again under the run's lock)."""
+    log = log_path(record)
+    for path, what in ((record, "the record"), (log, "the run's log"), (pending_path(record), "the pending record"),
+                       (pending_path(log), "the pending log")):
+        refuse_symlink(path, what)
+
+
 def records_in(out_dir: str | Path, only: set[str] | None = None) -> Iterator[Record]:
-    """The records of a result set (only the file names in ``only``, when given); an unreadable one raises."""
+    """The records of a result set (only the file names in ``only``, when given); an unreadable one, or one whose
+    point contradicts its name (``check_identity``), raises naming it. A symbolic link is no record of ours (none is
+    ever written through one): it is left out."""
     for p in sorted(Path(out_dir).glob("*.json")):
-        if only is None or p.name in only:
-            yield read_record(p)
+        if (only is None or p.name in only) and not p.is_symlink():
+            yield check_identity(p, read_record(p))
+
+
+class RecordContradicts(ValueError):
+    """A record whose point, re-derived into its id, is not the point its file name (or its stored id) says."""
+
+
+def check_identity(path: Path, rec: Record) -> Record:
+    """``rec`` (read from ``path``) when its point gives the id and repeat its file name and its stored point_id
+    say; RecordContradicts naming the file otherwise (a point edited by hand, or a record written under another id
+    that no sweep has adopted: read as it is, it would be counted as another point's run)."""
+    stem, repeat = ids_from_name(path)
+    try:
+        derived = point_id(rec.point)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise RecordContradicts(f"{path}: its point is not a valid run point ({exc}); delete it, or rerun its "
+                                f"point") from None
+    if derived == stem == rec.point_id and rec.repeat == repeat:
+        return rec
+    if stem == rec.point_id and rec.repeat == repeat and stem in former_point_ids(rec.point):
+        raise RecordContradicts(f"{path}: written under the id its point had before every stated option was part of "
+                                f"ids; its id is {derived} now: a sweep of its experiment renames it, or rename it to "
+                                f"{derived}.r{repeat}.json")
+    said = f"its file name says point {stem} repeat {repeat}"
+    if rec.point_id != stem or rec.repeat != repeat:
+        said += f", the record itself point {rec.point_id} repeat {rec.repeat}"
+    raise RecordContradicts(f"{path}: {said}, but its point ({rec.point.get('impl')}, batch "
+                            f"{rec.point.get('batch_size')}, ...) is point {derived}: its point was edited, or it was "
+                            f"written under another id; move it away, or rerun its point")
 
 
 # ---- the per-run lock: a run is launched by at most one live process at a time
@@ -397,30 +552,57 @@ def release_lock(lock: Path) -> None:
     release(lock)
 
 
+def pending_files(record: Path) -> list[Path]:
+    """What a run of ``record`` leaves beside it until it is complete: its pending record and log, its ranks' notes,
+    its progress notes (the finished record and log are not among them)."""
+    from reproduce.harness.progress import progress_path
+    from reproduce.harness.rank import rank_files
+
+    pending = pending_path(record)
+    notes = [progress_path(p) for p in (pending, record)]
+    return [pending, pending_path(log_path(record)), *notes, *(n.with_name(n.name + ".tmp") for n in notes),
+            *(f for p in (pending, record) for kind in ("error", "step") for f in rank_files(p, kind).values())]
+
+
+def clear_stale_locks(out_dir: str | Path) -> list[Path]:
+    """Remove the run locks in ``out_dir`` whose holders are gone (a sweep or run killed outright), with what those
+    runs left pending (their finished records stay); the locks removed."""
+    from impls.data.lockfile import clear_stale
+
+    gone = clear_stale(Path(out_dir), "*.json.lock")
+    for lock in gone:
+        for f in pending_files(lock.with_name(lock.name.removesuffix(".lock"))):
+            if f.is_file() or f.is_symlink():
+                f.unlink(missing_ok=True)
+    return gone
+
+
 # ---- records written under an older point id
 
 
-def older_records(out_dir: str | Path, wanted: set[str]) -> dict[Path, Path]:
+def older_records(out_dir: str | Path, wanted: set[str] | None) -> dict[Path, Path]:
     """Records in ``out_dir`` written under an older point id (before a RunPoint field existed, so their id hashed
-    fewer fields) or before repeats (``<id>.json``, repeat 0), by the path their point and repeat have now, when
-    that is one of ``wanted`` ids and has no record yet. Reads only."""
+    fewer fields; before every stated option was part of ids) or before repeats (``<id>.json``, repeat 0), by the
+    path their point and repeat have now, when that is one of ``wanted`` ids (None: any record named by one of its
+    point's former ids) and has no record yet. Reads only."""
     found: dict[Path, Path] = {}
     for f in sorted(Path(out_dir).glob("*.json")):
         stem, _ = ids_from_name(f)
-        if f.stem != stem and stem in wanted:
+        if f.stem != stem and wanted is not None and stem in wanted:
             continue  # already under its id
         try:
             rec = read_record(f)
             pid = point_id(rec.point)
+            mine = pid in wanted if wanted is not None else stem != pid and stem in former_point_ids(rec.point)
         except (ValueError, KeyError, TypeError):
             continue  # not a record of a point this code can read: left alone
         target = f.with_name(f"{pid}.r{rec.repeat}.json")
-        if pid in wanted and not target.exists() and target not in found:
+        if mine and not target.exists() and target not in found:
             found[target] = f
     return found
 
 
-def adopt_older_records(out_dir: str | Path, wanted: set[str]) -> int:
+def adopt_older_records(out_dir: str | Path, wanted: set[str] | None) -> int:
     """Move each of ``older_records`` to the name its point and repeat have now (id and repeat set in the record);
     returns how many."""
     moved = 0

@@ -16,7 +16,7 @@ from pathlib import Path
 from reproduce.harness.resolve import Sweep
 from reproduce.harness.point import RunPoint
 from reproduce.harness.launch import RecordedElsewhere, finish_point, skip_unregistered
-from reproduce.harness.records import log_path, record_path
+from reproduce.harness.records import DiskFull, log_path, record_path
 
 TIMEOUT_EXIT = 124  # coreutils `timeout`: the command ran past its limit
 BASE_PORT = 29500
@@ -129,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
         except RecordedElsewhere as exc:
             print(f"{point.point_id}: {exc}")
             return 0
+        except DiskFull as exc:  # nothing recorded: the resubmitted script runs it again
+            print(f"{point.point_id}: {exc}")
+            return 1
         print(f"{point.point_id}: {record.status.value}" + (f" ({record.reason})" if record.reason else ""))
         return 0
     return 0

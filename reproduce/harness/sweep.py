@@ -5,6 +5,7 @@ goes on), with an ETA from the points timed so far."""
 from __future__ import annotations
 
 import functools
+import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -16,37 +17,46 @@ from reproduce.harness.resolve import Sweep
 from reproduce.harness.point import RunPoint
 from reproduce.harness.launch import RecordedElsewhere, launch_point
 from reproduce.harness.noise import record_probe
-from reproduce.harness.records import (DiskFull, Record, RunLocked, Status, adopt_older_records, lock_run,
-                                       older_records, read_record, record_path, release_lock, write_record)
+from reproduce.harness.records import (DiskFull, Record, RunLocked, Status, SymlinkRefused, adopt_older_records,
+                                       check_identity, clear_stale_locks, finished_record, lock_run, older_records, read_record,
+                                       record_path, release_lock, says_disk_full, write_record)
 
 
 def is_done(point: RunPoint, out_dir: Path, repeat: int = 0) -> bool:
     """A repeat is done when its record exists in this machine's folder, unless it was skipped for an impl that
-    now exists."""
+    now exists or failed for lack of disk space (not the point's failure: redone once there is space)."""
     path = record_path(out_dir, point, repeat)
-    if not path.exists():
-        return False
+    if path.is_symlink() or not path.exists():
+        return False  # a link is never written through: the run is refused when its turn comes (`unreadable` says)
     try:
-        rec = read_record(path)
+        rec = check_identity(path, read_record(path))
     except ValueError:
-        return False  # unreadable (a truncated write): run again, which replaces it; `unreadable` names it
+        return False  # unreadable (a truncated write) or not this point's: run again, which replaces it; `unreadable`
+        # names it
     if rec.point.get("data") != point.data and Path(str(point.data)).is_absolute() and Path(
             str(rec.point.get("data"))).is_absolute() and Path(str(rec.point.get("data"))).exists():
         # an id names a dataset outside the project by its folder name: another folder of that name here is
         # another dataset, whose record must not pass for this one's (nor be overwritten by it)
         raise ValueError(f"{path} is a run on {rec.point.get('data')}, and this sweep's data {point.data} has the "
                          f"same folder name: give this one another result set (--root) or rename a folder")
+    if rec.status is Status.FAILED and says_disk_full(rec.reason or ""):
+        return False
     return not (rec.status is Status.SKIPPED and point.impl in registered_names())
 
 
 def unreadable(exp: Sweep) -> list[str]:
-    """What is wrong with each record of the experiment's runs that cannot be read (they will be run again)."""
+    """What is wrong with each record of the experiment's runs that cannot be read, or cannot be written: a record
+    that is unreadable or contradicts its name (run again, which replaces it), a symbolic link (never written
+    through: that run will be recorded as failed, the link left as it is)."""
     bad = []
     for p, r in exp.tasks():
         path = record_path(exp.out_dir, p, r)
-        if path.exists():
+        if path.is_symlink():
+            bad.append(f"{path} is a symbolic link (to {os.readlink(path)}): a sweep never writes through one, so this "
+                       f"run will fail; remove the link to run it")
+        elif path.exists():
             try:
-                read_record(path)
+                check_identity(path, read_record(path))
             except ValueError as exc:
                 bad.append(str(exc))
     return bad
@@ -60,6 +70,7 @@ def todo(exp: Sweep, force: bool = False) -> list[tuple[RunPoint, int]]:
     """The (point, repeat) pairs still to run on this machine, interleaved (repeat-major); records written under an
     older point id are adopted (renamed) first."""
     adopt_older_records(exp.out_dir, _wanted(exp))
+    clear_stale_locks(exp.out_dir)
     return [(p, r) for p, r in exp.tasks() if force or not is_done(p, exp.out_dir, r)]
 
 
@@ -115,6 +126,8 @@ def run_point_isolated(point: RunPoint, out_dir: Path, timeout_s: float | None, 
         return launch_point(point, out_dir, timeout_s, repeat, on_progress, cores)
     except (RunLocked, RecordedElsewhere, DiskFull):
         raise  # a full disk cannot take the failure's record either: the command says so and stops
+    except SymlinkRefused as exc:  # its record cannot be written where the link is: a failure of this run, not kept
+        return Record.failed(point.to_dict(), str(exc), point_id_=point.point_id, repeat=repeat)
     except (OSError, ValueError, RuntimeError) as exc:
         record = Record.failed(point.to_dict(), f"launcher: {type(exc).__name__}: {exc}", point_id_=point.point_id,
                                repeat=repeat)
@@ -213,8 +226,6 @@ def by_rounds(tasks: list[tuple[RunPoint, int]]) -> list[list[tuple[RunPoint, in
 
 def machine_cores() -> tuple[int, ...]:
     """The cores this process may run on."""
-    import os
-
     return tuple(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else tuple(
         range(os.cpu_count() or 1))
 
@@ -309,7 +320,10 @@ def _claim_and_run(exp: Sweep, point: RunPoint, repeat: int, force: bool, timeou
                            note="recorded meanwhile by another process")
         if starting:
             starting()
-        return Outcome("ran", run_point_isolated(point, exp.out_dir, timeout_s, repeat, cores=cores))
+        path = record_path(exp.out_dir, point, repeat)
+        earlier = finished_record(path)  # a finished record that --force replaces once the new one is complete
+        record = run_point_isolated(point, exp.out_dir, timeout_s, repeat, cores=cores)
+        return Outcome("ran", record, note=f"replaced the earlier {earlier.what}" if earlier and earlier.replaced else "")
     except RunLocked as exc:
         return Outcome("locked", note=str(exc))
     except RecordedElsewhere as exc:

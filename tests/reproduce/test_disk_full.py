@@ -24,15 +24,13 @@ def test_a_record_on_a_full_disk_says_so_and_leaves_no_temporary_file(tmp_path, 
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_lock_on_a_full_disk_leaves_no_temporary_file(tmp_path, monkeypatch):
-    real = Path.write_text
-
-    def write_then_fail(self, text, *a, **k):
-        real(self, "", *a, **k)  # the file is created, its content is not
+def test_a_lock_on_a_full_disk_says_so_and_leaves_no_temporary_file(tmp_path, monkeypatch):
+    def write_then_fail(path, text, what=""):
+        Path(path).touch()  # the file is created, its content is not
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(Path, "write_text", write_then_fail)
-    with pytest.raises(OSError):
+    monkeypatch.setattr(lockfile, "write_text", write_then_fail)
+    with pytest.raises(DiskFull, match=f"no space left on the device holding {tmp_path}"):
         lockfile.acquire(tmp_path / "r.json.lock", "r.json is being run")
     assert list(tmp_path.iterdir()) == []
 

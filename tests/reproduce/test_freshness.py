@@ -12,7 +12,7 @@ from reproduce.analysis.freshness import (REFERENCE_SETS, RECORD_SETS, SetState,
                                           scale_model_fingerprint)
 from reproduce.analysis.report import check_reference
 from reproduce.harness import code, fingerprint
-from reproduce.harness.records import Record, write_json, write_record
+from reproduce.harness.records import Record, point_id, write_json, write_record
 
 ROOT = Path(__file__).resolve().parents[2]
 M = "test-box"
@@ -55,6 +55,9 @@ def _tree(tmp_path: Path) -> Path:
     return root
 
 
+REC = f"{point_id({'impl': 'dense-torch', 'data': 'uniform', 'batch_size': 8})}.r0.json"  # its record's name
+
+
 def _fresh_sets(root: Path) -> None:
     """One record per reference set measured on the code under ``root``, a fresh bench and scale-model fit."""
     results = root / "results"
@@ -63,9 +66,9 @@ def _fresh_sets(root: Path) -> None:
     point = {"impl": "dense-torch", "data": "uniform", "batch_size": 8, "world_size": 1, "device": "cpu"}
     ran = code.closure(DENSE_RUN, root, follow=DENSE_RUN[-2:])
     for name in RECORD_SETS:
-        rec = Record(point, "ok", point_id="dense-torch__uniform__b8__0", body={
+        rec = Record(point, "ok", body={
             "env": {"git_sha": "f" * 40, "git_dirty": False}, "code": fingerprint.of_run(ran, point, root)})
-        write_record(results / name / M / "dense-torch__uniform__b8__0.r0.json", rec)
+        write_record(results / name / M / REC, rec)
     write_json(results / "bench" / M / "benchmarks.json", {"benchmarks": [{}], "dlrmbench": {
         "git_sha": "f" * 40, "git_dirty": False, "code": bench_fingerprint(root)}})
     write_json(results / "scale_model" / M / "fit.json", {
@@ -119,7 +122,7 @@ def test_registering_a_new_system_leaves_every_set_fresh_an_edit_of_the_interfac
 def test_a_record_without_a_fingerprint_is_stale(tmp_path):
     root = _tree(tmp_path)
     _fresh_sets(root)
-    rec = root / "results" / "table_size" / M / "dense-torch__uniform__b8__0.r0.json"
+    rec = root / "results" / "table_size" / M / REC
     d = json.loads(rec.read_text())
     del d["code"]
     rec.write_text(json.dumps(d))
@@ -143,7 +146,7 @@ def test_a_plan_made_on_a_rewritten_calibration_profile_is_stale(tmp_path):
     root = _tree(tmp_path)
     _fresh_sets(root)
     prof, made_on = _profile_in(root)
-    rec = root / "results" / "recsys24" / M / "dense-torch__uniform__b8__0.r0.json"
+    rec = root / "results" / "recsys24" / M / REC
     d = json.loads(rec.read_text())
     d["dist"] = {"plan": made_on}
     rec.write_text(json.dumps(d))

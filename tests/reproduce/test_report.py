@@ -114,8 +114,9 @@ def test_machines_side_by_side(tmp_path):
         d.mkdir(parents=True)
         rows = _rows("a", 1, [slow, slow + 1, slow - 1]) + _rows("b", 1, [100.0, 101.0, 99.0])
         pd.DataFrame(rows).to_csv(d / "repeats.csv", index=False)
-        point = {"impl": "dense-torch", "world_size": 1}  # a record measured on this code: the set is fresh
-        write_record(d / "a1.r0.json", Record(point, "ok", point_id="a1", body={"code": of_run(["impls.dense.torch_bag"], point)}))
+        point = {"impl": "dense-torch", "data": "uniform", "batch_size": 8, "world_size": 1}  # measured on this code
+        rec = Record(point, "ok", body={"code": of_run(["impls.dense.torch_bag"], point)})  # the set is fresh
+        write_record(d / f"{rec.point_id}.r0.json", rec)
     (tmp_path / "results" / "REFERENCE_MACHINE").write_text("box-one\n")
     build_report(tmp_path, claims="claims.toml", machines=["box-one", "box-two"], readme=False)
     text = (tmp_path / "results" / "REPORT.md").read_text()
