@@ -11,6 +11,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from impls.data.safe_write import refuse_symlink
 from reproduce.harness.records import Record, records_in
 from reproduce.analysis.stats import NAN3, by_round, median_interval, paired_ratio
 from reproduce.harness.evidence import is_twin_label
@@ -200,8 +201,8 @@ def write_summary(
     into ``directory/repeats.csv``."""
     directory = Path(directory)
     df, reps = summaries(directory, baseline, order, only)
-    reps.to_csv(directory / "repeats.csv", index=False)
-    out = directory / "summary.csv"
+    reps.to_csv(refuse_symlink(directory / "repeats.csv"), index=False)
+    out = refuse_symlink(directory / "summary.csv")
     df.to_csv(out, index=False)
     return out
 
@@ -251,6 +252,6 @@ def write_infeasible(sweep) -> None:
 
     aside = Path(sweep.out_dir) / INFEASIBLE
     if sweep.infeasible:
-        pd.DataFrame([asdict(i) for i in sweep.infeasible]).to_csv(aside, index=False)
+        pd.DataFrame([asdict(i) for i in sweep.infeasible]).to_csv(refuse_symlink(aside), index=False)
     elif aside.exists():
         aside.unlink()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from reproduce.harness.resolve import Sweep
 from reproduce.harness.point import RunPoint
+from impls.data import safe_write
 from reproduce.harness.launch import RecordedElsewhere, finish_point, skip_unregistered
 from reproduce.harness.records import DiskFull, log_path, record_path
 
@@ -105,7 +106,7 @@ def write_sbatch(exp: Sweep, experiment_file: Path, tasks: list[tuple[RunPoint, 
     runnable = [(p, r) for p, r in tasks if not skip_unregistered(p, exp.out_dir, r)]
     (exp.out_dir / "logs").mkdir(parents=True, exist_ok=True)  # slurm opens --output before the script runs
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(sbatch_script(exp, experiment_file, runnable, timeout_s, **kw))
+    safe_write.write_text(path, sbatch_script(exp, experiment_file, runnable, timeout_s, **kw), "the sbatch script")
     path.chmod(0o755)
     return path
 

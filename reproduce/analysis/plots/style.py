@@ -9,6 +9,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from impls.data.safe_write import refuse_symlink
+
 
 def setup() -> None:
     sns.set_theme(context="paper", style="whitegrid", palette="colorblind", font_scale=1.1)
@@ -19,7 +21,7 @@ def save(fig: "plt.Figure", out_dir: Path, stem: str) -> list[Path]:
     explains) is refused."""
     check_caption(fig, stem)
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [out_dir / f"{stem}.png", out_dir / f"{stem}.pdf"]
+    paths = [refuse_symlink(out_dir / f"{stem}.png", "a figure"), refuse_symlink(out_dir / f"{stem}.pdf", "a figure")]
     fig.savefig(paths[0], dpi=150, bbox_inches="tight", metadata={"Software": None})
     fig.savefig(paths[1], bbox_inches="tight", metadata={"CreationDate": None, "Producer": None})
     plt.close(fig)
