@@ -227,10 +227,8 @@ def _check_type(value: Any, hint: Any, where: str) -> None:
             return
         hint = next(a for a in args if a is not type(None))
         origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if hint is float or hint is int:
-        ok = value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))  # null: a NaN
-        if hint is int:
-            ok = isinstance(value, int) and not isinstance(value, bool)
+    if hint is float or hint is int:  # a number (JSON does not tell 4096 from 4096.0); null: a NaN written strict
+        ok = value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
     elif origin is dict:
         ok = isinstance(value, dict)
         if ok and args:

@@ -111,8 +111,9 @@ def _edit(root: Path, rel: str) -> None:
 
 def _set(root: Path, name: str, records: list[dict]) -> Path:
     out = root / "results" / name / "m"
-    for i, d in enumerate(records):
-        write_record(out / f"{i}.r0.json", Record.from_dict(d))
+    for d in records:
+        rec = Record.from_dict(d)
+        write_record(out / f"{rec.point_id}.r{rec.repeat}.json", rec)
     return out
 
 
