@@ -17,7 +17,6 @@ import pytest
 from click.testing import CliRunner
 
 from impls.data import lockfile, safe_write
-from impls.data.safe_write import DiskFull
 from impls.data.staging import InputChanged
 from impls.data.tabular import prepare_tabular
 from impls.data.textio import MalformedInput

@@ -67,7 +67,7 @@ def test_a_rerun_killed_outright_leaves_the_finished_record_as_it_was(tmp_path):
     assert rec.read_bytes() == before  # the finished record is there, untouched
     res = _run(out)  # the next run takes over what the killed one left and replaces the record when complete
     assert res.exit_code == 0, res.output
-    assert f"replaced the earlier ok record" in res.output and rec.name in res.output.replace("\n", "")
+    assert "replaced the earlier ok record" in res.output and rec.name in res.output.replace("\n", "")
     assert read_record(rec).ok and rec.read_bytes() != before
     assert _leftovers(out) == [], _leftovers(out)
 
