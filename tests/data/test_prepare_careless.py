@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -114,7 +115,14 @@ def small_tmpfs(tmp_path):
 
 
 def test_prepare_onto_a_tiny_tmpfs_says_disk_full_not_sigbus(tmp_path, small_tmpfs):
-    raw = write_clicklog(tmp_path / "log.csv", 200_000)  # arrays of about 7 MiB: more than the device holds
+    n = 200_000  # arrays of about 7 MiB: more than the device holds (written vectorized: the log's content is moot)
+    i = np.arange(n)
+    rows = np.char.add(np.char.add(i.astype(str), ",u"), (i % 300).astype(str))
+    for col in (np.char.add(",i", (i % 5000).astype(str)), np.full(n, ",a|b"), np.char.add(",", (i % 24).astype(str)),
+                np.char.add(",", (i % 5 + 1).astype(str))):
+        rows = np.char.add(rows, col)
+    raw = tmp_path / "log.csv"
+    raw.write_text("ts,user,item,genre,hour,rating\n" + "\n".join(rows.tolist()) + "\n")
     cmd = [sys.executable, "-m", "reproduce", *PREPARE, "--raw", str(raw), "--out", str(small_tmpfs / "prep")]
     for _ in range(2):  # and again on the still-full device: the same line
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
