@@ -1,9 +1,10 @@
 """An exclusive lock file: created with O_EXCL, holding ``pid host start`` of its holder (``start``: when that process
-started, from /proc, so that another process given the same pid later is not taken for the holder), so one process at a
-time writes what it guards (a dataset folder, a run's record). A lock held by a live process is refused with its holder
-named; a stale one (its process gone, on this host) is taken over, and ``clear_stale`` removes those a killed process
-left; a lock of another host is never taken over (this host cannot see that process). Re-entrant: a process that holds a lock may take it again (a sweep holds a run's lock
-around the launch that takes it too), and it is removed when the last of its holder's takes releases it."""
+started, from /proc, so that another process given the same pid later is not taken for the holder), so one process
+at a time writes what it guards (a dataset folder, a run's record). A lock held by a live process is refused with
+its holder named; a stale one (its process gone, on this host) is taken over, and ``clear_stale`` removes those a
+killed process left; a lock of another host is never taken over (this host cannot see that process). Re-entrant: a
+process that holds a lock may take it again (a sweep holds a run's lock around the launch that takes it too), and it
+is removed when the last of its holder's takes releases it."""
 from __future__ import annotations
 
 import os

@@ -1,7 +1,8 @@
 """Writing our own files without harming anyone else's: nothing is opened for writing through a symbolic link (a link
 where we would write is refused with one line naming it), and a full device is said as one line (``DiskFull``) naming
-the folder, not an OSError traceback. Every writer of a record, a log, a lock, a progress note or a staging folder
-goes through here (impls/data/lockfile.py, impls/data/staging.py, reproduce/harness/records.py, launch.py, ...)."""
+the folder, not an OSError traceback. The writers of records, logs, locks, staging folders, summaries and figures go
+through here (impls/data/lockfile.py, impls/data/staging.py, reproduce/harness/records.py, launch.py, ...); a run's
+progress and rank notes are written by the worker, under names its launcher clears (under the run's lock) first."""
 from __future__ import annotations
 
 import errno

@@ -21,10 +21,10 @@ from reproduce.harness.lifeline import die_with_parent
 from reproduce.harness.machine import MACHINE_CORES_ENV, cores as machine_cores
 from reproduce.harness.rank import rank_files
 from reproduce.harness.systems import launch_module
-from impls.data.safe_write import open_for_write, refuse_symlink
+from impls.data.safe_write import open_for_write
 from reproduce.harness.records import (SCHEDULE_ENV, DiskFull, Record, Status, check_overwritable, check_writable,
-                                       lock_run, log_path, pending_files, pending_path, read_record, record_path,
-                                       release_lock, says_disk_full, write_record)
+                                       lock_run, log_path, pending_files, pending_path, promote_log, read_record,
+                                       record_path, release_lock, says_disk_full, write_record)
 
 
 class RecordedElsewhere(Exception):
@@ -204,7 +204,7 @@ def finish_point(point: RunPoint, rec_path: Path, log: Path, code: int | None, t
         _drop(rank_files(written, "step"))
         progress_path(written).unlink(missing_ok=True)
         if pending:
-            os.replace(written_log, log)
+            promote_log(rec_path)
         raise RecordedElsewhere(f"{rec_path.name}: the record is written on the node of global rank 0 (log: {log})")
     else:
         if code is None:
@@ -224,9 +224,8 @@ def finish_point(point: RunPoint, rec_path: Path, log: Path, code: int | None, t
     if wall_s is not None:
         record.wall_s = wall_s
     try:
-        if pending and written_log.exists():
-            refuse_symlink(log, "the run's log")
-            os.replace(written_log, log)
+        if pending:
+            promote_log(rec_path)
         write_record(rec_path, record)  # atomic: the finished record is replaced in one rename
     finally:
         if pending:

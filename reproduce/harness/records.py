@@ -227,8 +227,9 @@ def _check_type(value: Any, hint: Any, where: str) -> None:
             return
         hint = next(a for a in args if a is not type(None))
         origin, args = typing.get_origin(hint), typing.get_args(hint)
+    want = {dict: "an object", list: "a list"}.get(origin, getattr(hint, "__name__", str(hint)))
     if hint is float or hint is int:  # a number (JSON does not tell 4096 from 4096.0); null: a NaN written strict
-        ok = value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+        ok, want = value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)), "a number"
     elif origin is dict:
         ok = isinstance(value, dict)
         if ok and args:
@@ -242,8 +243,6 @@ def _check_type(value: Any, hint: Any, where: str) -> None:
     else:
         ok = isinstance(value, hint)
     if not ok:
-        want = getattr(hint, "__name__", None) or str(hint)
-        want = "a number" if want == "float" else "an object" if origin is dict else "a list" if origin is list else want
         raise ValueError(f"field {where} is {json.dumps(value, default=str)[:60]}, not {want}")
 
 
@@ -350,13 +349,13 @@ def pending_path(path: Path) -> Path:
     return path.with_name(path.name + PENDING)
 
 
-def promote(pending: Path, final: Path) -> None:
-    """Put the complete ``pending`` file in ``final``'s place in one rename (``final``: never a symbolic link, a
-    record only over a record)."""
-    refuse_symlink(final)
-    if final.suffix == ".json":
-        check_overwritable(final)
-    os.replace(pending, final)
+def promote_log(record: Path) -> None:
+    """Put the pending log of the run of ``record`` in its log's place in one rename (never over a symbolic link);
+    nothing when it wrote none."""
+    pending, final = pending_path(log_path(record)), log_path(record)
+    if pending.exists():
+        refuse_symlink(final, "the run's log")
+        os.replace(pending, final)
 
 
 AFTER_FULL = "run again (a sweep resumes where it stopped)"

@@ -18,8 +18,8 @@ from reproduce.harness.point import RunPoint
 from reproduce.harness.launch import RecordedElsewhere, launch_point
 from reproduce.harness.noise import record_probe
 from reproduce.harness.records import (DiskFull, Record, RunLocked, Status, SymlinkRefused, adopt_older_records,
-                                       check_identity, clear_stale_locks, finished_record, lock_run, older_records, read_record,
-                                       record_path, release_lock, says_disk_full, write_record)
+                                       check_identity, clear_stale_locks, finished_record, lock_run, older_records,
+                                       read_record, record_path, release_lock, says_disk_full, write_record)
 
 
 def is_done(point: RunPoint, out_dir: Path, repeat: int = 0) -> bool:
@@ -323,7 +323,8 @@ def _claim_and_run(exp: Sweep, point: RunPoint, repeat: int, force: bool, timeou
         path = record_path(exp.out_dir, point, repeat)
         earlier = finished_record(path)  # a finished record that --force replaces once the new one is complete
         record = run_point_isolated(point, exp.out_dir, timeout_s, repeat, cores=cores)
-        return Outcome("ran", record, note=f"replaced the earlier {earlier.what}" if earlier and earlier.replaced else "")
+        replaced = earlier is not None and earlier.replaced
+        return Outcome("ran", record, note=f"replaced the earlier {earlier.what}" if replaced else "")
     except RunLocked as exc:
         return Outcome("locked", note=str(exc))
     except RecordedElsewhere as exc:
