@@ -18,20 +18,18 @@ DEPS_STAMP := $(VENV)/.dlrmbench-deps
 EXT_STAMP := $(VENV)/.dlrmbench-ext
 CSRC := $(wildcard impls/core/csrc/*.cpp impls/core/csrc/cpu/*.cpp impls/core/csrc/cuda/*.cu impls/core/csrc/*.h impls/core/csrc/*/*.h)
 
-.PHONY: help venv deps install ext test test-fast bench redundancy reproduce reproduce-sc24 reproduce-sc24-table1 reproduce-sc24-fig11 reproduce-table-size reproduce-recsys24 reproduce-compression reproduce-tt-quality reproduce-aa-schedule figures cuda-check device-check clean
+.PHONY: help venv deps install ext test bench redundancy reproduce figures cuda-check device-check clean
 
+# Every target below is one `dlrmbench` command (or the build); `make reproduce-NAME` runs any experiment of
+# reproduce/experiments/NAME.toml ('-' or '_' alike): the folder is the one list of them.
 help:
 	@echo "make test            set up .venv, build the native ops, run pytest"
-	@echo "make reproduce-sc24  set up, run reproduce/experiments/sc24.toml, write results/sc24 and figures/sc24"
-	@echo "make bench           pytest-benchmark: dense baselines and the TT kernel roofline; lookup redundancy"
-	@echo "make reproduce-sc24-table1  the 1e8-row Table 1 / Fig 11 analogue"
-	@echo "make reproduce-sc24-fig11  EcoRec's Fig 11 configuration beside its artifact's ratios"
-	@echo "make reproduce-recsys24  EMBark planner vs baselines on gloo ranks, and modeled at 8-128 GPUs"
-	@echo "make reproduce       both (cpu profile: 3 rounds, then rounds until the headline ratios resolve; under an hour on 2 cores: README); PROFILE=paper LAUNCHER=slurm for a cluster"
-	@echo "make reproduce-table-size  one table of 1e5..1e9 rows, dense vs TT"
-	@echo "make reproduce-compression  hash, QR, MD, TT, fp16 and examples/lowrank.py at 1/10..1/1000 of the dense bytes (DATA=DIR: yours)"
-	@echo "make reproduce-tt-quality  every table TT vs dense on small tables: rank, initializer, learning rate, optimizer"
-	@echo "make reproduce-aa-schedule  the A/A control in sequential and in duet rounds: which the timed profiles use"
+	@echo "make reproduce       sc24 and recsys24 end to end: \`dlrmbench reproduce\` (the cpu profile: rounds until the headline ratios resolve; under an hour on 2 cores: README); PROFILE=paper LAUNCHER=slurm for a cluster"
+	@for f in reproduce/experiments/*.toml; do \
+		n=$$(basename $$f .toml | tr _ -); d=$$(sed -n 's/^description = "\(.*\)"$$/\1/p' $$f | head -1); \
+		printf "make reproduce-%-14s %s\n" "$$n" "$$d"; done
+	@echo "make bench           \`dlrmbench bench\`: lookup redundancy, this machine's calibration when missing, then the benchmarks (dense baselines, the TT kernels' roofline)"
+	@echo "make redundancy      \`dlrmbench redundancy\`: distinct ids and TT prefix groups per batch of each source"
 	@echo "make figures         redraw every figure and results/REPORT.md from the committed records (no runs)"
 	@echo "make install         set up .venv and build the native ops only"
 	@echo "make ext             rebuild the native ops after a C++ edit"
@@ -74,73 +72,34 @@ test: install
 	$(PY) -m pytest -q -p no:cacheprovider --durations=15 tests
 
 # the record lands in this machine's result set: results/bench/<machine>/benchmarks.json
-bench: install redundancy
-	$(VENV)/bin/dlrmbench calibrate --if-missing $(MACHINE_ARG)
-	dir=results/bench/$$($(VENV)/bin/dlrmbench env --slug $(MACHINE_ARG)) && mkdir -p $$dir && \
-	$(PY) -m pytest -q -p no:cacheprovider benchmarks --benchmark-only --benchmark-columns=median,iqr,rounds \
-		--benchmark-json=$$dir/benchmarks.json
+bench: install
+	$(VENV)/bin/dlrmbench bench $(MACHINE_ARG)
 
 redundancy: install
-	$(VENV)/bin/dlrmbench redundancy --data criteo-kaggle --data criteo-terabyte-40m --data dcnv2-multihot \
-		--data sc24-f4 --data sc24-f4-ranked -b 2048 -b 8192 -b 32768
+	$(VENV)/bin/dlrmbench redundancy
 
-# PROFILE: cpu (default; sc24 + recsys24: 3 rounds of every point, then rounds of the headline points until resolved), cpu-full (every point, own result sets) or paper
-# (the papers' sizes on a GPU cluster: add LAUNCHER=slurm to get an sbatch script); ROOT: where results/ and
-# figures/ go
-# MACHINE: the result set's name (default: this machine's slug, e.g. amd-epyc-2c; required with LAUNCHER=slurm);
-# REPEATS: runs per point, interleaved (default: the profile's, else 3)
-PROFILE ?= cpu
+# PROFILE: a [profiles.NAME] of each experiment (default: its reference profiles, e.g. cpu; cpu-full: every point, own
+# result sets; paper: the papers' sizes on a GPU cluster: add LAUNCHER=slurm to get an sbatch script); ROOT: where
+# results/ and figures/ go; MACHINE: the result set's name (default: this machine's slug, e.g. amd-epyc-2c; required
+# with LAUNCHER=slurm); REPEATS: runs per point, interleaved (default: the profile's, else 3); DATA=DIR: a prepared
+# dataset of yours (the experiment's profiles for it: compression, accuracy); OUTSIDE: the outside systems raced in an
+# experiment's $$IMPL slot (compression's default: its worked example, examples/lowrank.py)
+PROFILE ?=
 LAUNCHER ?= local
 ROOT ?= .
 MACHINE ?=
 REPEATS ?=
+DATA ?=
+OUTSIDE ?=
 MACHINE_ARG = $(if $(MACHINE),--machine $(MACHINE))
-# `dlrmbench reproduce EXPERIMENT`: its sweep, then the models its TOML names (the scale model after sc24)
-REPRODUCE = $(VENV)/bin/dlrmbench reproduce --profile $(PROFILE) --launcher $(LAUNCHER) --root $(ROOT) $(MACHINE_ARG) \
-	$(if $(REPEATS),--repeats $(REPEATS))
+REPRODUCE = $(strip $(VENV)/bin/dlrmbench reproduce $(if $(PROFILE),--profile $(PROFILE)) --launcher $(LAUNCHER) --root $(ROOT) \
+	$(MACHINE_ARG) $(if $(REPEATS),--repeats $(REPEATS)) $(if $(DATA),--data $(DATA)) $(foreach s,$(OUTSIDE),--impl $(s)))
 
-reproduce-sc24: install
-	$(REPRODUCE) sc24
+reproduce: install
+	$(REPRODUCE)
 
-reproduce-sc24-table1: install
-	$(REPRODUCE) sc24_table1
-
-# EcoRec's Figure 11 configuration (28 Meta-like tables, D 32, R 32) beside the artifact's ratios (PROFILE=gpu on a GPU)
-reproduce-sc24-fig11: install
-	$(REPRODUCE) sc24_fig11
-
-# one table of 1e5...1e9 rows, dense vs TT
-reproduce-table-size: install
-	$(REPRODUCE) table_size
-
-# hash, QR, MD, TT (EcoRec) and fp16 tables at 1/10, 1/100, 1/1000 of the dense bytes: held-out quality, step time,
-# samples to target over 3 seeds (on its own synthetic data, written once; DATA=DIR: a prepared dataset of yours, in
-# results/compression_real: the last --profile given holds)
-# OUTSIDE: the outside systems raced beside ours in the budget grid's $IMPL slot (default: the worked example)
-OUTSIDE ?= examples/lowrank.py:LowRankEmbedding
-reproduce-compression: install
-	$(REPRODUCE) compression $(if $(DATA),--profile real --data $(DATA)) $(foreach s,$(OUTSIDE),--impl $(s))
-
-# every table TT against dense tables on small tables (3 to 3,000 rows) over 3 seeds: rank, initializer, the cores'
-# learning rate and optimizer, the oversize rule (docs/studies/compression.md)
-reproduce-tt-quality: install
-	$(REPRODUCE) tt-quality
-
-# the A/A control measured in sequential and in duet rounds with the same wall time (docs/methodology.md): the timed
-# profiles use the schedule that came out tighter
-reproduce-aa-schedule: install
-	$(REPRODUCE) aa-schedule
-	$(REPRODUCE) aa-schedule --profile duet
-
-reproduce: reproduce-sc24 reproduce-recsys24
-
-# RecSys'24 (EMBark): this machine's calibration profile when it has none (the planner plans on it; a few minutes;
-# on a cluster run `dlrmbench calibrate --machine NAME` on a node first: the sweep says so otherwise),
-# the planner vs its baselines measured on gloo ranks (scaled workloads), then the modeled 8-128 GPU DGX-H100
-# speedups over table_row_wise
-reproduce-recsys24: install
-	$(if $(filter local,$(LAUNCHER)),$(VENV)/bin/dlrmbench calibrate --if-missing --root $(ROOT) $(MACHINE_ARG))
-	$(REPRODUCE) recsys24
+reproduce-%: install
+	$(REPRODUCE) $*
 
 figures: install
 	$(VENV)/bin/dlrmbench figures $(MACHINE_ARG)

@@ -40,6 +40,6 @@ def pytest_terminal_summary(terminalreporter):
 
 def pytest_benchmark_update_json(config, benchmarks, output_json):
     from reproduce.analysis.freshness import bench_fingerprint
-    from reproduce.harness.records import code_dirty, git_sha
+    from reproduce.harness.environment import code_dirty, git_sha
 
     output_json["dlrmbench"] = {"git_sha": git_sha(), "git_dirty": code_dirty(), "code": bench_fingerprint()}

@@ -6,10 +6,11 @@
   interface;
 - a system package imports no other system package (EMBark reaches the dense baseline through the registry);
 - nothing under impls imports the harness (reproduce);
-- in reproduce, the harness never imports the analysis (the command line composes sweep -> summarize -> plot);
-- in reproduce, the command line (reproduce.cli) is imported by nothing but ``python -m reproduce``: the harness
-  and the analysis work without it;
-- an experiment parses and a point is named without the world outside: experiment.py and point_id.py import no
+- in reproduce, the harness never imports the analysis, and neither imports the pipeline (reproduce.pipeline composes
+  sweep -> summarize -> plot, and the other end-to-end steps);
+- in reproduce, the command line (reproduce.cli) is imported by nothing but ``python -m reproduce``: the harness,
+  the analysis and the pipeline work without it;
+- an experiment parses and a point is named without the world outside: experiment.py imports no
   implementation, data or registry module (nothing under impls) and no harness module that resolves; point.py only
   the model's choices (impls.model);
 - only the run and sweep paths resolve: the analysis (plot, report, figures) never imports resolve.py or options.py;
@@ -105,13 +106,18 @@ def test_the_harness_never_imports_the_analysis():
     assert not violations(g, ("reproduce.harness",), ("reproduce.analysis",))
 
 
+def test_only_the_command_line_imports_the_pipeline():
+    g = graph("reproduce")
+    assert not violations(g, ("reproduce.harness", "reproduce.analysis"), ("reproduce.pipeline",))
+
+
 def test_parsing_and_naming_a_point_need_no_implementation_and_no_data():
     g = graph("reproduce")
     resolving = ("reproduce.harness.resolve", "reproduce.harness.options", "reproduce.harness.calibration",
                  "reproduce.harness.datasets", "reproduce.harness.worker")
-    for module in ("reproduce.harness.experiment", "reproduce.harness.point_id"):
-        deps = imports_of(code.modules(ROOT)[module])
-        assert not [d for d in deps if under(d, "impls")], (module, deps)
+    deps = imports_of(code.modules(ROOT)["reproduce.harness.experiment"])
+    assert not [d for d in deps if under(d, "impls")], deps
+    for module in ("reproduce.harness.experiment", "reproduce.harness.point"):
         assert not violations(g, (module,), resolving), module
     point = imports_of(code.modules(ROOT)["reproduce.harness.point"])
     assert {d for d in point if under(d, "impls")} <= {"impls.model.train", "impls.model.train.MODES",
@@ -134,7 +140,7 @@ def test_the_prepared_layout_has_one_owner():
 
 def test_only_the_entry_point_imports_the_cli():
     g = graph("reproduce")
-    assert not violations(g, ("reproduce.harness", "reproduce.analysis"), ("reproduce.cli",))
+    assert not violations(g, ("reproduce.harness", "reproduce.analysis", "reproduce.pipeline"), ("reproduce.cli",))
 
 
 @pytest.mark.parametrize("package", ["impls", "reproduce"])

@@ -71,6 +71,8 @@ def kept_rows(tables: Sequence[TableSpec], budget: float, rows: Any, min_rows: i
 class HashEmbedding(EmbeddingCollection):
     option_keys: ClassVar[frozenset[str]] = frozenset({"budget", "hashes", "min_rows", "rows", "storage"})
     name = "hash"
+    # check-system: every table of its small cases hashed into 3 rows by 2 hashes
+    check_options: ClassVar[dict[str, Any]] = {"rows": 3, "hashes": 2}
     supports_external_update = False  # single-device: its M-row tables update themselves (fused on fbgemm)
 
     def __init__(self, tables: Sequence[TableSpec], optim: EmbeddingOptim, ctx: Any | None = None, *,

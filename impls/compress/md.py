@@ -83,6 +83,7 @@ def plan_dims(tables: Sequence[TableSpec], budget: float, dims: Any, min_rows: i
 class MDEmbedding(CompressedCollection):
     option_keys: ClassVar[frozenset[str]] = frozenset({"budget", "dims", "min_rows", "round_dims", "temperature"})
     name = "md"
+    check_options: ClassVar[dict[str, Any]] = {"dims": 2}  # check-system: every small table at dimension 2
 
     def __init__(self, tables: Sequence[TableSpec], optim: EmbeddingOptim, ctx: Any | None = None, *,
                  budget: float = BUDGET, dims: Any = None, temperature: float = 0.3, round_dims: bool = False,

@@ -95,6 +95,7 @@ def _uniform(seed: int, name: str, rows: int, cols: int, low: float, high: float
 class QREmbedding(CompressedCollection):
     option_keys: ClassVar[frozenset[str]] = frozenset({"budget", "collisions", "min_rows", "operation"})
     name = "qr"
+    check_options: ClassVar[dict[str, Any]] = {"collisions": 2}  # check-system: every small table QR-split
 
     def __init__(self, tables: Sequence[TableSpec], optim: EmbeddingOptim, ctx: Any | None = None, *,
                  budget: float = BUDGET, collisions: Any = None, operation: str = "mult",

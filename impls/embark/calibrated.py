@@ -1,5 +1,5 @@
 """EMBark's planner on a calibrated cost model: a plan's step time predicted from what ``dlrmbench calibrate`` measured
-on the machine and backend that run it (a profile: reproduce/harness/calibration.py writes it), term by term:
+on the machine and backend that run it (a profile: reproduce/harness/calibration_run.py measures it), term by term:
 
   lookup    each owner's fused RB lookup, forward and backward (with its fused update), per storage:
             fixed + per bag + per key + per distinct row + per byte of the rows read + per byte of distinct rows +

@@ -66,6 +66,8 @@ class EmbarkCollection(ShardedCollection):
                                                            "rho", "strategy"})
 
     name = "embark"
+    # check-system: the planner on HugeCTR's cost model (the calibrated one, its default, needs a calibration profile)
+    check_options: ClassVar[dict[str, Any]] = {"cost": "hugectr"}
 
     def __init__(self, tables: Sequence[TableSpec], optim: EmbeddingOptim, ctx: DistContext | None = None, *,
                  plan: Plan | None = None, comm: Comm | None = None, device: str | torch.device = "cpu",

@@ -12,7 +12,9 @@ from typing import Any, Iterable
 import pandas as pd
 
 from impls.data.safe_write import refuse_symlink
-from reproduce.harness.records import Record, records_in
+from reproduce.harness.point import point_defaults
+from reproduce.harness.record_store import records_in
+from reproduce.harness.records import Record
 from reproduce.analysis.stats import NAN3, by_round, median_interval, paired_ratio
 from reproduce.harness.evidence import is_twin_label
 
@@ -22,13 +24,13 @@ KEYS = ["data", "max_rows", "rows", "batch_size", "mode", "optimizer", "world_si
 def flatten(record: Record | dict[str, Any]) -> dict[str, Any]:
     """One row of repeats.csv: a record's point and what it measured, read through its typed body."""
     rec = record if isinstance(record, Record) else Record.from_dict(record)
-    p, b = rec.point, rec.body
+    p, b = {**point_defaults(), **rec.point}, rec.body  # a field an older record lacks: at RunPoint's default
     env = rec.env
     over = (b.occupancy or {}).get("oversubscribed")
     if over is None:  # a record from before occupancy: ranks per node x threads against the machine's cores
         cores = (env.get("machine") or {}).get("cores") or env.get("cpu_count")
-        ranks = int(p.get("world_size", 1)) // int(p.get("nnodes", 1) or 1)
-        over = ranks * int(p.get("threads") or env.get("torch_threads") or 1) > cores if cores else None
+        ranks = int(p["world_size"]) // int(p["nnodes"] or 1)
+        over = ranks * int(p["threads"] or env.get("torch_threads") or 1) > cores if cores else None
     row: dict[str, Any] = {
         "point_id": rec.point_id,
         "repeat": rec.repeat,
@@ -41,20 +43,20 @@ def flatten(record: Record | dict[str, Any]) -> dict[str, Any]:
         "schedule": env.get("schedule", "solo"),  # "duet": run beside another run, on half the cores
         "timed_steps": (b.loop or {}).get("timed_steps"),
         "impl": p["impl"],
-        "label": p.get("label") or p["impl"],
-        "twin": int(p.get("twin", 0)),  # the A/A control's second copy (left out of every table but the control's)
+        "label": p["label"] or p["impl"],
+        "twin": int(p["twin"]),  # the A/A control's second copy (left out of every table but the control's)
         "data": p["data"],
         "batch_size": p["batch_size"],
-        "device_kind": "cuda" if str(p.get("device") or "cpu").startswith("cuda") else "cpu",
-        "mode": p.get("mode"),
-        "optimizer": p.get("optimizer"),
-        "iters": p.get("iters"),
-        "max_rows": (p.get("data_options") or {}).get("max_rows", 0),  # 0: the preset's table sizes
-        "rows": (p.get("data_options") or {}).get("rows", 0),  # 0: the preset's own row counts
-        "seed": p.get("seed", 0),
-        "budget": p.get("budget", 0.0),  # the fraction of the dense tables' bytes it was sized to (0: none)
-        "world_size": p.get("world_size", 1),
-        "global_batch": p["batch_size"] * p.get("world_size", 1),
+        "device_kind": "cuda" if str(p["device"]).startswith("cuda") else "cpu",
+        "mode": p["mode"],
+        "optimizer": p["optimizer"],
+        "iters": p["iters"],
+        "max_rows": p["data_options"].get("max_rows", 0),  # 0: the preset's table sizes
+        "rows": p["data_options"].get("rows", 0),  # 0: the preset's own row counts
+        "seed": p["seed"],
+        "budget": p["budget"],  # the fraction of the dense tables' bytes it was sized to (0: none)
+        "world_size": p["world_size"],
+        "global_batch": p["batch_size"] * p["world_size"],
         "status": rec.status.value,
         "reason": rec.reason,
         "wall_s": rec.wall_s,  # the run's process, start to record (launch, data, build, steps)

@@ -1,9 +1,10 @@
 """Does a result set still describe the code beside it? Each record keeps the commit it ran at and the fingerprint
-of the code its point measures (reproduce/harness/code.py); a set is STALE when any of its measurements was taken on
+of the code its point measures (reproduce/harness/fingerprint.py); a set is STALE when any of its measurements was taken on
 code that has changed since (or before fingerprints existed: fingerprint.py says what a run's code is), or when a plan it ran was made on a calibration
 profile that has been rewritten since (the record keeps the profile's digest), and a STALE set draws no verdict.
-Sets that are not run records carry their own fingerprint: `make bench`'s benchmarks.json (benchmarks/conftest.py)
-and the scale model's fit.json (its code, and the sc24 records it was fitted on)."""
+Sets that are not run records carry their own fingerprint (fingerprint.py's, of what their code imports):
+`dlrmbench bench`'s benchmarks.json (benchmarks/conftest.py), the scale model's fit.json (its code, and the sc24
+records it was fitted on) and EMBark's cost model's model.json."""
 from __future__ import annotations
 
 import json
@@ -12,13 +13,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reproduce.analysis.model_code import fit_inputs
+from reproduce.analysis.models import MODELS
 from reproduce.harness import code, fingerprint
 from reproduce.harness.experiment import reference_sets
-from reproduce.harness.records import Status, read_record, records_in
+from reproduce.harness.record_store import records_in
+from reproduce.harness.records import Status
 
 # the committed reference sets `dlrmbench report --check` holds to the code (results/<name>/<reference machine>/)
 RECORD_SETS = tuple(reference_sets())  # each experiment TOML's ``reference`` profiles (harness/experiment.py)
-OTHER_SETS = ("bench", "scale_model")
+# the sets that are not run records: the benchmarks' and each model's (analysis/models.py)
+OTHER_SETS = ("bench", *(m.set_name for m in MODELS.values()))
 REFERENCE_SETS = RECORD_SETS + OTHER_SETS
 MEASURED = (Status.OK, Status.DIVERGED)  # records whose numbers a report shows
 
@@ -155,9 +160,11 @@ def profile_sha(root: Path, path: str) -> str | None:
 
 
 def bench_fingerprint(root: Path = code.ROOT) -> dict[str, Any]:
-    """The code `make bench` measures: every benchmark module and what it imports."""
+    """The code `dlrmbench bench` measures: every benchmark module and what it imports. A bench set, like the scale
+    model's fit and a run record, is STALE when a file of its recorded fingerprint changed (an import it gained is an
+    edit of a file it had)."""
     bench = tuple(m for m in code.modules(root) if m.startswith("benchmarks"))
-    return code.fingerprint_of(bench, "cpu", root, follow=bench)
+    return fingerprint.of_imports(bench, follow=bench, root=root)
 
 
 def bench_state(path: Path, machine: str, root: Path = code.ROOT) -> SetState:
@@ -174,9 +181,9 @@ def bench_state(path: Path, machine: str, root: Path = code.ROOT) -> SetState:
     if not then:
         st.stale.append("measured before code fingerprints")
     else:
-        now = bench_fingerprint(root)
-        if then["digest"] != now["digest"]:
-            st.stale.append(f"code changed since: {_changed(set(code.changed_files(then['files'], now['files'])))}")
+        changed = fingerprint.changed_files(then["files"], root)
+        if changed:
+            st.stale.append(f"code changed since: {_changed(changed)}")
     profiles = {str(x["profile"]) for x in (b.get("extra_info") or {} for b in doc.get("benchmarks", []))
                 if x.get("profile") and x.get("profile_sha") and profile_sha(root, x["profile"]) != x["profile_sha"]}
     if profiles:  # the planner's plan was made on a calibration that has been rewritten (or removed) since
@@ -184,19 +191,25 @@ def bench_state(path: Path, machine: str, root: Path = code.ROOT) -> SetState:
     return st
 
 
-SCALE_MODEL = ("reproduce.analysis.scale_model",)
-
-
-def scale_model_fingerprint(root: Path = code.ROOT) -> dict[str, Any]:
-    """The scale model's own code (its analysis modules and what they import; not its figures, not this module)."""
-    analysis = tuple(m for m in code.modules(root) if m.startswith("reproduce.analysis")
-                     and not m.startswith(("reproduce.analysis.plots", "reproduce.analysis.freshness")))
-    return code.fingerprint_of(SCALE_MODEL, "cpu", root, follow=analysis)
-
-
-def fit_inputs(results: Path) -> dict[str, str | None]:
-    """The sc24 records a fit reads, by file name, with their code digests."""
-    return {f.name: (read_record(f).body.code or {}).get("digest") for f in sorted(Path(results).glob("*.json"))}
+def modeled_state(out: Path, name: str, machine: str, root: Path = code.ROOT) -> SetState:
+    """A model's outputs that read no records (EMBark's cost model at 8-128 GPUs): STALE when its code changed since
+    model.json recorded it."""
+    st = SetState(name, machine)
+    meta = Path(out) / "model.json"
+    if not Path(out).is_dir():
+        st.missing = True
+        return st
+    modeled = Path(out) / "modeled.csv"
+    st.measured = max(0, len(modeled.read_text().splitlines()) - 1) if modeled.exists() else 0
+    if not meta.exists():
+        st.stale.append("written before model.json recorded its code: rerun `dlrmbench model recsys24`")
+        return st
+    doc = json.loads(meta.read_text())
+    st.commits[doc.get("git_sha")] = 1
+    changed = fingerprint.changed_files(doc["code"]["files"], root)
+    if changed:
+        st.stale.append(f"model code changed since: {_changed(set(changed))}")
+    return st
 
 
 def scale_model_state(out: Path, sc24: Path, machine: str, root: Path = code.ROOT) -> SetState:
@@ -213,9 +226,8 @@ def scale_model_state(out: Path, sc24: Path, machine: str, root: Path = code.ROO
     fit = json.loads(meta.read_text())
     st.commits[fit.get("git_sha")] = 1
     st.measured = len(fit.get("inputs", {}))
-    now = scale_model_fingerprint(root)
-    if fit["code"]["digest"] != now["digest"]:
-        changed = set(code.changed_files(fit["code"]["files"], now["files"]))
+    changed = fingerprint.changed_files(fit["code"]["files"], root)
+    if changed:
         st.stale.append(f"model code changed since: {_changed(changed)}")
     if fit.get("inputs") != fit_inputs(sc24):
         st.stale.append("the sc24 records changed since the fit: refit (`python -m reproduce.analysis.scale_model`)")
@@ -229,6 +241,8 @@ def set_state(results: Path, name: str, machine: str, root: Path = code.ROOT) ->
     """The state of results/<name>/<machine> (any record set, bench, or the scale model)."""
     if name == "bench":
         return bench_state(Path(results) / "bench" / machine / "benchmarks.json", machine, root)
+    if name == "recsys24_model":  # one set for every machine: it models a DGX-H100
+        return modeled_state(Path(results) / "recsys24_model", name, machine, root)
     if name == "scale_model":
         return scale_model_state(Path(results) / "scale_model" / machine, Path(results) / "sc24" / machine,
                                  machine, root)

@@ -1,7 +1,7 @@
 """The modeled part of `dlrmbench reproduce recsys24` (`dlrmbench model recsys24`): EMBark's planner and table_row_wise for the four workloads at
 8-128 GPUs with the DGX-H100 profile (local batch 8192 per GPU), the predicted embedding step of each and the
 speedup (also with every table in the RB cluster on both sides, the part HugeCTR's own cost model covers: the DP and
-UB cluster costs are this project's terms), written to results/recsys24_model/modeled.csv (with the planning times) and drawn to
+UB cluster costs are this project's terms), written to results/recsys24_model/modeled.csv (with the planning times; model.json: its code) and drawn to
 figures/recsys24_model/modeled_speedup.png. A model: every number here is predicted, none measured."""
 from __future__ import annotations
 
@@ -51,7 +51,22 @@ def write(root: Path) -> tuple[pd.DataFrame, Path]:
     out.mkdir(parents=True, exist_ok=True)
     df = pd.DataFrame(model_rows())
     df.to_csv(out / "modeled.csv", index=False)
+    write_model_meta(out)
     return df, out / "modeled.csv"
+
+
+def write_model_meta(out: Path) -> Path:
+    """model.json: the commit and the model's code fingerprint, so a report can tell when modeled.csv no longer
+    describes the code (analysis/freshness.py)."""
+    from reproduce.analysis.model_code import model_fingerprint
+    from reproduce.harness.environment import code_dirty, git_sha
+    from reproduce.harness.record_store import write_json
+
+    return write_json(out / "model.json", {"git_sha": git_sha(), "git_dirty": code_dirty(),
+                                           "code": model_fingerprint(MODULE)})
+
+
+MODULE = "reproduce.analysis.recsys24_model"
 
 
 def draw(root: Path) -> list[Path]:

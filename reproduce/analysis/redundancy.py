@@ -16,6 +16,10 @@ from impls.core.tt_batch import redundancy
 from impls.data.locality import batch_locality
 from impls.data.sources import open_source
 
+# the study's sources and batch sizes (`dlrmbench redundancy` without --data / -b, a step of `dlrmbench bench`)
+SOURCES = ("criteo-kaggle", "criteo-terabyte-40m", "dcnv2-multihot", "sc24-f4", "sc24-f4-ranked")
+BATCH_SIZES = (2048, 8192, 32768)
+
 
 def top_share(values: torch.Tensor, rows: int, fraction: float = 0.01) -> float:
     """Share of the lookups that go to the hottest ``fraction`` of the table's rows (as seen here)."""

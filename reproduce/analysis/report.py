@@ -112,7 +112,8 @@ def modeled_table(rows: list[dict[str, Any]], root: Path) -> list[str]:
 def sets_table(states: list[SetState], root: Path | None = None) -> list[str]:
     """Each set's commits, runs and freshness, and (``root``: where its records are) its A/A control: one point
     against itself paired by round, what the set can resolve (a ratio whose interval overlaps it gets no verdict)."""
-    lines = ["| set | machine | measured at | runs | A/A control (resolving power) | state |", "|---|---|---|---|---|---|"]
+    lines = ["| set | machine | measured at | measurements (runs ok or diverged; bench: benchmarks; scale model: runs "
+             "fitted; EMBark's model: rows modeled) | A/A control (resolving power) | state |", "|---|---|---|---|---|---|"]
     for st in states:
         if st.missing:
             continue

@@ -42,7 +42,8 @@ import pandas as pd
 
 from impls.sharding.plan import place_tables
 from impls.data.zipf import expected_unique
-from reproduce.harness.records import Record, read_record
+from reproduce.harness.record_store import read_record
+from reproduce.harness.records import Record
 
 SYSTEMS = ("ttrec", "elrec", "ecorec", "dense-torch", "dense-fbgemm")
 PROJECT_WORLDS = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -177,12 +178,12 @@ def step_ms(cal: Fit, impl: str, w: Workload, world: int, batch: int, grad_bytes
     return best
 
 
-# ---- calibration from records ------------------------------------------------------------------------------
+# ---- the fit on records ------------------------------------------------------------------------------------
 
 
 def _nnls(A: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Non-negative least squares on relative errors (the calibration's fit: harness/calibration.fit_nonneg)."""
-    from reproduce.harness.calibration import fit_nonneg
+    """Non-negative least squares on relative errors (as EMBark's calibration fits its terms: harness/calibration_run.fit_nonneg)."""
+    from reproduce.harness.calibration_run import fit_nonneg
 
     return np.asarray(fit_nonneg(A, y))
 
@@ -309,14 +310,16 @@ def project(cal: Fit, workloads: list[tuple[str, Workload]], batch: int, options
     return df
 
 
-def run(results: Path, out: Path, figures: Path, calibration: Path | None = None) -> dict[str, Path]:
+FITTED = "fitted.json"  # the fitted constants (fit.json beside it: the code and records the fit read)
+
+
+def run(results: Path, out: Path, figures: Path) -> dict[str, Path]:
     records = measured_records(results)
     if not records:
         raise ValueError(f"no sc24 records in {results}: run `make reproduce-sc24` first")
     fitted = fit(records, str(results))
-    cal = Fit.from_json(calibration.read_text()) if calibration else fitted
     out.mkdir(parents=True, exist_ok=True)
-    (out / "calibration.json").write_text(fitted.to_json() + "\n")
+    (out / FITTED).write_text(fitted.to_json() + "\n")
     val = validate_out_of_sample(records, str(results))
     val.to_csv(out / "validation.csv", index=False)
     options = {r.point["impl"]: r.point["impl_options"] for r in records}
@@ -326,30 +329,31 @@ def run(results: Path, out: Path, figures: Path, calibration: Path | None = None
     p = next(r.point for r in records if r.point["data"] == data)
     measured = Workload.of(p["data"], **p["data_options"])
     meta = Workload.of("meta-2022", dim=measured.dim)
-    proj = project(cal, [(f"{measured.name} (measured workload)", measured),
+    proj = project(fitted, [(f"{measured.name} (measured workload)", measured),
                          (f"meta-2022, {len(meta.tables)} tables (not measured)", meta)], p["batch_size"], options)
     proj.to_csv(out / "projection.csv", index=False)
     write_fit_meta(out, results)
     from reproduce.analysis.plots.scale import draw_scale
 
-    paths = draw_scale(val, proj, cal, figures)
-    return {"calibration": out / "calibration.json", "validation": out / "validation.csv",
+    paths = draw_scale(val, proj, fitted, figures)
+    return {"fitted": out / FITTED, "validation": out / "validation.csv",
             "projection": out / "projection.csv", **{p.stem + p.suffix: p for p in paths}}
 
 
 def write_fit_meta(out: Path, results: Path) -> Path:
     """fit.json: the commit, the model's code fingerprint and the sc24 records (with their code digests) the fit
     read, so a report can tell when the fit no longer describes the code or the records (analysis/freshness.py)."""
-    from reproduce.analysis.freshness import fit_inputs, scale_model_fingerprint
-    from reproduce.harness.records import code_dirty, git_sha, write_json
+    from reproduce.analysis.model_code import fit_inputs, scale_model_fingerprint
+    from reproduce.harness.environment import code_dirty, git_sha
+    from reproduce.harness.record_store import write_json
 
     return write_json(out / "fit.json", {"git_sha": git_sha(), "git_dirty": code_dirty(),
                                          "code": scale_model_fingerprint(), "inputs": fit_inputs(results)})
 
 
 def redraw(out: Path, figures: Path) -> list[Path]:
-    """The scale model's figures again, from the CSVs and calibration it wrote in ``out``."""
+    """The scale model's figures again, from the CSVs and the fitted constants it wrote in ``out``."""
     from reproduce.analysis.plots.scale import draw_scale
 
-    cal = Fit.from_json((out / "calibration.json").read_text())
+    cal = Fit.from_json((out / FITTED).read_text())
     return draw_scale(pd.read_csv(out / "validation.csv"), pd.read_csv(out / "projection.csv"), cal, figures)

@@ -136,7 +136,7 @@ def finding(part: pd.DataFrame) -> list[str]:
 def train_example(reps: pd.DataFrame, folder: Path) -> list[str]:
     """`dlrmbench train`'s output for the ``EXAMPLE`` runs at seed 0 of the set in ``folder`` (a markdown text
     block), drawn from their records; none when the set lacks one of them."""
-    from reproduce.harness.records import records_in
+    from reproduce.harness.record_store import records_in
 
     ok = reps[(reps["status"] == "ok") & (reps["seed"].fillna(0) == 0)]
     rows = [ok[ok["label"] == label] for label in EXAMPLE]

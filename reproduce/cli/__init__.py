@@ -1,7 +1,8 @@
 """The `dlrmbench` command line, one module per command group: run and train (run.py), sweep, plot and report
-(experiments.py: also summarize), reproduce, model and figures (pipeline.py), data prepare / synth / reorder / stats
-(data.py), plan (plan.py), calibrate (calibrate.py), check-system (check_system.py), redundancy, compression and
-env (studies.py). Commands parse and print; the work is in reproduce.harness and reproduce.analysis."""
+(experiments.py: also summarize), reproduce, model, figures and bench (pipeline.py), data prepare / synth / reorder /
+stats (data.py), plan (plan.py), calibrate (calibrate.py), check-system (check_system.py), redundancy, tt-params and
+env (studies.py). Commands parse and print; the work is in reproduce.harness, reproduce.analysis and
+reproduce.pipeline."""
 from __future__ import annotations
 
 import click
@@ -28,7 +29,7 @@ def cli() -> None:
 
 
 for command in (run.run, run.train, experiments.sweep, experiments.summarize, experiments.plot, experiments.report,
-                pipeline.reproduce, pipeline.model, pipeline.figures, data.data, plan.plan,
+                pipeline.reproduce, pipeline.model, pipeline.figures, pipeline.bench, data.data, plan.plan,
                 calibrate.calibrate, check_system.check_system, studies.redundancy, studies.tt_params, studies.env):
     cli.add_command(command)
 

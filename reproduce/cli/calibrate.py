@@ -1,5 +1,5 @@
 """`dlrmbench calibrate`: measure this machine for EMBark's calibrated cost model and write its profile
-(reproduce/harness/calibration.py), results/calibration/<machine>/<backend>.json unless --out says otherwise."""
+(reproduce/harness/calibration_run.py), results/calibration/<machine>/<backend>.json unless --out says otherwise."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -32,10 +32,10 @@ def calibrate(worlds, threads, backend, machine, root, out, if_missing, engine_w
     import torch
 
     from impls.api import get_impl
-    from reproduce.harness.calibration import calibrate as measure
+    from reproduce.harness.calibration_run import calibrate as measure
     from reproduce.harness.calibration import profile_path
     from reproduce.harness.machine import this_machine
-    from reproduce.harness.records import write_json
+    from reproduce.harness.record_store import write_json
 
     if any(w < 2 for w in worlds) or threads < 1:
         raise click.BadParameter("world sizes must be >= 2 and threads >= 1")

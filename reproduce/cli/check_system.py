@@ -18,7 +18,7 @@ STYLE = {"pass": "green", "fail": "bold red", "n/a": "yellow"}
 @click.argument("system", metavar="NAME|SPEC")
 @click.option("-o", "--option", "options", multiple=True, metavar="KEY=VALUE",
               help="an option the system runs under (default: the options that exercise its own structure on the "
-                   "suite's small tables: cases.py, or its class's check_options)")
+                   "suite's small tables: its class's check_options, cases.py)")
 @click.option("--check", "only", multiple=True, help="run only this check (repeat for several)")
 def check_system(system, options, only) -> None:
     """Hold SYSTEM to the interface: its forward against its own tables in float64, gradients against float64

@@ -2,7 +2,6 @@
 `dlrmbench report` (REPORT.md, claims.csv and README's generated blocks from the records)."""
 from __future__ import annotations
 
-import signal
 import sys
 from pathlib import Path
 
@@ -65,18 +64,20 @@ def _duration(s: float | None) -> str:
 @click.option("--no-probe", "no_probe", is_flag=True,
               help="skip the noise probes (an SGEMM and fixed work on each core, before, between rounds and "
                    "after): a quicker smoke run whose set then states no noise level (local launcher)")
+@click.option("--calibrate-if-missing", "calibrate_missing", is_flag=True,
+              help="when a point plans on this machine's calibration profile and it has none, write it first "
+                   "(`dlrmbench calibrate`, a few minutes; local launcher)")
 @impl_slot_option
-def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, partition, account, root, machine,
-          repeats, data, no_probe, rounds_budget=None, outside=()) -> None:
+@click.pass_context
+def sweep(ctx, experiment, profile, dry_run, force, timeout, launcher, sbatch_path, partition, account, root, machine,
+          repeats, data, no_probe, rounds_budget=None, outside=(), calibrate_missing=False) -> None:
     """Run every point of an experiment TOML `repeats` times, interleaved (repeat 1 of every point, then repeat 2,
     ...), into this machine's result set (resumable: recorded runs are skipped; a crashed, killed or timed-out
     run is recorded and the sweep goes on), then write summary.csv and its figures."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from reproduce.analysis.aggregate import summarize_experiment
-    from reproduce.analysis.plots import draw
     from reproduce.harness.calibration import missing_profiles
-    from reproduce.harness.sweep import expected_s, machine_cores, plan, run_experiment, todo, unreadable
+    from reproduce.harness.sweep import expected_s, plan, tidy_set, todo, unreadable
 
     if launcher == "slurm" and no_probe:
         raise click.UsageError("--no-probe is for the local launcher: a slurm sweep runs no noise probes")
@@ -87,7 +88,9 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
     from reproduce.harness.resolve import resolve
 
     try:
-        spec = parse(experiment, profile, impls=resolve_systems(outside))
+        from reproduce.harness.experiment import default_slot
+
+        spec = parse(experiment, profile, impls=resolve_systems(outside or default_slot(experiment)))
         if data is None and not dry_run:  # the experiment's own dataset ([synth]), written once, reused after
             _write_synth(spec, root)
         if rounds_budget is not None:
@@ -99,6 +102,15 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     timeout = timeout or exp.point_timeout_s
+    if calibrate_missing and launcher == "local" and not dry_run:
+        from reproduce.cli.calibrate import calibrate
+        from reproduce.harness.calibration import missing_profile_paths
+
+        for path in missing_profile_paths(exp.points):
+            if path.parent.name == exp.machine:
+                console.print(f"no calibration profile of this machine at {path}: writing it first "
+                              "(`dlrmbench calibrate`, a few minutes)")
+                ctx.invoke(calibrate, machine=exp.machine, root=root, backend=path.stem, if_missing=True)
     missing = missing_profiles(exp.points)
     if missing and not dry_run:
         raise click.UsageError("no calibration profile at " + "; ".join(missing))
@@ -122,6 +134,7 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
         path = sbatch_path or exp.out_dir / "sweep.sbatch"
         write_infeasible(exp)
         try:
+            tidy_set(exp)  # older ids adopted, stale locks cleared: what its script then runs
             write_sbatch(exp, experiment, todo(exp, force), timeout or 3600.0, path, partition=partition,
                          account=account, root=root)
         except ValueError as exc:
@@ -129,16 +142,11 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
         console.print(f"sbatch script: {path}  (submit with `sbatch {path}`; resubmit to resume)")
         return
 
-    def terminate(signum, frame):  # SIGTERM (a scheduler, `kill`): stop the running point's processes too
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, terminate)
-    from reproduce.analysis.resolving import headline_lines, points_to_resolve
     from reproduce.harness.machine import reference_machine
+    from reproduce.harness.record_store import DiskFull
+    from reproduce.pipeline.sweep import SetUnreadable, adaptive, run_sweep
 
-    policy, cores = exp.experiment.rounds, len(machine_cores())
-    adaptive = policy.budget_s > 0 and bool(exp.experiment.headline or exp.experiment.control)
-    console.print(_plan_line(exp, [(p, r) for p, r, t in runs if t], adaptive, expected_s, reference_machine(
+    console.print(_plan_line(exp, [(p, r) for p, r, t in runs if t], adaptive(exp), expected_s, reference_machine(
         Path(root) / "results")))
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    TextColumn("eta {task.fields[eta]}"), console=console, transient=True)
@@ -149,37 +157,22 @@ def sweep(experiment, profile, dry_run, force, timeout, launcher, sbatch_path, p
             bar.update(task, completed=progress.finished, eta=_duration(progress.eta_s()),
                        description=f"{exp.name}: {point.impl} x{point.world_size} r{repeat}")
 
-        failed: list[str] = []
-
         def done(i, n, point, repeat, outcome):
             bar.console.print(f"[{i + 1}/{n}] r{repeat} " + _point_line(point, outcome))
             bar.advance(task)
-            if not outcome.finished:
-                why = outcome.kind if outcome.record is None else outcome.record.status.value
-                failed.append(f"{point.point_id}.r{repeat} ({why})")
-
-        from reproduce.harness.records import DiskFull
 
         try:
-            run_experiment(exp, force=force, timeout_s=timeout, on_point=done, on_start=start, probe=not no_probe,
-                           more=points_to_resolve(exp, cores) if adaptive else None)
-        except DiskFull as exc:
+            result = run_sweep(exp, force=force, timeout_s=timeout, probe=not no_probe, on_start=start, on_point=done)
+        except (DiskFull, SetUnreadable) as exc:
             raise click.ClickException(str(exc)) from None
-    try:
-        summary = summarize_experiment(exp)
-    except ValueError as exc:  # a record of the set that cannot be read: named, with what to do
-        raise click.ClickException(str(exc)) from None
-    import pandas as pd
-
-    lines = headline_lines(pd.read_csv(summary.with_name("repeats.csv")), exp.experiment.headline, policy, cores)
-    if lines:
-        console.print(escape("headline ratios and the A/A control (paired by round):\n" + "\n".join(lines)))
-    console.print(f"summary: {summary}")
-    for path in draw(list(exp.plots), summary, exp.figures_dir):
+    if result.headline:
+        console.print(escape("headline ratios and the A/A control (paired by round):\n" + "\n".join(result.headline)))
+    console.print(f"summary: {result.summary}")
+    for path in result.figures:
         console.print(f"figure: {path}")
-    if failed:  # the records say why; the sweep's exit status says that something did not run through
-        console.print(f"[red]{len(failed)} of the runs of this sweep did not finish[/]: " + ", ".join(failed[:10])
-                      + (" ..." if len(failed) > 10 else ""))
+    if result.failed:  # the records say why; the sweep's exit status says that something did not run through
+        console.print(f"[red]{len(result.failed)} of the runs of this sweep did not finish[/]: "
+                      + ", ".join(result.failed[:10]) + (" ..." if len(result.failed) > 10 else ""))
         sys.exit(1)
 
 

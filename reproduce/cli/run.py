@@ -53,8 +53,8 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
     from reproduce.harness.options import check_point, check_scoped_options, check_shared_options, options_for
     from reproduce.harness.point import RunPoint
     from reproduce.harness.launch import RecordedElsewhere
-    from reproduce.harness.records import (DiskFull, RunLocked, SymlinkRefused, check_writable, finished_record,
-                                           record_path)
+    from reproduce.harness.record_store import (DiskFull, RunLocked, SymlinkRefused, check_writable, finished_record,
+                                                record_path)
     from reproduce.harness.sweep import run_point_isolated
     from reproduce.cli.epoch_bars import EpochBars
 

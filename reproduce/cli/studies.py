@@ -11,9 +11,11 @@ from reproduce.cli.output import console
 
 
 @click.command()
-@click.option("--data", "presets", multiple=True, required=True,
-              help="preset, prepared dataset folder or trace file (repeat)")
-@click.option("-b", "--batch-size", "batch_sizes", type=int, multiple=True, required=True, help="repeat")
+@click.option("--data", "presets", multiple=True,
+              help="preset, prepared dataset folder or trace file (repeat; default: the study's five sources, "
+                   "reproduce/analysis/redundancy.py)")
+@click.option("-b", "--batch-size", "batch_sizes", type=int, multiple=True,
+              help="repeat (default: the study's batch sizes, reproduce/analysis/redundancy.py)")
 @click.option("--batches", type=click.IntRange(min=1), default=2, show_default=True, help="batches averaged")
 @click.option("--max-rows", type=int, default=None, help="cap every table (--max-ind-range)")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
@@ -25,6 +27,7 @@ def redundancy(presets, batch_sizes, batches, max_rows, out, figures) -> None:
     from reproduce.analysis import redundancy as red
     from reproduce.analysis.plots.redundancy import redundancy as draw_redundancy
 
+    presets, batch_sizes = presets or red.SOURCES, batch_sizes or red.BATCH_SIZES
     if any(b <= 0 for b in batch_sizes):
         raise click.BadParameter("batch sizes must be > 0", param_hint="--batch-size")
     try:
@@ -67,7 +70,7 @@ def tt_params() -> None:
 def env(slug, machine) -> None:
     """Versions and hardware."""
     from impls.api import registered_names
-    from reproduce.harness.records import environment
+    from reproduce.harness.environment import environment
 
     if slug:
         from reproduce.harness.machine import this_machine

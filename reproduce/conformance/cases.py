@@ -2,8 +2,9 @@
 and each table's first and last rows, the optimizers and upstream gradients of its steps, and the options under
 which a system exercises its own structure rather than a dense fallback: every table TT for the TT systems at small
 ranks, every table compressed for the compression methods, EMBark's planner on a cost model that needs no
-calibration. An outside system states its own in a ``check_options`` class attribute (the suite's tables are too
-small for a byte budget to leave every one compressed)."""
+calibration. A system (ours as an outside one) states them in a ``check_options`` class attribute (the suite's tables
+are too small for a byte budget to leave every one compressed); a TT system that takes ``tt_min_rows`` and ``ranks``
+gets every table TT at rank 4."""
 from __future__ import annotations
 
 from typing import Any
@@ -13,10 +14,6 @@ import torch
 from torch import Tensor
 
 from impls.api import EmbeddingOptim, SparseFeatures, TableSpec
-
-# ours whose structure takes options of its own here: the compression methods' sizes; EMBark's planner on HugeCTR's
-# cost model (its default, the calibrated one, needs this machine's calibration profile)
-OWN = {"hash": {"rows": 3, "hashes": 2}, "qr": {"collisions": 2}, "md": {"dims": 2}, "embark": {"cost": "hugectr"}}
 
 TABLES = (TableSpec("a", 40, 8), TableSpec("b", 7, 8, pooling="mean"), TableSpec("c", 25, 8))
 # B = 3; a: [0, 39, 39], [], [5]; b: [6], [2, 2], []; c: [24], [0], [3, 4]
@@ -32,8 +29,6 @@ ADAGRAD = EmbeddingOptim("adagrad", lr=0.05, eps=1e-4)
 def structure_options(cls: type) -> dict[str, Any]:
     """The options under which ``cls`` runs its own structure on the suite's small tables."""
     names = cls.option_names()
-    if cls.name in OWN:
-        return dict(OWN[cls.name])
     own = getattr(cls, "check_options", None)
     if own is not None:
         return dict(own)

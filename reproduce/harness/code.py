@@ -2,8 +2,8 @@
 Python as its syntax tree without docstrings (comments are not in the tree), C++ / CUDA without comments and with
 whitespace collapsed, so a docstring or comment edit changes no hash. ``closure`` follows imports read from the source
 (every import at module level or inside a function, package ``__init__`` files, systems built by name): the layering
-test reads the graph, and the sets that are not run records (`make bench`, the scale model's fit, a `data synth`
-generator) fingerprint what their code imports. A run's own fingerprint is the code it executed: fingerprint.py.
+test reads the graph, and fingerprint.py, the one fingerprint mechanism, uses it for what is not a run (`dlrmbench
+bench`, the scale model's fit, a `data synth` generator: what their code imports; a run: the code it executed).
 Pure file reading: no module is imported (torch neither)."""
 from __future__ import annotations
 
@@ -12,12 +12,9 @@ import hashlib
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("impls", "reproduce", "benchmarks")
-NATIVE_MODULE = "impls.core.ops"  # loads the extension built from csrc
-CSRC = "impls/core/csrc"
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
@@ -202,47 +199,9 @@ def file_hash(path: Path) -> str:
     return _file_hash(path, st.st_mtime_ns, st.st_size)
 
 
-def native_files(device: str, root: Path = ROOT) -> list[Path]:
-    """Every kernel source built into the library for ``device``: the shared ones and the CPU kernels, plus the CUDA
-    kernels on a GPU (a fingerprint that cannot tell which ops ran: fingerprint.py groups them by op)."""
-    csrc = root / CSRC
-    files = [*csrc.glob("*.cpp"), *csrc.glob("*.h"), *(csrc / "cpu").glob("*")]
-    if device.startswith("cuda"):
-        files += [*(csrc / "cuda").glob("*")]
-    return sorted(f for f in files if f.is_file())
-
-
-def fingerprint_of(roots: tuple[str, ...], device: str = "cpu", root: Path = ROOT,
-                   follow: tuple[str, ...] = (), names: list[str] | None = None) -> dict[str, Any]:
-    """``{"digest": ..., "files": {path: hash}}`` of the modules ``roots`` reach (``closure``; or the modules
-    ``names``), and the native kernels when the op core is among them."""
-    mods = modules(root)
-    names = closure(roots, root, follow) if names is None else names
-    paths = [mods[m] for m in names]
-    if NATIVE_MODULE in names:
-        paths += native_files(device, root)
-    files = {str(p.relative_to(root)): file_hash(p) for p in sorted(set(paths))}
-    digest = hashlib.sha256("\n".join(f"{k} {v}" for k, v in sorted(files.items())).encode()).hexdigest()[:16]
-    return {"digest": digest, "files": files}
-
-
 def registry_table(root: Path = ROOT) -> dict[str, str]:
-    """impls.registry's ``_MODULES`` (implementation name -> module), read from the source (as it is now)."""
-    api = root / "impls" / "registry.py"
-    st = api.stat()
-    return dict(_registry_table(api, st.st_mtime_ns, st.st_size))
+    """Implementation name -> module of every system of ours (impls/our_systems.py: read from the sources as they are
+    now, nothing imported)."""
+    from impls.our_systems import modules as our_systems
 
-
-@lru_cache(maxsize=4)
-def _registry_table(api: Path, mtime_ns: int, size: int) -> dict[str, str]:
-    tree = ast.parse(api.read_text())
-    for node in tree.body:
-        value = _registry_entries(node)
-        if value is not None:
-            return ast.literal_eval(value)
-    raise ValueError("impls/registry.py has no _MODULES table")
-
-
-def changed_files(then: dict[str, str], now: dict[str, str]) -> list[str]:
-    """The files whose code differs between two fingerprints' file maps (added, removed or edited)."""
-    return sorted(f for f in set(then) | set(now) if then.get(f) != now.get(f))
+    return our_systems(root / "impls")

@@ -88,7 +88,7 @@ class Experiment:
     reads_data: bool = False  # some point reads $DATA
     impl_options: dict[str, Any] = field(default_factory=dict)  # the experiment's options table, as written
     models: tuple[str, ...] = ()  # what runs after its sweep (`dlrmbench model NAME`: analysis/models.py)
-    report: tuple[str, ...] = ()  # the report's tables drawn from its result set (analysis/tables.py SET_BLOCKS)
+    report: tuple[str, ...] = ()  # the report's tables drawn from its result set (analysis/set_blocks.py SET_BLOCKS)
     reference: tuple[str, ...] = ()  # the profiles whose result sets are committed reference sets
     # the evidence (evidence.py): the A/A control's label (its twin runs beside it), the headline ratios, and the
     # rounds that resolve them
@@ -275,6 +275,22 @@ def parse(path: str | Path, profile: str | None = None, doc: dict[str, Any] | No
                       rounds=Rounds.parse(doc.get("rounds"), str(path)), **lists)
 
 
+def default_slot(path: str | Path) -> tuple[str, ...]:
+    """The systems an experiment's ``$IMPL`` slot races when `--impl` names none (its ``impl_slot`` list); a file
+    spec relative to the project (``examples/lowrank.py:Class``) is found there from any working folder."""
+    slot = read_toml(path).get("impl_slot", [])
+    if not isinstance(slot, list) or not all(isinstance(x, str) for x in slot):
+        raise ValueError(f"{path}: impl_slot must be a list of system names or specs, got {slot!r}")
+    project = experiments_folder().parents[1]
+    out = []
+    for spec in slot:
+        file, sep, cls = spec.rpartition(":")
+        if sep and file.endswith(".py") and not Path(file).exists() and (project / file).is_file():
+            spec = f"{project / file}:{cls}"
+        out.append(spec)
+    return tuple(out)
+
+
 def experiments_folder() -> Path:
     """The folder of the project's experiments (one TOML each): the one list of them."""
     return Path(__file__).resolve().parents[1] / "experiments"
@@ -285,12 +301,35 @@ def experiment_names() -> list[str]:
     return sorted(p.stem for p in experiments_folder().glob("*.toml"))
 
 
+def experiment_name(text: str) -> str:
+    """The experiment ``text`` names: a file's stem, with '-' and '_' alike (`make reproduce-sc24-table1` names
+    sc24_table1); ValueError naming the experiments otherwise."""
+    names = experiment_names()
+    match = [n for n in names if n.replace("_", "-") == text.replace("_", "-")]
+    if not match:
+        raise ValueError(f"no experiment {text!r}; the experiments: {', '.join(names)}")
+    return text if text in match else match[0]
+
+
 def experiment(name: str, profile: str | None = None) -> Experiment:
-    """The project's experiment ``name`` (a file of the experiments folder) with ``profile`` applied."""
-    path = experiments_folder() / f"{name}.toml"
-    if not path.is_file():
-        raise ValueError(f"no experiment {name!r}; the experiments: {', '.join(experiment_names())}")
-    return parse(path, profile)
+    """The project's experiment ``name`` (a file of the experiments folder: ``experiment_name``) with ``profile``
+    applied."""
+    return parse(experiments_folder() / f"{experiment_name(name)}.toml", profile)
+
+
+def needs_your_data(exp: Experiment) -> bool:
+    """Whether the (profiled) experiment trains only on a dataset of yours (``synth = false``: it needs --data)."""
+    return exp.reads_data and exp.synth is None
+
+
+def profiles_to_reproduce(name: str, with_data: bool = False) -> list[str]:
+    """The profiles `dlrmbench reproduce NAME` runs when no --profile is given: its reference profiles (the committed
+    sets it regenerates) that train on the experiment's own data; ``with_data`` (--data given): its profiles that
+    train on yours. Its default profile when there are none."""
+    doc = read_toml(experiments_folder() / f"{experiment_name(name)}.toml")
+    listed = list(doc.get("profiles", {})) if with_data else list(doc.get("reference", []))
+    chosen = [p for p in listed if needs_your_data(experiment(name, p)) == with_data]
+    return chosen or [DEFAULT_PROFILE]
 
 
 def reference_sets() -> list[str]:

@@ -35,8 +35,9 @@ ROOT = code.ROOT
 # point, file the record, name the machine, hold the lock, or are empty package markers (test_fingerprint.py)
 BOOKKEEPING = frozenset({
     "reproduce", "reproduce.harness", "reproduce.harness.worker_args", "reproduce.harness.records",
+    "reproduce.harness.record_store", "reproduce.harness.record_adoption", "reproduce.harness.environment",
     "reproduce.harness.code", "reproduce.harness.fingerprint", "reproduce.harness.machine",
-    "reproduce.harness.lifeline", "reproduce.harness.point", "reproduce.harness.point_id",
+    "reproduce.harness.lifeline", "reproduce.harness.point",
     "impls.data.lockfile", "impls.data.safe_write", "impls.data.staging",
     # an outside system's loader (it registers the class before the worker starts; the class's files are fingerprinted)
     "reproduce.harness.systems", "reproduce.harness.outside_worker",
@@ -198,7 +199,9 @@ def input_paths(point: dict[str, Any]) -> dict[str, Path]:
 
 def is_generated(dataset: Path) -> bool:
     """Whether a prepared dataset was written by ``data synth`` (its meta.json names the synthetic stream)."""
-    meta = dataset / "meta.json"
+    from impls.data.layout import META
+
+    meta = dataset / META
     if not meta.is_file():
         return False
     try:
@@ -208,8 +211,9 @@ def is_generated(dataset: Path) -> bool:
 
 
 def generator_modules(root: Path = ROOT) -> list[str]:
-    """The code that writes a `data synth` dataset (the stream, the teachers, the writer; not its folder locking)."""
-    return code.closure(GENERATOR, root, follow=(), exclude=GENERATOR_EXCLUDE)
+    """The code that writes a `data synth` dataset (the stream, the teachers, the writer; not its folder locking):
+    what the generator imports."""
+    return sorted(set(code.closure(GENERATOR, root, follow=(), exclude=GENERATOR_EXCLUDE)) - BOOKKEEPING)
 
 
 def _digest(files: dict[str, str], inputs: dict[str, str]) -> str:
@@ -218,16 +222,32 @@ def _digest(files: dict[str, str], inputs: dict[str, str]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def of_run(module_names: Iterable[str], point: dict[str, Any], root: Path = ROOT,
-           build: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The fingerprint of a run that executed ``module_names`` (``loaded_modules``, over every rank) on ``point``."""
+def of_modules(module_names: Iterable[str], device: str = "cpu", root: Path = ROOT) -> dict[str, Any]:
+    """``{"digest", "files", "ops"}`` of code that ran (or imports) ``module_names``: their files minus
+    ``BOOKKEEPING``, and with the op core the native sources of the ops they call and the build files."""
     mods = code.modules(root)
     names = sorted(set(module_names) - BOOKKEEPING)
     paths = {str(mods[m].relative_to(root)) for m in names if m in mods}
     ops: list[str] = []
     if OPS_MODULE in names:
         ops = ops_called(names, root)
-        paths |= {*native_files(ops, str(point.get("device", "cpu")), root), *BUILD_FILES}
+        paths |= {*native_files(ops, device, root), *BUILD_FILES}
+    files = {rel: code.file_hash(root / rel) for rel in sorted(paths) if (root / rel).is_file()}
+    return {"digest": _digest(files, {}), "files": files, "ops": ops}
+
+
+def of_imports(roots: tuple[str, ...], follow: tuple[str, ...] = (), root: Path = ROOT) -> dict[str, Any]:
+    """``of_modules`` of what ``roots`` import (code.closure: every module under impls they reach, and outside impls
+    only ``follow``): the fingerprint of a set that is not a run record (`dlrmbench bench`, the scale model's fit)."""
+    return of_modules(code.closure(roots, root, follow), "cpu", root)
+
+
+def of_run(module_names: Iterable[str], point: dict[str, Any], root: Path = ROOT,
+           build: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The fingerprint of a run that executed ``module_names`` (``loaded_modules``, over every rank) on ``point``."""
+    mods = code.modules(root)
+    ran = of_modules(module_names, str(point.get("device", "cpu")), root)
+    paths = set(ran["files"])
     inputs = {}
     for what, path in input_paths(point).items():
         inputs[what] = content_digest(path)
@@ -237,7 +257,7 @@ def of_run(module_names: Iterable[str], point: dict[str, Any], root: Path = ROOT
     paths |= set(outside["files"]) if outside else set()
     files = {rel: code.file_hash(root / rel) for rel in sorted(paths) if (root / rel).is_file()}
     entry = code.registry_table(root).get(str(point.get("impl")))  # registry.py's hash leaves the registry table out
-    return {"digest": _digest(files, inputs), "files": files, "entry": entry, "ops": ops, "build": build,
+    return {"digest": _digest(files, inputs), "files": files, "entry": entry, "ops": ran["ops"], "build": build,
             "inputs": inputs, **({"system": {k: v for k, v in outside.items() if k != "files"}} if outside else {})}
 
 
@@ -252,12 +272,17 @@ def _outside(impl: str, root: Path) -> dict[str, Any] | None:
     return {"files": rels, "spec": src.spec, "version": src.version}
 
 
+def changed_files(files: dict[str, str], root: Path = ROOT) -> list[str]:
+    """The files of a fingerprint's file map whose code differs today (or that are gone), bookkeeping left out."""
+    keeping = _bookkeeping_files(root)  # listed by records made before a module was proven bookkeeping: not measured
+    return sorted(rel for rel, h in files.items()
+                  if rel not in keeping and (not (root / rel).is_file() or code.file_hash(root / rel) != h))
+
+
 def changes(fingerprint: dict[str, Any], point: dict[str, Any], root: Path = ROOT) -> list[str]:
     """What differs today from what a record's ``fingerprint`` ran: its files whose code changed (or are gone), and
     ``input <name>`` for an input whose bytes changed (one that is not here cannot be compared and is left out)."""
-    keeping = _bookkeeping_files(root)  # listed by records made before a module was proven bookkeeping: not measured
-    changed = [rel for rel, h in fingerprint.get("files", {}).items()
-               if rel not in keeping and (not (root / rel).is_file() or code.file_hash(root / rel) != h)]
+    changed = changed_files(fingerprint.get("files", {}), root)
     impl = str(point.get("impl"))
     if "entry" in fingerprint and not fingerprint.get("system") and code.registry_table(root).get(impl) != \
             fingerprint["entry"]:  # an outside system has no registry entry: its files are its code

@@ -22,9 +22,11 @@ from reproduce.harness.machine import MACHINE_CORES_ENV, cores as machine_cores
 from reproduce.harness.rank import rank_files
 from reproduce.harness.systems import launch_module
 from impls.data.safe_write import open_for_write
-from reproduce.harness.records import (SCHEDULE_ENV, DiskFull, Record, Status, check_overwritable, check_writable,
-                                       lock_run, log_path, pending_files, pending_path, promote_log, read_record,
-                                       record_path, release_lock, says_disk_full, write_record)
+from reproduce.harness.environment import SCHEDULE_ENV
+from reproduce.harness.record_store import (DiskFull, check_overwritable, check_writable, lock_run, log_path,
+                                            pending_files, pending_path, promote_log, read_record, record_path,
+                                            release_lock, says_disk_full, write_record)
+from reproduce.harness.records import Record, Status
 
 
 class RecordedElsewhere(Exception):

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from reproduce.harness.records import write_json
+from reproduce.harness.record_store import write_json
 
 NOISE_DIR = "noise"
 

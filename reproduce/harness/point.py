@@ -1,11 +1,21 @@
 """A run point: one measured configuration, as plain values. Its checks are on the values alone (ranges, choices,
 finite numbers, a consistent world): nothing here opens a file, asks the registry or imports a system, so a worker, a
 report or an old record reads a point without touching a dataset. What needs the world outside - the data exists,
-the implementation takes these options - is options.check_point, run where points are made (resolve, `run`)."""
+the implementation takes these options - is options.check_point, run where points are made (resolve, `run`).
+
+A point's id is a pure function of its measured configuration (``point_id``): no file is read; the display label is
+not part of it, nor is any path or machine-local root: a dataset is named by its preset name or its folder's name; a
+calibration profile (an input whose bytes the run's fingerprint digests) not at all. A record's file name and its
+place in a result set come from it."""
 from __future__ import annotations
 
+import hashlib
+import json
 import math
-from dataclasses import asdict, dataclass, field, fields
+import os
+import re
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from pathlib import PurePosixPath
 from typing import Any
 
 OPTIMIZERS = ("sgd", "adagrad")
@@ -18,7 +28,7 @@ class RunPoint:
     data: str
     batch_size: int  # per rank: the global batch is batch_size * world_size
     label: str = ""
-    # 1: the A/A control's second copy of a point (control.py): the same configuration under its own id and label,
+    # 1: the A/A control's second copy of a point (harness/evidence.py): the same configuration under its own id and label,
     # run beside it in every round, so that the ratio of the two is the set's resolving power
     twin: int = 0
     data_options: dict[str, Any] = field(default_factory=dict)
@@ -120,10 +130,21 @@ class RunPoint:
 
     @property
     def point_id(self) -> str:
-        """The point's id (point_id.py)."""
-        from reproduce.harness.point_id import point_id
-
+        """The point's id (``point_id``)."""
         return point_id(self.to_dict())
+
+
+def point_defaults() -> dict[str, Any]:
+    """Every RunPoint field that has a default, at it: the one place a point's defaults are stated (point_id leaves
+    some out of ids at theirs, aggregate fills an older record's missing fields with them)."""
+    out: dict[str, Any] = {}
+    for f in fields(RunPoint):
+        if f.default is not MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not MISSING:
+            out[f.name] = f.default_factory()
+    return out
+
 
 def from_known_fields(cls, d: dict[str, Any], what: str):
     """``cls(**d)`` for a dataclass, a key that is none of its fields refused by name (``what``: the error's head)."""
@@ -187,3 +208,72 @@ def check_world(world_size: int, gpus_per_node: int, nnodes: int, rdzv_endpoint:
             raise ValueError(f"rendezvous endpoint {rdzv_endpoint!r} is not HOST:PORT")
     if not timeout_s > 0:
         raise ValueError(f"dist timeout must be > 0 s, got {timeout_s}")
+
+
+# ---- the id of a point
+
+# not measured configuration: how the point is shown, and where this machine keeps an input
+NOT_MEASURED = ("label",)
+NOT_MEASURED_OPTIONS = ("calibration",)
+# impl options whose default changed, at their former defaults: until 2026-12-05 an id left them out where a point
+# stated them, so a point stating one shared its id with the point leaving it out (another configuration). Every
+# option a point states is in its id now; ``former_ids`` gives the ids records were written under before, so that
+# such a record is adopted (renamed), never taken for another point's
+_FORMER_IMPL_DEFAULTS = {"tt_min_rows": 0, "tt_oversize": "allow"}
+# fields added after the first records: at their defaults (RunPoint's, the one place they are stated) they are left out,
+# so earlier records keep their ids
+_LATER_FIELDS = ("warmup_max", "time_budget_s", "max_iters", "world_size", "gpus_per_node", "nnodes", "rdzv_endpoint",
+                 "dist_timeout_s", "epochs", "shuffle", "early_stop", "mlp_optimizer", "mlp_lr", "bottom", "top",
+                 "interaction", "budget", "twin")
+_PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def measured(point: dict[str, Any], former: bool = False) -> dict[str, Any]:
+    """The part of a point (its dict) that its id hashes (``former``: as ids hashed it before every stated option was
+    part of them)."""
+    d = {k: v for k, v in point.items() if k not in NOT_MEASURED}
+    defaults = point_defaults()
+    for k in _LATER_FIELDS:
+        if k in d and d[k] == defaults[k]:
+            d.pop(k)
+    opts = {k: v for k, v in (d.get("impl_options") or {}).items() if k not in NOT_MEASURED_OPTIONS}
+    for k, v in _FORMER_IMPL_DEFAULTS.items() if former else ():
+        if opts.get(k) == v:
+            opts.pop(k)
+    d["impl_options"] = opts
+    d["data"] = dataset_name(str(d["data"]))
+    data_options = dict(d.get("data_options") or {})
+    if data_options.get("reorder"):
+        data_options["reorder"] = dataset_name(str(data_options["reorder"]))
+    d["data_options"] = data_options
+    return d
+
+
+def point_id(point: dict[str, Any], former: bool = False) -> str:
+    """``<impl>__<dataset>__b<batch>[__w<world>]__<hash of the measured configuration>`` (``former``: the id this
+    point had before every stated option was part of ids)."""
+    digest = hashlib.sha1(json.dumps(measured(point, former), sort_keys=True).encode()).hexdigest()[:10]
+    world = int(point.get("world_size", point_defaults()["world_size"]))
+    tail = f"__w{world}" if world > 1 else ""
+    return f"{slug(str(point['impl']))}__{slug(dataset_name(str(point['data'])))}__b{point['batch_size']}{tail}__{digest}"
+
+
+def former_ids(point: dict[str, Any]) -> set[str]:
+    """The ids records of this point were written under before (none when its id did not change)."""
+    return {point_id(point, former=True)} - {point_id(point)}
+
+
+def dataset_name(data: str) -> str:
+    """A preset's (or a plain) name as it is; a dataset on disk by its folder's (or file's) name, wherever it lies:
+    the same dataset gets the same id in any checkout on any machine (the sweep refuses to take another folder of
+    the same name for it: sweep.is_done)."""
+    if _PLAIN.fullmatch(data) and ".." not in data:
+        return data
+    return PurePosixPath(os.path.normpath(data)).name or "data"
+
+
+def slug(name: str) -> str:
+    """``name`` made one file-name-safe word (no path separator, no ``..``): a record id never holds a path."""
+    if _PLAIN.fullmatch(name) and ".." not in name:
+        return name
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-")[:60] or "data"

@@ -17,7 +17,7 @@ from reproduce.harness.resolve import Sweep
 from reproduce.harness.point import RunPoint
 from impls.data import safe_write
 from reproduce.harness.launch import RecordedElsewhere, finish_point, skip_unregistered
-from reproduce.harness.records import DiskFull, log_path, record_path
+from reproduce.harness.record_store import DiskFull, log_path, record_path
 
 TIMEOUT_EXIT = 124  # coreutils `timeout`: the command ran past its limit
 BASE_PORT = 29500

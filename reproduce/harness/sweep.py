@@ -17,9 +17,11 @@ from reproduce.harness.resolve import Sweep
 from reproduce.harness.point import RunPoint
 from reproduce.harness.launch import RecordedElsewhere, launch_point
 from reproduce.harness.noise import record_probe
-from reproduce.harness.records import (DiskFull, Record, RunLocked, Status, SymlinkRefused, adopt_older_records,
-                                       check_identity, clear_stale_locks, finished_record, lock_run, older_records,
-                                       read_record, record_path, release_lock, says_disk_full, write_record)
+from reproduce.harness.record_adoption import adopt_older_records, older_records
+from reproduce.harness.record_store import (DiskFull, RunLocked, SymlinkRefused, check_identity, clear_stale_locks,
+                                            finished_record, lock_run, read_record, record_path, release_lock,
+                                            says_disk_full, write_record)
+from reproduce.harness.records import Record, Status
 
 
 def is_done(point: RunPoint, out_dir: Path, repeat: int = 0) -> bool:
@@ -66,11 +68,19 @@ def _wanted(exp: Sweep) -> set[str]:
     return {p.point_id for p in exp.points}
 
 
-def todo(exp: Sweep, force: bool = False) -> list[tuple[RunPoint, int]]:
-    """The (point, repeat) pairs still to run on this machine, interleaved (repeat-major); records written under an
-    older point id are adopted (renamed) first."""
-    adopt_older_records(exp.out_dir, _wanted(exp))
+def tidy_set(exp: Sweep) -> int:
+    """The one step of a sweep that changes what its set holds before anything runs (run_experiment's first, and
+    before a Slurm script is written): records written under an older point id are adopted (renamed to the id their
+    point has now: point.former_ids), and the locks of killed runs are cleared with what those runs left pending.
+    Every query (todo, plan, experiment_records) only reads. Returns how many records were adopted."""
+    adopted = adopt_older_records(exp.out_dir, _wanted(exp))
     clear_stale_locks(exp.out_dir)
+    return adopted
+
+
+def todo(exp: Sweep, force: bool = False) -> list[tuple[RunPoint, int]]:
+    """The (point, repeat) pairs still to run on this machine, interleaved (repeat-major). Reads only: a record
+    under an older point id counts once ``tidy_set`` has adopted it."""
     return [(p, r) for p, r in exp.tasks() if force or not is_done(p, exp.out_dir, r)]
 
 
@@ -164,6 +174,7 @@ def run_experiment(
     policy = exp.experiment.rounds
     schedule = schedule or policy.schedule
     tasks = exp.tasks()
+    tidy_set(exp)
     pending = set((p.point_id, r) for p, r in todo(exp, force))
     progress = Progress(todo=len(pending))
     threads = probe_threads(exp)
@@ -335,8 +346,7 @@ def _claim_and_run(exp: Sweep, point: RunPoint, repeat: int, force: bool, timeou
 
 def experiment_records(exp: Sweep) -> set[str]:
     """The file names of every recorded repeat of the experiment's own points (records of other profiles' points in
-    the folder are left out), after adopting records written under an older point id."""
-    adopt_older_records(exp.out_dir, _wanted(exp))
+    the folder are left out). Reads only."""
     return {f.name for p in exp.points for f in Path(exp.out_dir).glob(f"{p.point_id}.r*.json")}
 
 

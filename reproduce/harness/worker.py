@@ -25,7 +25,9 @@ from reproduce.harness.fault import Fault
 from reproduce.harness.fingerprint import loaded_modules
 from reproduce.harness.lifeline import die_with_parent
 from reproduce.harness.rank import Rank, rank_error_path, rank_of_env
-from reproduce.harness.records import Body, Record, environment, ids_from_name, write_record
+from reproduce.harness.environment import environment
+from reproduce.harness.record_store import ids_from_name, write_record
+from reproduce.harness.records import Body, Record
 from reproduce.harness.training import Clock, bench_loop, final_score, train_loop
 
 

@@ -12,7 +12,7 @@ from impls.embark.calibrated import Profile
 @pytest.mark.skipif(not torch.distributed.is_gloo_available(), reason="needs gloo")
 def test_calibrate_writes_a_profile_the_planner_reads(tmp_path):
     from reproduce.cli import cli
-    from reproduce.harness.calibration import ENGINE_WORKLOADS
+    from reproduce.harness.calibration_run import ENGINE_WORKLOADS
 
     out = tmp_path / "gloo.json"
     res = CliRunner().invoke(cli, ["calibrate", "--world", "2", "--out", str(out), "--engine-workloads", "2"])

@@ -1,5 +1,5 @@
 """EMBark's calibrated cost model (calibrated.py), the planner's search over every candidate plan (search.py) and the
-fits behind a profile (reproduce/harness/calibration.py)."""
+fits behind a profile (reproduce/harness/calibration_run.py)."""
 import dataclasses
 import json
 
@@ -223,7 +223,7 @@ def test_search_follows_the_calibrated_terms():
 
 
 def test_nonnegative_fit_recovers_known_terms():
-    from reproduce.harness.calibration import fit_line, fit_lookup
+    from reproduce.harness.calibration_run import fit_line, fit_lookup
 
     pts = [(x, 2e-5 + 3e-10 * x) for x in (64, 1024, 2**16, 2**20, 2**24)]
     line = fit_line(pts)
@@ -250,7 +250,7 @@ def test_engine_fit_recovers_the_residual_of_known_terms():
     the whole prediction then matches."""
     import random
 
-    from reproduce.harness.calibration import fit_engine
+    from reproduce.harness.calibration_run import fit_engine
 
     true = Engine(2e-3, 3e-8, 0.0, 1e-10, 5e-6, 4e-8, 0.0, 1e-4, 2e-10, lookup_scale=0.7)
     rng = random.Random(0)

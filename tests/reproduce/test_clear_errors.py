@@ -137,7 +137,7 @@ def test_a_damaged_dataset_is_named_before_anything_runs(tmp_path, damage, match
 def test_a_record_is_never_written_over_a_users_file(tmp_path):
     from reproduce.harness.point import RunPoint
     from reproduce.harness.launch import launch_point
-    from reproduce.harness.records import record_path
+    from reproduce.harness.record_store import record_path
 
     point = RunPoint(impl="dense-torch", data="uniform", batch_size=8, iters=1, warmup=0, num_batches=1,
                      data_options={"num_tables": 1, "rows": 20, "dim": 4})

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from reproduce.analysis.freshness import RECORD_SETS
 from reproduce.analysis.models import MODELS
-from reproduce.analysis.tables import SET_BLOCKS
+from reproduce.analysis.set_blocks import SET_BLOCKS
 from reproduce.cli import cli
 from reproduce.harness.experiment import experiment, experiment_names, report_blocks
 from reproduce.harness.point import RunPoint

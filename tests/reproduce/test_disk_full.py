@@ -9,8 +9,9 @@ from click.testing import CliRunner
 
 from impls.data import lockfile
 from reproduce.cli import cli
-from reproduce.harness import records
-from reproduce.harness.records import DiskFull, Record, write_record
+from reproduce.harness import record_store
+from reproduce.harness.record_store import DiskFull, write_record
+from reproduce.harness.records import Record
 
 
 def _full(*args, **kwargs):
@@ -18,7 +19,7 @@ def _full(*args, **kwargs):
 
 
 def test_a_record_on_a_full_disk_says_so_and_leaves_no_temporary_file(tmp_path, monkeypatch):
-    monkeypatch.setattr(records.os, "fsync", _full)
+    monkeypatch.setattr(record_store.os, "fsync", _full)
     with pytest.raises(DiskFull, match=f"no space left on the device holding {tmp_path}"):
         write_record(tmp_path / "p.r0.json", Record.failed({"impl": "x"}, "why", point_id_="p"))
     assert list(tmp_path.iterdir()) == []
@@ -36,7 +37,7 @@ def test_a_lock_on_a_full_disk_says_so_and_leaves_no_temporary_file(tmp_path, mo
 
 
 def test_run_ends_with_a_message_not_a_traceback(tmp_path, monkeypatch):
-    monkeypatch.setattr(records.os, "fsync", _full)  # the launcher's writes (the worker is another process)
+    monkeypatch.setattr(record_store.os, "fsync", _full)  # the launcher's writes (the worker is another process)
     out = tmp_path / "out"
     res = CliRunner().invoke(cli, ["run", "--impl", "dense-torch", "--data", "uniform", "--num-tables", "2",
                                    "--rows", "100", "--dim", "4", "-b", "8", "--iters", "1", "--warmup", "0",

@@ -9,7 +9,8 @@ from click.testing import CliRunner
 from reproduce.cli import cli
 from reproduce.harness.point import RunPoint
 from reproduce.harness.launch import launch_point
-from reproduce.harness.records import Record, read_record, write_record
+from reproduce.harness.record_store import read_record, write_record
+from reproduce.harness.records import Record
 
 TINY = dict(data="uniform", batch_size=32, iters=3, warmup=1, num_batches=2,
             data_options={"num_tables": 2, "rows": 200, "dim": 4})

@@ -80,7 +80,7 @@ def _reps(pairs: dict[str, list[float]], group=None, twin_of: str | None = None)
 
 
 def test_the_dagger_in_a_table_follows_the_interval():
-    from reproduce.analysis.tables import Col, ratio_table
+    from reproduce.analysis.ratio_tables import Col, ratio_table
 
     a = [100, 130, 90, 110, 95, 120]
     reps = _reps({"x": [v * 1.3 for v in a], "y": a, "z": [v * (1.0 + 0.02 * (-1) ** i) for i, v in enumerate(a)]})

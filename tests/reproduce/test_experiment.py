@@ -1,7 +1,7 @@
 """Experiments parse without I/O (experiment.py): a TOML becomes plain point specs without opening a dataset, asking
 the registry or looking for a calibration profile, so an experiment whose data does not exist parses, and `plot`
 redraws a set's figures from its records alone, writing nothing outside figures/. Every committed record is a point
-of its experiment, under the id point_id.py gives it."""
+of its experiment, under the id point.point_id gives it."""
 import json
 import shutil
 import subprocess
@@ -14,7 +14,8 @@ from click.testing import CliRunner
 from reproduce.cli import cli
 from reproduce.harness.experiment import DATA_PLACEHOLDER, experiment_names, experiments_folder, parse, read_toml
 from reproduce.harness.machine import reference_machine
-from reproduce.harness.records import point_id, records_in
+from reproduce.harness.record_store import records_in
+from reproduce.harness.records import point_id
 from reproduce.harness.resolve import load_experiment
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,8 @@ from impls.api import get_impl, registered_names
 from reproduce.analysis.freshness import record_set_state
 from reproduce.harness import code, fingerprint
 from reproduce.harness.point import RunPoint
-from reproduce.harness.records import Record, write_record
+from reproduce.harness.record_store import write_record
+from reproduce.harness.records import Record
 from tests.reproduce.window_runs import run_fresh
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 from reproduce.analysis.claims import evaluate_claim
-from reproduce.analysis.freshness import (REFERENCE_SETS, RECORD_SETS, SetState, bench_fingerprint, fit_inputs,
-                                          scale_model_fingerprint)
+from reproduce.analysis.freshness import REFERENCE_SETS, RECORD_SETS, SetState, bench_fingerprint
+from reproduce.analysis.model_code import fit_inputs, model_fingerprint, scale_model_fingerprint
 from reproduce.analysis.report import check_reference
 from reproduce.harness import code, fingerprint
-from reproduce.harness.records import Record, point_id, write_json, write_record
+from reproduce.harness.record_store import write_json, write_record
+from reproduce.harness.records import Record, point_id
 
 ROOT = Path(__file__).resolve().parents[2]
 M = "test-box"
@@ -73,6 +74,10 @@ def _fresh_sets(root: Path) -> None:
         "git_sha": "f" * 40, "git_dirty": False, "code": bench_fingerprint(root)}})
     write_json(results / "scale_model" / M / "fit.json", {
         "git_sha": "f" * 40, "code": scale_model_fingerprint(root), "inputs": fit_inputs(results / "sc24" / M)})
+    (results / "recsys24_model").mkdir()
+    (results / "recsys24_model" / "modeled.csv").write_text("workload,gpus,speedup\nT180,8,1.5\n")
+    write_json(results / "recsys24_model" / "model.json", {
+        "git_sha": "f" * 40, "code": model_fingerprint("reproduce.analysis.recsys24_model", root)})
 
 
 def test_report_check_fails_after_a_code_change_not_after_a_docstring_edit(tmp_path):
@@ -87,7 +92,8 @@ def test_report_check_fails_after_a_code_change_not_after_a_docstring_edit(tmp_p
     loop = root / "reproduce" / "harness" / "training.py"
     loop.write_text(loop.read_text().replace("SETTLE = 0.10", "SETTLE = 0.20"))  # the harness loop's rule
     stale = check_reference(root)
-    assert {st.name for st in stale} == set(REFERENCE_SETS) - {"bench"}  # every record set, and the fit on sc24
+    # every record set, and the fit on sc24 (not EMBark's cost model: it runs no harness loop)
+    assert {st.name for st in stale} == set(REFERENCE_SETS) - {"bench", "recsys24_model"}
     assert all("reproduce/harness/training.py" in st.state() for st in stale if st.name in RECORD_SETS)
     scale = next(st for st in stale if st.name == "scale_model")
     assert "fitted on a STALE sc24 set" in scale.state()
@@ -106,14 +112,18 @@ def test_a_change_in_another_system_leaves_a_set_fresh_and_a_missing_set_fails(t
 def test_registering_a_new_system_leaves_every_set_fresh_an_edit_of_the_interface_does_not(tmp_path):
     root = _tree(tmp_path)
     _fresh_sets(root)
-    registry = root / "impls" / "registry.py"
-    text = registry.read_text()
-    entry = '    "dense-torch": "impls.dense.torch_bag",\n'
-    registry.write_text(text.replace(entry, entry + '    "newcomer": "impls.dense.newcomer",\n'))
+    newcomer = root / "impls" / "dense" / "newcomer.py"  # a system of ours registers where its class is
+    newcomer.write_text('from impls.api import register\nfrom impls.dense.base import DenseCollection\n\n\n'
+                        '@register\nclass Newcomer(DenseCollection):\n    name = "newcomer"\n')
     assert code.registry_table(root)["newcomer"] == "impls.dense.newcomer" and check_reference(root) == []
-    registry.write_text(text.replace('"dense-torch": "impls.dense.torch_bag"', '"dense-torch": "impls.dense.fbgemm_tbe"'))
+    newcomer.write_text(newcomer.read_text().replace('"newcomer"', '"dense-torch"'))
+    bag = root / "impls" / "dense" / "torch_bag.py"
+    text = bag.read_text()
+    bag.write_text(text.replace("@register\n", ""))  # dense-torch is now the newcomer's class
+    assert code.registry_table(root)["dense-torch"] == "impls.dense.newcomer"
     assert {st.name for st in check_reference(root)} >= {"table_size"}  # its own entry moved: its module changed
-    registry.write_text(text)
+    bag.write_text(text)
+    newcomer.unlink()
     interface = root / "impls" / "interface.py"
     interface.write_text(interface.read_text() + "\nINTERFACE_CHANGE = 1\n")
     assert {st.name for st in check_reference(root)} >= set(RECORD_SETS)

@@ -9,8 +9,8 @@ from reproduce.harness.resolve import load_experiment
 from reproduce.harness.options import check_point
 from reproduce.harness.point import RunPoint
 from reproduce.harness.launch import launch_point
-from reproduce.harness.records import record_path
-from reproduce.harness.records import read_record
+from reproduce.harness.record_store import record_path
+from reproduce.harness.record_store import read_record
 from reproduce.analysis.aggregate import summarize_experiment
 from reproduce.harness.sweep import run_experiment
 

@@ -20,11 +20,12 @@ from reproduce.cli import cli
 from reproduce.harness.fault import FAULT_ENV
 from reproduce.harness.launch import finish_point
 from reproduce.harness.point import RunPoint
-from reproduce.harness.point_id import point_id
-from reproduce.harness.records import (DiskFull, Record, check_identity, log_path, pending_path, read_record,
-                                       record_path, records_in, write_record)
+from reproduce.harness.point import point_id
+from reproduce.harness.record_store import (DiskFull, check_identity, log_path, pending_path, read_record, record_path,
+                                            records_in, write_record)
+from reproduce.harness.records import Record
 from reproduce.harness.resolve import load_experiment
-from reproduce.harness.sweep import is_done, todo
+from reproduce.harness.sweep import is_done, plan, tidy_set, todo
 from tests.reproduce.test_sweep import experiment, sweep_cmd, workers_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,7 +149,7 @@ def test_an_option_stated_at_a_former_default_gets_an_id_of_its_own(key, former)
     plain = RunPoint(impl="ecorec", data="uniform", batch_size=8)
     stated = RunPoint(impl="ecorec", data="uniform", batch_size=8, impl_options={key: former})
     assert plain.point_id != stated.point_id
-    from reproduce.harness.point_id import former_ids
+    from reproduce.harness.point import former_ids
 
     assert former_ids(stated.to_dict()) == {point_id(stated.to_dict(), former=True)} == {plain.point_id}
 
@@ -171,7 +172,9 @@ def test_a_record_written_under_a_former_id_is_adopted_by_its_sweep(tmp_path):
     write_record(old, Record.failed(p.to_dict(), "ran", point_id_=old.name.removesuffix(".r0.json")))
     with pytest.raises(ValueError, match="written under the id its point had before"):
         list(records_in(exp.out_dir))  # read as it is, it would count as another point's run
-    assert todo(exp) == [] and not old.exists()  # adopted (renamed): its run is done, not run again
+    assert [t for p, r, t in plan(exp)] == [False] and todo(exp) == [(p, 0)]  # asking changes nothing: plan
+    assert old.exists()  # counts it as adopted, todo reads the folder as it is
+    assert tidy_set(exp) == 1 and todo(exp) == [] and not old.exists()  # adopted (renamed): done, not run again
     assert read_record(record_path(exp.out_dir, p)).point_id == p.point_id
     assert [r.point_id for r in records_in(exp.out_dir)] == [p.point_id]
 
@@ -258,6 +261,8 @@ def test_a_resumed_sweep_clears_the_locks_its_killed_runs_left(tmp_path):
     lock.write_text(f"{_dead_pid()} {socket.gethostname()}\n")
     pending_path(rec).write_text("{")  # what the killed run left pending
     todo(exp)
+    assert lock.exists() and pending_path(rec).exists()  # a query only reads
+    tidy_set(exp)
     assert not lock.exists() and not pending_path(rec).exists()
 
 

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from reproduce.harness.records import Body, Record, Status, read_record, write_record
+from reproduce.harness.record_store import read_record, write_record
+from reproduce.harness.records import Body, Record, Status
 
 ROOT = Path(__file__).resolve().parents[2]
 POINT = {"impl": "dense-torch", "data": "uniform", "batch_size": 8}

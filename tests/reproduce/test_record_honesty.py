@@ -4,7 +4,7 @@ import signal
 
 from reproduce.harness import launch
 from reproduce.harness.point import RunPoint
-from reproduce.harness.records import read_record
+from reproduce.harness.record_store import read_record
 from reproduce.harness.worker import _stats
 
 

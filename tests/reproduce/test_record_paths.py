@@ -7,8 +7,8 @@ from impls.data.export import write_synthetic
 from impls.data.presets import get_preset
 from reproduce.harness.resolve import load_experiment
 from reproduce.harness.point import RunPoint
-from reproduce.harness.point_id import dataset_name, slug
-from reproduce.harness.records import record_path
+from reproduce.harness.point import dataset_name, slug
+from reproduce.harness.record_store import record_path
 from reproduce.harness.machine import reference_machine
 from reproduce.harness.sweep import plan, todo
 
@@ -54,7 +54,8 @@ def test_a_record_of_another_dataset_with_the_same_folder_name_is_refused_not_ta
     from click.testing import CliRunner
 
     from reproduce.cli import cli
-    from reproduce.harness.records import Record, write_record
+    from reproduce.harness.record_store import write_record
+    from reproduce.harness.records import Record
 
     for side in ("a", "b"):
         write_synthetic("u", get_preset("uniform", num_tables=2, rows=50, dim=4), tmp_path / side / "clicks", 64)

@@ -12,7 +12,8 @@ from reproduce.analysis.claims import evaluate_claim, how
 from reproduce.harness.machine import reference_machine
 from reproduce.analysis.report import build_report
 from reproduce.harness.fingerprint import of_run
-from reproduce.harness.records import Record, write_record
+from reproduce.harness.record_store import write_record
+from reproduce.harness.records import Record
 
 ROOT = Path(__file__).resolve().parents[2]
 M = "test-box"

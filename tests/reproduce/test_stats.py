@@ -30,7 +30,7 @@ def test_ordered_pairs_counts_only_pairs_of_the_same_job():
 def test_repeat_spread_is_max_over_min_per_point():
     import pandas as pd
 
-    from reproduce.analysis.tables import repeat_spread
+    from reproduce.analysis.ratio_tables import repeat_spread
 
     ok = pd.DataFrame({"point_id": ["a", "a", "b", "b", "b"], "total_ms": [100.0, 110.0, 10.0, 12.0, 11.0],
                        "cpu_ms": [90.0, 90.0, 9.0, 9.0, 9.0]})
@@ -39,7 +39,7 @@ def test_repeat_spread_is_max_over_min_per_point():
 
 
 def test_planner_choices_name_the_plan_each_point_ran_and_what_was_set_aside():
-    from reproduce.analysis.tables import planner_choices
+    from reproduce.analysis.set_blocks import planner_choices
 
     reps = pd.DataFrame([
         {"status": "ok", "label": "embark planner", "data": "t180", "world_size": 2, "plan_start": "round_robin",

@@ -15,8 +15,8 @@ from hypothesis import given, strategies as st
 
 from reproduce.harness.resolve import interleaved, load_experiment
 from reproduce.harness.fault import Fault
-from reproduce.harness.records import record_path
-from reproduce.harness.records import read_record
+from reproduce.harness.record_store import record_path
+from reproduce.harness.record_store import read_record
 from reproduce.analysis.aggregate import summarize_experiment
 from reproduce.harness.sweep import plan, run_experiment, todo
 
@@ -219,7 +219,7 @@ def test_slurm_script_runs_the_points_and_resumes(tmp_path, monkeypatch):
 
 
 def test_records_of_an_older_schema_are_adopted_not_rerun(tmp_path):
-    from reproduce.harness.records import write_json
+    from reproduce.harness.record_store import write_json
 
     exp = load_experiment(experiment(tmp_path, impls=("dense-torch",)), root=tmp_path)
     point = exp.points[0].to_dict()
@@ -271,7 +271,8 @@ def test_repeats_interleave_and_summarize_with_intervals(tmp_path):
 
 
 def test_another_machines_records_never_count_here(tmp_path):
-    from reproduce.harness.records import Record, write_record
+    from reproduce.harness.record_store import write_record
+    from reproduce.harness.records import Record
 
     exp = load_experiment(experiment(tmp_path, impls=("dense-torch",)), root=tmp_path)
     other = exp.on("8x-h100-sxm")
@@ -338,7 +339,7 @@ def test_kill_9_of_the_sweep_leaves_no_orphan_and_resume_runs_only_the_rest(tmp_
 
 def test_a_run_held_by_a_live_process_is_not_started_twice(tmp_path):
     from reproduce.harness.launch import launch_point
-    from reproduce.harness.records import RunLocked
+    from reproduce.harness.record_store import RunLocked
 
     exp = load_experiment(experiment(tmp_path, impls=("dense-torch",)), root=tmp_path)
     rec = record_path(exp.out_dir, exp.points[0])
@@ -407,7 +408,7 @@ def test_a_run_recorded_by_another_sweep_after_this_one_planned_is_not_run_again
 
 
 def test_the_run_lock_is_kept_by_its_holder_and_released_only_by_it(tmp_path):
-    from reproduce.harness.records import lock_run, release_lock
+    from reproduce.harness.record_store import lock_run, release_lock
 
     rec = tmp_path / "p.r0.json"
     lock = lock_run(rec)
