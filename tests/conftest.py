@@ -1,5 +1,10 @@
+import os
+
 import pytest
 import torch
+
+if os.environ.get("PYTEST_XDIST_WORKER"):  # `make test` runs one worker per core: each keeps to one intra-op thread
+    torch.set_num_threads(1)
 
 
 def pytest_collection_modifyitems(config, items):

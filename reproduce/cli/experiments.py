@@ -292,7 +292,7 @@ def report(machines, readme, check) -> None:
         for st in bad:
             console.print(f"[red]{st.name}[/] ({st.machine}, {st.commit_label()}): {escape(st.state())}")
         if bad:
-            console.print(f"{len(bad)} reference set(s) do not describe this code: rerun them (README: Reproducing)")
+            console.print(f"{len(bad)} reference set(s) do not describe this code: rerun them (`make reproduce-NAME`, README: Quick start)")
             sys.exit(1)
         console.print("every reference set describes this code")
         return

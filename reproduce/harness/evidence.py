@@ -10,10 +10,11 @@
   point that uses at most half the machine's cores) or ``target_full`` (one that fills them; an oversubscribed point
   is never a headline), or ``budget_s`` of adaptive rounds are spent, or ``max_rounds`` are run. ``schedule``:
   ``sequential`` (one run at a time) or ``duet`` (where both fit in half the cores each, the two sides of a pair at
-  once on disjoint cores, the cores swapped every round)."""
+  once on disjoint cores, the cores swapped every round). ``probe_s``: seconds of fixed work per core and kind in
+  each noise probe's window drift (2 s; a smoke sweep may take less)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 TWIN_SUFFIX = " (A/A twin)"
@@ -42,6 +43,9 @@ class Rounds:
     budget_s: float = 0.0  # seconds of adaptive rounds (0: none are added)
     max_rounds: int = 40
     schedule: str = "sequential"
+    # seconds of fixed work per core and kind in each noise probe's window drift (noise.window_drift); less: a
+    # quicker smoke sweep whose probes see less
+    probe_s: float = 2.0
 
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
@@ -49,6 +53,8 @@ class Rounds:
         for name in ("target", "target_full"):
             if not 0 < getattr(self, name) < 1:
                 raise ValueError(f"[rounds] {name} must lie in (0, 1), got {getattr(self, name)!r}")
+        if not self.probe_s > 0:
+            raise ValueError(f"[rounds] probe_s must be > 0, got {self.probe_s!r}")
         if self.budget_s < 0 or self.max_rounds < 1:
             raise ValueError(f"[rounds] budget_s must be >= 0 and max_rounds >= 1, got {self.budget_s!r}, "
                              f"{self.max_rounds!r}")
@@ -56,7 +62,7 @@ class Rounds:
     @classmethod
     def parse(cls, table: dict[str, Any] | None, where: str) -> "Rounds":
         table = dict(table or {})
-        bad = sorted(set(table) - {"target", "target_full", "budget_s", "max_rounds", "schedule"})
+        bad = sorted(set(table) - {f.name for f in fields(cls)})
         if bad:
             raise ValueError(f"{where}: [rounds] has unknown keys {bad}")
         try:

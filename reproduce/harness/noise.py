@@ -123,12 +123,13 @@ def window_drift(seconds: float = 2.0, window_s: float = WINDOW_S) -> dict[str, 
     return out
 
 
-def record_probe(out_dir: Path, stage: str, **kw) -> Path:
-    """Run the probe and write it to ``out_dir/noise/<time>-<stage>.json`` (stage: before / after)."""
+def record_probe(out_dir: Path, stage: str, window_s: float = 2.0, **kw) -> Path:
+    """Run the probe (and on a CPU the window drift, ``window_s`` seconds per core and kind of work) and write it to
+    ``out_dir/noise/<time>-<stage>.json`` (stage: before / after)."""
     p = probe(**kw)
     p["stage"] = stage
     if p["device"] == "cpu":
-        p["windows"] = window_drift()
+        p["windows"] = window_drift(window_s)
     stamp = p["when"].replace(":", "").replace("+0000", "Z")
     return write_json(Path(out_dir) / NOISE_DIR / f"{stamp}-{stage}.json", p)
 

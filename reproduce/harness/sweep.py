@@ -186,7 +186,8 @@ def run_experiment(
         for unit in units(round_tasks, schedule):
             todo_now = [(p, r) for p, r in unit if (p.point_id, r) in pending]  # a duet's partner may be done
             if todo_now and probe and state["probed"] != repeat:
-                record_probe(exp.out_dir, "before" if state["probed"] is None else f"round {repeat}", threads=threads)
+                record_probe(exp.out_dir, "before" if state["probed"] is None else f"round {repeat}", threads=threads,
+                             window_s=policy.probe_s)
                 state["probed"] = repeat
             results = _run_unit(exp, [(p, r, c) for (p, r), c in zip(todo_now, unit_cores(todo_now))], force,
                                 timeout_s, on_start, progress)
@@ -220,7 +221,7 @@ def run_experiment(
             per_run = (clock() - start) / len(order)  # this round's cost per point (a duet's pairs included)
             repeat += 1
     if probe and state["probed"] is not None:
-        record_probe(exp.out_dir, "after", threads=threads)
+        record_probe(exp.out_dir, "after", threads=threads, window_s=policy.probe_s)
     return outcomes
 
 

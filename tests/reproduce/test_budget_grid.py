@@ -128,7 +128,7 @@ def test_a_profile_for_data_of_yours_drops_the_own_dataset_and_needs_data(tmp_pa
 
 
 def test_a_dataset_gives_the_same_ids_wherever_the_checkout_is(tmp_path):
-    from reproduce.harness import point_id as config
+    from reproduce.harness import point as config
 
     ids, slugs = [], []
     for clone in ("a", "b"):
