@@ -68,8 +68,10 @@ $(EXT_STAMP): $(DEPS_STAMP) $(CSRC) setup.py
 ext: $(EXT_STAMP)
 install: $(EXT_STAMP)
 
+# pytest-xdist workers (default: 2, the reference machine's cores; a test spawns its own ranks too)
+TEST_WORKERS ?= 2
 test: install
-	$(PY) -m pytest -q -p no:cacheprovider --durations=15 tests
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --durations=15 tests
 
 # the record lands in this machine's result set: results/bench/<machine>/benchmarks.json
 bench: install

@@ -1,6 +1,6 @@
 """How long the sets took on a machine: per experiment its runs (every status), the wall time of their processes
-summed, its sweeps from the first to the closing noise probe; and per `dlrmbench reproduce` command (the README's
-Quick start)."""
+summed, its sweeps from the first to the closing noise probe; per `dlrmbench reproduce` command (the README's Quick
+start); and `make test` from a clean clone."""
 from __future__ import annotations
 
 import json
@@ -91,3 +91,17 @@ def calibration_s(root: Path, machine: str) -> float | None:
     """How long the machine's calibration took (None: a profile from before it said)."""
     path = Path(root) / "results" / "calibration" / machine / "gloo.json"
     return json.loads(path.read_text()).get("wall_s") if path.exists() else None
+
+
+def test_time(root: Path, machine: str) -> list[str]:
+    """How long `make test` took from a clean clone on the machine (scripts/time_make_test.sh's record), the build and
+    pytest apart, and what it ran."""
+    path = Path(root) / "results" / "test_time" / f"{machine}.json"
+    if not path.exists():
+        return []
+    t = json.loads(path.read_text())
+    counts = ", ".join(f"{n} {k}" for k, n in t.get("counts", {}).items())
+    return [f"`make test` from a clean clone on the reference machine ({t['cores']} cores, at {str(t['git_sha'])[:7]}): "
+            f"**{_minutes(t['total_s'])}** (build {_minutes(t['build_s'])}, pytest {_minutes(t['pytest_s'])}; "
+            f"{counts}{'' if t.get('exit_status') == 0 else '; it failed'}). `scripts/time_make_test.sh` measures "
+            f"it again."]

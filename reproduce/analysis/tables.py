@@ -10,7 +10,7 @@ from reproduce.analysis.claims import repeats_of
 from reproduce.analysis.freshness import RECORD_SETS
 from reproduce.harness.record_store import read_record
 from reproduce.analysis.bench_tables import BENCH_BLOCKS, prepare_rates, roofline, step_profile, tt_step
-from reproduce.analysis.durations import durations, quickstart
+from reproduce.analysis.durations import durations, quickstart, test_time
 from reproduce.analysis.set_blocks import SET_BLOCKS
 
 
@@ -39,6 +39,9 @@ def measured_tables(root: Path, machine: str, states: dict | None = None) -> dic
     out["quickstart"] = quickstart(root, machine)
     verdict = out.pop("compression-verdict", [])
     out = {k: v for k, v in out.items() if len(v) > 2}  # a table beyond its header
+    tested = test_time(root, machine)  # one line, of no set
+    if tested:
+        out["test-time"] = tested
     if verdict:  # a data set's line and one per budget
         out["compression-verdict"] = verdict
     for name, lines in out.items():
