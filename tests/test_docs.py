@@ -32,9 +32,12 @@ def test_the_readme_is_short_and_points_to_every_docs_page():
 def test_pages_hold_only_blocks_the_report_writes():
     from reproduce.analysis.report import BLOCK
 
-    known = {"claims", "sets", "noise", "durations", "roofline", "tt-step", "prepare", "scale-model", "recsys24-model",
-             "sc24", "sc24-ablation", "sc24-table1", "recsys24", "compression", "compression-verdict", "tt-quality",
-             "train-output", "quickstart", "aa-schedule", "sc24-evidence", "recsys24-evidence", "step-profile"}
+    from reproduce.analysis.bench_tables import BENCH_BLOCKS
+    from reproduce.analysis.models import MODELS
+    from reproduce.analysis.set_blocks import SET_BLOCKS
+
+    known = {"claims", "sets", "noise", "durations", "quickstart", "test-time", *SET_BLOCKS, *BENCH_BLOCKS,
+             *(m.block for m in MODELS.values())}
     for page in PAGES:
         names = {m["name"] for m in BLOCK.finditer(page.read_text())}
         assert names <= known, (page.name, names - known)
