@@ -4,7 +4,6 @@ against the pure-torch references and the CPU kernels: CI has no GPU, and these 
 composition found in the sources without a case here fails the first test."""
 import math
 import re
-from pathlib import Path
 
 import pytest
 import torch
@@ -13,11 +12,12 @@ from hypothesis import strategies as st
 
 from impls.core import ops, tt
 from impls.core import reference as ref
+from reproduce.harness import fingerprint
 from tests.core import test_route_keys, test_transpose_segments
 from tests.core.test_tt_ops import close, make, tt_cases
 from tests.strategies import jagged_batches
 
-CSRC = Path(__file__).resolve().parents[2] / "impls" / "core" / "csrc"
+CSRC = fingerprint.ROOT / fingerprint.CSRC
 composed = torch.ops.dlrmbench_composed
 
 

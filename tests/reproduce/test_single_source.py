@@ -108,3 +108,13 @@ def test_check_options_of_ours_are_on_the_class_as_for_an_outside_system(name):
     cls = get_impl(name)
     assert structure_options(cls) == cls.check_options
     assert f'"{name}"' not in (ROOT / "reproduce" / "conformance" / "cases.py").read_text()
+
+
+def test_reproduce_runs_each_experiments_reference_profiles_from_its_toml():
+    assert experiments.profiles_to_reproduce("aa-schedule") == ["cpu", "duet"]  # both schedules, one command
+    assert experiments.profiles_to_reproduce("accuracy") == ["cpu", "train-defaults"]  # `real` needs --data
+    assert experiments.profiles_to_reproduce("accuracy", with_data=True) == ["real"]
+    assert experiments.profiles_to_reproduce("compression", with_data=True) == ["real"]
+    assert experiments.profiles_to_reproduce("sc24") == ["cpu"]
+    assert experiments.default_slot(experiments.experiments_folder() / "compression.toml")[0].endswith(
+        "examples/lowrank.py:LowRankEmbedding")
