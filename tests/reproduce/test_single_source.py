@@ -113,7 +113,7 @@ def test_check_options_of_ours_are_on_the_class_as_for_an_outside_system(name):
 def test_reproduce_runs_each_experiments_reference_profiles_from_its_toml():
     assert experiments.profiles_to_reproduce("aa-schedule") == ["cpu", "duet"]  # both schedules, one command
     assert "real" not in experiments.profiles_to_reproduce("accuracy")  # `real` needs --data
-    assert experiments.profiles_to_reproduce("accuracy", with_data=True) == ["real"]
+    assert "real" in experiments.profiles_to_reproduce("accuracy", with_data=True)
     assert experiments.profiles_to_reproduce("compression", with_data=True) == ["real"]
     assert experiments.profiles_to_reproduce("sc24") == ["cpu"]
     assert experiments.default_slot(experiments.experiments_folder() / "compression.toml")[0].endswith(
