@@ -25,20 +25,27 @@ from reproduce.cli.output import console
 @click.option("--engine-workloads", type=click.IntRange(min=2), default=None,
               help="fit the engine term on the first N calibration workloads only (default: all; fewer is quicker "
                    "and extrapolates worse)")
-def calibrate(worlds, threads, backend, machine, root, out, if_missing, engine_workloads) -> None:
+@click.option("--quick", is_flag=True,
+              help="a smoke profile in about a fifth of the time (3 repeats, messages to 1 MiB, the small lookup grid, "
+                   "one engine round): noisier terms that extrapolate worse; needs --out, so that no run plans on it "
+                   "unless told to")
+def calibrate(worlds, threads, backend, machine, root, out, if_missing, engine_workloads, quick=False) -> None:
     """Measure collectives (latency, bandwidth by message and world size), lookups per storage (forward, backward;
     per bag, key and byte), dedup, pooling, and the engine's own work (EMBark steps of candidate plans) on this
     machine, and write the profile EMBark's planner reads."""
     import torch
 
     from impls.api import get_impl
-    from reproduce.harness.calibration_run import calibrate as measure
+    from reproduce.harness.calibration_run import FULL, QUICK, calibrate as measure
     from reproduce.harness.calibration import profile_path
     from reproduce.harness.machine import this_machine
     from reproduce.harness.record_store import write_json
 
     if any(w < 2 for w in worlds) or threads < 1:
         raise click.BadParameter("world sizes must be >= 2 and threads >= 1")
+    if quick and out is None:
+        raise click.UsageError("--quick writes a smoke profile: name its file with --out (the machine's profile, which "
+                               "runs and sweeps plan on, is always measured in full)")
     if backend == "auto":
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     if backend == "nccl" and torch.cuda.device_count() < max(worlds):
@@ -56,7 +63,7 @@ def calibrate(worlds, threads, backend, machine, root, out, if_missing, engine_w
     except ImportError as exc:
         console.print(f"fbgemm storage not calibrated: {exc}")
     profile = measure(sorted(set(worlds)), threads, machine, backend, storages, engine_workloads,
-                      progress=lambda s: console.print(f"calibrate: {s}"))
+                      progress=lambda s: console.print(f"calibrate: {s}"), effort=QUICK if quick else FULL)
     write_json(path, profile)
     for name, per in profile["collectives"].items():
         for w, line in per.items():

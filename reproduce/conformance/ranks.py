@@ -11,12 +11,12 @@ import traceback
 from typing import Any
 
 import torch
-import torch.multiprocessing as mp
 
 from impls.api import TableSpec
 from reproduce.conformance import oracle
 from reproduce.conformance.cases import SGD, random_batch, upstream
 from reproduce.conformance.compare import Failed, close
+from reproduce.harness.rank_processes import rank_queue, start_ranks
 
 WORLD = 2
 TABLES = (TableSpec("a", 40, 8), TableSpec("b", 7, 8, pooling="mean"), TableSpec("c", 25, 8), TableSpec("d", 60, 8))
@@ -68,11 +68,9 @@ def _rank(rank: int, init: str, name: str, spec: str | None, options: dict, resu
 
 def _spawned(name: str, spec: str | None, options: dict) -> list[tuple]:
     """(output rows, tables before, tables after) of each rank."""
-    ctx = mp.get_context("spawn")
-    errors, results = ctx.SimpleQueue(), ctx.SimpleQueue()
+    errors, results = rank_queue(), rank_queue()
     with tempfile.TemporaryDirectory(prefix="dlrmbench-check-") as tmp:
-        mp.start_processes(_rank, args=(f"file://{tmp}/rdzv", name, spec, options, results, errors), nprocs=WORLD,
-                           start_method="spawn", join=True)
+        start_ranks(_rank, (f"file://{tmp}/rdzv", name, spec, options, results, errors), WORLD)
     if not errors.empty():
         raise Failed(errors.get().strip().splitlines()[-1])
     got = {}

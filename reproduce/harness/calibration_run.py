@@ -36,6 +36,29 @@ REPEATS = 7
 WARMUP = 2
 
 
+@dataclasses.dataclass(frozen=True)
+class Effort:
+    """How much a calibration measures: timed repeats and warm-up calls per measurement, the collectives' message
+    sizes, the lookup grid (the small grid alone, or with the corners real workloads reach), the id skews, the engine's
+    rounds and timed steps per round, and the size of the copy that measures memory bandwidth."""
+
+    name: str
+    repeats: int = REPEATS
+    warmup: int = WARMUP
+    sizes: tuple[int, ...] = SIZES
+    corners: bool = True
+    engine_rounds: int = 3  # the median round counts
+    engine_steps: int = 6  # timed steps per round
+    copy_mb: int = 256
+
+
+FULL = Effort("full")
+# a smoke profile in about a fifth of the time: 3 repeats, messages to 1 MiB, the small lookup grid (outputs to 8 MiB),
+# one engine round of 3 steps; its terms are noisier and extrapolate worse (the profile says it is quick)
+QUICK = Effort("quick", repeats=3, warmup=1, sizes=SIZES[:6], corners=False, engine_rounds=1, engine_steps=3,
+               copy_mb=64)
+
+
 def fit_nonneg(rows: Sequence[Sequence[float]], y: Sequence[float],
                scale: Sequence[float] | None = None) -> list[float]:
     """Coefficients >= 0 minimizing the error of ``rows @ coef`` against ``y`` relative to ``scale`` (default ``y``,
@@ -61,7 +84,7 @@ def _median_time(fn: Callable[[], Any], reps: int = REPEATS, warmup: int = WARMU
 
 
 # --- collectives, in `world` processes ------------------------------------------------------------------------------
-def _collective_rank(rank: int, world: int, init: str, backend: str, out) -> None:
+def _collective_rank(rank: int, world: int, init: str, backend: str, effort: Effort, out) -> None:
     import torch
     import torch.distributed as dist
 
@@ -72,7 +95,7 @@ def _collective_rank(rank: int, world: int, init: str, backend: str, out) -> Non
         torch.cuda.set_device(dev)
     dist.init_process_group(backend, init_method=init, rank=rank, world_size=world)
     res: dict[str, list[tuple[float, float]]] = {"all_to_all": [], "all_reduce": [], "all_gather": []}
-    for size in SIZES:
+    for size in effort.sizes:
         n = max(world, size // 4 // world * world)
         x = torch.ones(n, device=dev)
         y = torch.empty_like(x)
@@ -82,7 +105,7 @@ def _collective_rank(rank: int, world: int, init: str, backend: str, out) -> Non
                "all_gather": (lambda: dist.all_gather_into_tensor(g, x), n * 4)}
         for name, (op, nbytes) in ops.items():
             times = []
-            for rep in range(WARMUP + REPEATS):
+            for rep in range(effort.warmup + effort.repeats):
                 dist.barrier()
                 if dev.type == "cuda":
                     torch.cuda.synchronize(dev)
@@ -92,7 +115,7 @@ def _collective_rank(rank: int, world: int, init: str, backend: str, out) -> Non
                     torch.cuda.synchronize(dev)
                 took = torch.tensor([time.perf_counter() - t0], device=dev)
                 dist.all_reduce(took, op=dist.ReduceOp.MAX)  # the slowest rank's
-                if rep >= WARMUP:
+                if rep >= effort.warmup:
                     times.append(float(took))
             res[name].append((nbytes, statistics.median(times)))
     if rank == 0:
@@ -100,15 +123,13 @@ def _collective_rank(rank: int, world: int, init: str, backend: str, out) -> Non
     dist.destroy_process_group()
 
 
-def collectives(world: int, backend: str) -> dict[str, list[tuple[float, float]]]:
+def collectives(world: int, backend: str, effort: Effort = FULL) -> dict[str, list[tuple[float, float]]]:
     """(bytes, median seconds) per size for each collective in ``world`` processes."""
-    import torch.multiprocessing as mp
+    from reproduce.harness.rank_processes import rank_queue, start_ranks
 
-    ctx = mp.get_context("spawn")
-    out = ctx.SimpleQueue()
+    out = rank_queue()
     with tempfile.TemporaryDirectory() as d:
-        mp.start_processes(_collective_rank, args=(world, f"file://{d}/rdzv", backend, out), nprocs=world,
-                           start_method="spawn", join=True)
+        start_ranks(_collective_rank, (world, f"file://{d}/rdzv", backend, effort, out), world)
     return out.get()
 
 
@@ -116,15 +137,17 @@ def collectives(world: int, backend: str) -> dict[str, list[tuple[float, float]]
 # (tables, width, keys per bag, bags per table): a small grid, then the corners real workloads reach - many wide
 # tables with short bags (a pooled output of tens of MB, past the caches) and long bags (tens of keys per bag); each
 # with ids uniform over the rows and Zipf(1.1) through a fixed permutation (hot rows stay cached)
-LOOKUP_GRID = [(T, d, h, B) for T in (1, 8) for d in (16, 128) for h in (1, 8) for B in (256, 2048)] + [
-    (64, 128, 1, 2048), (64, 64, 2, 1024), (32, 128, 4, 2048), (128, 32, 1, 2048),
-    (8, 64, 64, 1024), (16, 128, 32, 512), (1, 64, 128, 2048), (32, 32, 16, 2048)]
+LOOKUP_SMALL_GRID = [(T, d, h, B) for T in (1, 8) for d in (16, 128) for h in (1, 8) for B in (256, 2048)]
+LOOKUP_CORNERS = [(64, 128, 1, 2048), (64, 64, 2, 1024), (32, 128, 4, 2048), (128, 32, 1, 2048),
+                  (8, 64, 64, 1024), (16, 128, 32, 512), (1, 64, 128, 2048), (32, 32, 16, 2048)]
+LOOKUP_GRID = LOOKUP_SMALL_GRID + LOOKUP_CORNERS
 LOOKUP_ROWS = 20_000
 LOOKUP_ALPHAS = (0.0, 1.1)
 
 
-def lookup_points(storage: str, device: str = "cpu") -> list[dict[str, float]]:
-    """Forward and backward (+ fused SGD update) seconds of ``storage`` over LOOKUP_GRID x LOOKUP_ALPHAS."""
+def lookup_points(storage: str, device: str = "cpu", effort: Effort = FULL) -> list[dict[str, float]]:
+    """Forward and backward (+ fused SGD update) seconds of ``storage`` over LOOKUP_GRID x LOOKUP_ALPHAS (the small
+    grid only where ``effort`` leaves the corners out)."""
     import numpy as np
     import torch
 
@@ -137,7 +160,8 @@ def lookup_points(storage: str, device: str = "cpu") -> list[dict[str, float]]:
     rng = np.random.default_rng(0)
     perm = rng.permutation(LOOKUP_ROWS)
     out = []
-    for (T, d, h, B), alpha in ((g, a) for g in LOOKUP_GRID for a in LOOKUP_ALPHAS):
+    grid = LOOKUP_GRID if effort.corners else LOOKUP_SMALL_GRID
+    for (T, d, h, B), alpha in ((g, a) for g in grid for a in LOOKUP_ALPHAS):
         tables = [TableSpec(f"t{i}", LOOKUP_ROWS, d) for i in range(T)]
         # checked, as EMBark builds its stores (one native bounds_check pass; fbgemm then skips its own)
         coll = cls(tables, EmbeddingOptim("sgd", lr=0.01), None, device=device, check_bounds=True)
@@ -157,26 +181,27 @@ def lookup_points(storage: str, device: str = "cpu") -> list[dict[str, float]]:
             state["y"].backward(grad)
             coll.optimizer_step()
 
-        t_fwd = _median_time(fwd)
-        t_bwd = max(_median_time(bwd) - t_fwd, 0.0)
+        t_fwd = _median_time(fwd, effort.repeats, effort.warmup)
+        t_bwd = max(_median_time(bwd, effort.repeats, effort.warmup) - t_fwd, 0.0)
         out.append({"alpha": alpha, "bags": B * T, "keys": n, "unique": unique, "row_bytes": n * d * 4,
                     "unique_bytes": unique * d * 4, "out_bytes": B * T * d * 4, "fwd_s": t_fwd, "bwd_s": t_bwd})
         del coll, state
     return out
 
 
-def dedup_points() -> list[tuple[float, float]]:
+def dedup_points(effort: Effort = FULL) -> list[tuple[float, float]]:
     import torch
 
     gen = torch.Generator().manual_seed(1)
     pts = []
     for n in (1_000, 8_000, 64_000, 512_000):
         keys = (torch.rand(n, generator=gen) ** 4 * 1e6).long()
-        pts.append((n, _median_time(lambda: torch.unique(keys, sorted=True, return_inverse=True))))
+        pts.append((n, _median_time(lambda: torch.unique(keys, sorted=True, return_inverse=True), effort.repeats,
+                                    effort.warmup)))
     return pts
 
 
-def pool_points() -> list[tuple[float, float]]:
+def pool_points(effort: Effort = FULL) -> list[tuple[float, float]]:
     import torch
 
     gen = torch.Generator().manual_seed(2)
@@ -185,7 +210,7 @@ def pool_points() -> list[tuple[float, float]]:
         rows = torch.randn(n, 64, generator=gen)
         idx = torch.randint(0, max(1, n // 4), (n,), generator=gen)
         out = torch.zeros(max(1, n // 4), 64)
-        pts.append((n * 64 * 4, _median_time(lambda: out.index_add_(0, idx, rows))))
+        pts.append((n * 64 * 4, _median_time(lambda: out.index_add_(0, idx, rows), effort.repeats, effort.warmup)))
     return pts
 
 
@@ -205,12 +230,10 @@ def copy_bandwidth(mb: int = 256) -> float:
 ENGINE_WORKLOADS = ((8, 4000, 64, 1, 256, 0.0), (26, 4000, 128, 8, 256, 1.1), (64, 2000, 32, 2, 256, 0.0),
                     (16, 4000, 16, 20, 512, 0.0), (32, 4000, 64, 4, 1024, 0.0), (128, 2000, 128, 2, 256, 1.1),
                     (48, 4000, 64, 40, 256, 1.1), (256, 2000, 128, 1, 256, 1.1), (64, 4000, 64, 64, 256, 1.1))
-ENGINE_STEPS = 6  # timed steps per round
-ENGINE_ROUNDS = 3  # the median round counts
 
 
 def _engine_rank(rank: int, world: int, init: str, backend: str, threads: int, profile: dict[str, Any],
-                 storage: str, workloads: Sequence[tuple[int, ...]], out) -> None:
+                 storage: str, workloads: Sequence[tuple[int, ...]], effort: Effort, out) -> None:
     import torch
 
     from impls.api import EmbeddingOptim
@@ -248,19 +271,19 @@ def _engine_rank(rank: int, world: int, init: str, backend: str, threads: int, p
                                         storage=storage, device=dev, check_bounds=True, seed=0)
                 step = TrainStep(coll, mode="embedding-only", comm=comm, global_batch=B)
                 local = [rank_slice(x, rank, world).to(dev) for x in batches]
-                for k in range(WARMUP + 1):
+                for k in range(effort.warmup + 1):
                     step(local[k % 2])
                 times = []
-                for _ in range(ENGINE_ROUNDS):
+                for _ in range(effort.engine_rounds):
                     torch.distributed.barrier()
                     if dev.type == "cuda":
                         torch.cuda.synchronize(dev)
                     t0 = time.perf_counter()
-                    for k in range(ENGINE_STEPS):
+                    for k in range(effort.engine_steps):
                         step(local[k % 2])
                     if dev.type == "cuda":
                         torch.cuda.synchronize(dev)
-                    took = torch.tensor([(time.perf_counter() - t0) / ENGINE_STEPS], device=dev)
+                    took = torch.tensor([(time.perf_counter() - t0) / effort.engine_steps], device=dev)
                     torch.distributed.all_reduce(took, op=torch.distributed.ReduceOp.MAX)
                     times.append(float(took))
                 tally = search.tally(plan)
@@ -277,16 +300,15 @@ def _engine_rank(rank: int, world: int, init: str, backend: str, threads: int, p
 
 
 def engine_points(world: int, backend: str, threads: int, profile: dict[str, Any], storage: str,
-                  workloads: Sequence[tuple[int, ...]] = ENGINE_WORKLOADS) -> list[dict]:
+                  workloads: Sequence[tuple[int, ...]] = ENGINE_WORKLOADS, effort: Effort = FULL) -> list[dict]:
     """Every distinct candidate plan of the calibration workloads at ``world``: its measured step (median of rounds,
     slowest rank), what the primitive terms of ``profile`` predict for it, and its engine features."""
-    import torch.multiprocessing as mp
+    from reproduce.harness.rank_processes import rank_queue, start_ranks
 
-    ctx = mp.get_context("spawn")
-    out = ctx.SimpleQueue()
+    out = rank_queue()
     with tempfile.TemporaryDirectory() as d:
-        args = (world, f"file://{d}/rdzv", backend, threads, profile, storage, workloads, out)
-        mp.start_processes(_engine_rank, args=args, nprocs=world, start_method="spawn", join=True)
+        start_ranks(_engine_rank, (world, f"file://{d}/rdzv", backend, threads, profile, storage, workloads, effort,
+                                   out), world)
     return out.get()
 
 
@@ -330,9 +352,10 @@ def fit_lookup(points: Sequence[dict[str, float]], key: str) -> Lookup:
 
 
 def calibrate(worlds: Sequence[int], threads: int, machine: str, backend: str, storages: Sequence[str],
-              engine_workloads: int | None = None, progress: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
-    """Measure and fit every term; the profile as a dict (Profile.to_dict, with the machine's fingerprint and the
-    date beside it)."""
+              engine_workloads: int | None = None, progress: Callable[[str], None] = lambda s: None,
+              effort: Effort = FULL) -> dict[str, Any]:
+    """Measure and fit every term; the profile as a dict (Profile.to_dict, with the machine's fingerprint, the date
+    and the effort beside it)."""
     import torch
 
     from impls.embark.engines import default_storage
@@ -344,7 +367,7 @@ def calibrate(worlds: Sequence[int], threads: int, machine: str, backend: str, s
     fitted_c: dict[str, dict[int, Line]] = {name: {} for name in COLLECTIVES}
     for w in worlds:
         progress(f"collectives, {w} {backend} processes")
-        res = collectives(w, backend)
+        res = collectives(w, backend, effort)
         measured["collectives"][str(w)] = res
         for name, pts in res.items():
             fitted_c[name][w] = fit_line(pts)
@@ -354,12 +377,12 @@ def calibrate(worlds: Sequence[int], threads: int, machine: str, backend: str, s
         lookups = {}
         for s in storages:
             progress(f"lookups, {s}")
-            pts = lookup_points(s, "cuda" if backend == "nccl" else "cpu")
+            pts = lookup_points(s, "cuda" if backend == "nccl" else "cpu", effort)
             measured["lookup"][s] = pts
             lookups[s] = {k: fit_lookup(pts, f"{k}_s") for k in DIRECTIONS}
         progress("dedup and pooling")
-        measured["dedup"], measured["pool"] = dedup_points(), pool_points()
-        measured["copy_bytes_per_s"] = copy_bandwidth()
+        measured["dedup"], measured["pool"] = dedup_points(effort), pool_points(effort)
+        measured["copy_bytes_per_s"] = copy_bandwidth(effort.copy_mb)
     finally:
         torch.set_num_threads(before)
     primitive = Profile(machine, backend, cores(), threads, fitted_c, lookups, fit_line(measured["dedup"]),
@@ -371,11 +394,11 @@ def calibrate(worlds: Sequence[int], threads: int, machine: str, backend: str, s
     for w in worlds:
         progress(f"the engine's own work, {w} {backend} processes ({storage} storage, "
                  f"{len(workloads)} workloads x their candidate plans)")
-        pts = engine_points(w, backend, threads, primitive.to_dict(), storage, workloads)
+        pts = engine_points(w, backend, threads, primitive.to_dict(), storage, workloads, effort)
         measured["engine"][str(w)] = pts
         engines[w], fit[str(w)] = fit_engine(pts)
     measured["engine_fit"], measured["engine_storage"] = fit, storage
     measured["engine_workloads"] = [list(w) for w in workloads]
     profile = dataclasses.replace(primitive, engine=engines, measured=measured)
-    return {**profile.to_dict(), "env": fingerprint(), "allocator": allocator,
+    return {**profile.to_dict(), "env": fingerprint(), "allocator": allocator, "effort": dataclasses.asdict(effort),
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "wall_s": time.monotonic() - began}

@@ -50,15 +50,27 @@ def run_sweep(exp, force: bool = False, timeout_s: float | None = None, probe: b
         if on_point is not None:
             on_point(i, n, point, repeat, outcome)
 
+    stopped: list[int] = []  # the signal, once one came: an exception raised where Python swallows it (a
+    # destructor running when the signal lands) must not let the sweep start another run or end as if it finished
+
     def terminate(signum, frame):
+        stopped.append(signum)
         raise KeyboardInterrupt(f"signal {signum}")
+
+    def start(point, repeat, progress):
+        if stopped:
+            raise KeyboardInterrupt(f"signal {stopped[0]}")
+        if on_start is not None:
+            on_start(point, repeat, progress)
 
     before = signal.signal(signal.SIGTERM, terminate)
     try:
-        run_experiment(exp, force=force, timeout_s=timeout_s, on_point=done, on_start=on_start, probe=probe,
+        run_experiment(exp, force=force, timeout_s=timeout_s, on_point=done, on_start=start, probe=probe,
                        more=points_to_resolve(exp, cores) if adaptive(exp) else None)
     finally:
         signal.signal(signal.SIGTERM, before)
+    if stopped:
+        raise KeyboardInterrupt(f"signal {stopped[0]}")
     try:
         summary = summarize_experiment(exp)
     except ValueError as exc:

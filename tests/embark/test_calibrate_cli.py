@@ -12,10 +12,14 @@ from impls.embark.calibrated import Profile
 @pytest.mark.skipif(not torch.distributed.is_gloo_available(), reason="needs gloo")
 def test_calibrate_writes_a_profile_the_planner_reads(tmp_path):
     from reproduce.cli import cli
-    from reproduce.harness.calibration_run import ENGINE_WORKLOADS
+    from reproduce.harness.calibration_run import ENGINE_WORKLOADS, QUICK
 
     out = tmp_path / "gloo.json"
-    res = CliRunner().invoke(cli, ["calibrate", "--world", "2", "--out", str(out), "--engine-workloads", "2"])
+    res = CliRunner().invoke(cli, ["calibrate", "--world", "2", "--quick"])  # never at the machine's profile
+    assert res.exit_code != 0 and "--out" in res.output
+    # the quick effort: the same program over a smaller grid (test_calibrated fits the full grid's shapes)
+    res = CliRunner().invoke(cli, ["calibrate", "--world", "2", "--out", str(out), "--engine-workloads", "2",
+                                   "--quick"])
     assert res.exit_code == 0, res.output
     p = Profile.load(out)
     assert p.backend == "gloo" and p.threads == 1 and p.cores >= 1
@@ -30,6 +34,8 @@ def test_calibrate_writes_a_profile_the_planner_reads(tmp_path):
             assert lk.at(2048, 2**17, 2**16, 2**17 * 512, 2**16 * 512, 2048 * 512) > lk.at(256, 256, 256, *(256 * 64,) * 3)
     raw = json.loads(out.read_text())
     assert raw["measured"]["collectives"]["2"]["all_to_all"] and raw["env"]["cores"] == p.cores
+    assert raw["effort"]["name"] == "quick" and len(raw["measured"]["collectives"]["2"]["all_to_all"]) == len(
+        QUICK.sizes)
     assert raw["allocator"]["policy"] in {"harness", "user", "system"}
     # the engine term: fitted on measured steps of the candidate plans, with how well it then predicts them
     assert set(p.engine) == {2} and p.engine[2].fixed_s >= 0

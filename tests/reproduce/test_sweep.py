@@ -80,8 +80,8 @@ def test_killed_sweep_resumes_without_redoing_finished_points(tmp_path):
         assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read().decode()
         time.sleep(0.2)
     proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=60)
-    assert proc.returncode != 0
+    log, _ = proc.communicate(timeout=60)
+    assert proc.returncode != 0, log.decode()  # stopped, not finished
     assert not workers_of(tmp_path)  # the point in flight was stopped with the sweep
     finished = {r: (r.read_bytes(), r.stat().st_mtime_ns) for r in recs if r.exists()}
     assert 1 <= len(finished) < len(recs)

@@ -76,7 +76,7 @@ def run_fresh(points, tmp: Path, max_procs: int = 6) -> list[tuple[dict, set[str
     import json
     import socket
 
-    import torch.multiprocessing as mp
+    from reproduce.harness.rank_processes import start_ranks
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -88,8 +88,7 @@ def run_fresh(points, tmp: Path, max_procs: int = 6) -> list[tuple[dict, set[str
             waves.append([])
         waves[-1] += [(i, r) for r in range(p.world_size)]
     for plan in waves:
-        mp.start_processes(_proc, args=(plan, port0, dicts, str(tmp)), nprocs=len(plan), start_method="spawn",
-                           join=True)
+        start_ranks(_proc, (plan, port0, dicts, str(tmp)), len(plan))
     out = []
     for i, p in enumerate(points):
         ranks = [json.loads(Path(tmp, f"p{i}.rank{r}.json").read_text()) for r in range(p.world_size)]

@@ -1,12 +1,12 @@
-"""Run a function on N spawned gloo ranks (file:// rendezvous) and collect what each returns or raises."""
+"""Run a function on N gloo ranks (file:// rendezvous; processes of the harness's rank_processes) and collect what
+each returns or raises."""
 from __future__ import annotations
 
 import traceback
 
 import torch
-import torch.multiprocessing as mp
-
 from impls.sharding.context import DistContext
+from reproduce.harness.rank_processes import rank_queue, start_ranks
 
 
 def _main(rank, world, init, L, fn, args, errors, results):
@@ -25,10 +25,8 @@ def run_ranks(tmp_path, world: int, fn, *args, L: int | None = None) -> list:
     """``fn(ctx, *args)`` on every rank (``fn`` importable: a module-level function; ``L`` ranks per node,
     default all on one); its results by rank."""
     tmp_path.mkdir(parents=True, exist_ok=True)
-    ctx = mp.get_context("spawn")
-    errors, results = ctx.SimpleQueue(), ctx.SimpleQueue()
-    mp.start_processes(_main, args=(world, f"file://{tmp_path}/rdzv", L or world, fn, args, errors, results), nprocs=world,
-                       start_method="spawn", join=True)
+    errors, results = rank_queue(), rank_queue()
+    start_ranks(_main, (world, f"file://{tmp_path}/rdzv", L or world, fn, args, errors, results), world)
     msgs = []
     while not errors.empty():
         msgs.append(errors.get())

@@ -5,10 +5,10 @@ import time
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from impls.sharding.comm import Comm
 from impls.sharding.context import DistContext
+from reproduce.harness.rank_processes import rank_queue, start_ranks
 
 
 def _collectives(rank, world, init, L, errors):
@@ -51,9 +51,8 @@ def _collectives(rank, world, init, L, errors):
 
 @pytest.mark.parametrize("world,L", [(2, 2), (4, 2)])
 def test_collectives_groups_and_bytes(tmp_path, world, L):
-    errors = mp.get_context("spawn").SimpleQueue()
-    mp.start_processes(_collectives, args=(world, f"file://{tmp_path}/rdzv", L, errors), nprocs=world,
-                       start_method="spawn", join=True)
+    errors = rank_queue()
+    start_ranks(_collectives, (world, f"file://{tmp_path}/rdzv", L, errors), world)
     msgs = []
     while not errors.empty():
         msgs.append(errors.get())
@@ -78,10 +77,9 @@ def _one_rank_absent(rank, world, init, errors):
 
 
 def test_a_missing_rank_times_out_instead_of_hanging(tmp_path):
-    errors = mp.get_context("spawn").SimpleQueue()
+    errors = rank_queue()
     t0 = time.time()
-    ctx = mp.start_processes(_one_rank_absent, args=(2, f"file://{tmp_path}/rdzv", errors), nprocs=2,
-                             start_method="spawn", join=False)
+    ctx = start_ranks(_one_rank_absent, (2, f"file://{tmp_path}/rdzv", errors), 2, join=False)
     while not ctx.join(timeout=30):
         assert time.time() - t0 < 60, "the run hung"
     msgs = []

@@ -5,6 +5,7 @@
 // finds in the sources and fails on one it does not test.
 #pragma once
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
 #ifdef WITH_CUDA
@@ -17,3 +18,12 @@
 #define DLRMBENCH_COMPOSED(name, fn)                                                    \
   DLRMBENCH_CUDA_IMPL(name, fn)                                                         \
   TORCH_LIBRARY_FRAGMENT(dlrmbench_composed, m) { m.def(name, TORCH_FN(fn)); }
+
+namespace dlrmbench {
+
+// A dlrmbench op by name, for a composition that calls another op through the dispatcher (each backend's kernel runs).
+inline c10::OperatorHandle dispatcher_op(const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
+}
+
+}  // namespace dlrmbench

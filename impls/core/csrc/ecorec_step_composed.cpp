@@ -25,8 +25,6 @@
 namespace dlrmbench {
 namespace {
 
-c10::OperatorHandle op(const char* name) { return c10::Dispatcher::singleton().findSchemaOrThrow(name, ""); }
-
 using Tensors5 = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 using Tensors6 = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
@@ -46,7 +44,7 @@ at::Tensor from_host(const std::vector<int64_t>& v, const at::TensorOptions& opt
 
 void call_stages(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids,
                  const at::Tensor& group_of, const at::Tensor& last, const at::Tensor& out, int64_t num_rows) {
-  static const auto h = op("dlrmbench::tt_stages")
+  static const auto h = dispatcher_op("dlrmbench::tt_stages")
                             .typed<void(at::TensorList, c10::IntArrayRef, c10::IntArrayRef, const at::Tensor&,
                                         const at::Tensor&, const at::Tensor&, at::Tensor, bool, int64_t)>();
   h.call(cores, q, r, prefix_ids, group_of, last, out, false, num_rows);
@@ -60,7 +58,7 @@ Tensors6 ecorec_forward_composed(at::TensorList cores, c10::IntArrayRef q, c10::
   const c10::DeviceGuard guard(values.device());
   const int64_t nnz = values.numel(), D = s.dim(), p_last = s.p[s.d - 1];
   const auto opts = values.options().dtype(at::kLong);
-  static const auto dedup = op("dlrmbench::jagged_unique")
+  static const auto dedup = dispatcher_op("dlrmbench::jagged_unique")
                                 .typed<Tensors5(const at::Tensor&, const at::Tensor&, int64_t, int64_t)>();
   auto [unique, table_offsets, inverse, counts, sorted_positions] = dedup.call(values, offsets, 1, batch_size);
   const int64_t U = unique.numel();
@@ -76,7 +74,7 @@ Tensors6 ecorec_forward_composed(at::TensorList cores, c10::IntArrayRef q, c10::
   const int64_t* cut = cuts.data_ptr<int64_t>();
   std::vector<int64_t> groups(m);
   auto out = at::zeros({batch_size, D}, cores[0].options());
-  static const auto scatter = op("dlrmbench::scatter_add_rows")
+  static const auto scatter = dispatcher_op("dlrmbench::scatter_add_rows")
                                   .typed<void(const at::Tensor&, const at::Tensor&, const at::Tensor&, at::Tensor,
                                               bool)>();
   for (int64_t k = 0; k < m; ++k) {
@@ -105,11 +103,11 @@ void ecorec_backward_composed(at::TensorList cores, c10::IntArrayRef q, c10::Int
   const auto cuts = at::index_select(count_offsets, 0, chunk_bounds).cpu();
   const int64_t* cb = bounds.data_ptr<int64_t>();
   const int64_t* cut = cuts.data_ptr<int64_t>();
-  static const auto pool = op("dlrmbench::gather_pool")
+  static const auto pool = dispatcher_op("dlrmbench::gather_pool")
                                .typed<void(const at::Tensor&, const at::Tensor&, const at::Tensor&, at::Tensor,
                                            bool)>();
   static const auto stages_bwd =
-      op("dlrmbench::tt_stages_backward")
+      dispatcher_op("dlrmbench::tt_stages_backward")
           .typed<void(at::TensorList, c10::IntArrayRef, c10::IntArrayRef, const at::Tensor&, const at::Tensor&,
                       const at::Tensor&, const at::Tensor&, at::TensorList, bool, int64_t)>();
   const auto g = grad.contiguous();

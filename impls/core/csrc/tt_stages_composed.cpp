@@ -12,14 +12,10 @@
 namespace dlrmbench {
 namespace {
 
-c10::OperatorHandle op(const char* name) {
-  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
-}
-
 // The typed signatures are the kernels' own (an out tensor by value).
 void call_prefix(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& ids,
                  const at::Tensor& out, bool check_indices) {
-  static const auto h = op("dlrmbench::tt_prefix")
+  static const auto h = dispatcher_op("dlrmbench::tt_prefix")
                             .typed<void(at::TensorList, c10::IntArrayRef, c10::IntArrayRef, const at::Tensor&,
                                         at::Tensor, bool)>();
   h.call(cores, q, r, ids, out, check_indices);
@@ -54,7 +50,7 @@ void tt_stages_composed(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayR
       check_tt_stages_args("tt_stages", cores, q, r, prefix_ids, item_group, item_last, out, "out", num_rows);
   const at::Tensor prefix = cores[0].new_empty({prefix_ids.numel(), s.prefix_width()});
   call_prefix(cores, q, r, prefix_ids, prefix, check_indices);
-  static const auto last = op("dlrmbench::tt_last")
+  static const auto last = dispatcher_op("dlrmbench::tt_last")
                                .typed<void(const at::Tensor&, at::TensorList, c10::IntArrayRef, c10::IntArrayRef,
                                            const at::Tensor&, const at::Tensor&, at::Tensor, bool)>();
   last.call(prefix, cores, q, r, item_group, item_last, out, check_indices);
@@ -75,12 +71,12 @@ void tt_stages_backward_composed(at::TensorList cores, c10::IntArrayRef q, c10::
   check_item_rows(name, s, prefix_ids, item_group, item_last, num_rows, check_indices);
   const at::Tensor d_prefix = cores[0].new_empty({G, s.prefix_width()});
   static const auto last_bwd =
-      op("dlrmbench::tt_last_backward")
+      dispatcher_op("dlrmbench::tt_last_backward")
           .typed<void(const at::Tensor&, at::TensorList, c10::IntArrayRef, c10::IntArrayRef, const at::Tensor&,
                       const at::Tensor&, const at::Tensor&, at::Tensor, at::Tensor, bool)>();
   last_bwd.call(prefix, cores, q, r, item_group, item_last, grad_items, grad_cores[s.d - 1], d_prefix,
                 check_indices);
-  static const auto prefix_bwd = op("dlrmbench::tt_prefix_backward")
+  static const auto prefix_bwd = dispatcher_op("dlrmbench::tt_prefix_backward")
                                      .typed<void(at::TensorList, c10::IntArrayRef, c10::IntArrayRef, const at::Tensor&,
                                                  const at::Tensor&, at::TensorList, bool)>();
   prefix_bwd.call(cores, q, r, prefix_ids, d_prefix, grad_cores.slice(0, s.d - 1), check_indices);

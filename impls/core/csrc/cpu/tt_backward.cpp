@@ -24,7 +24,7 @@
 namespace dlrmbench {
 inline namespace DLRMBENCH_ISA_NS {
 
-constexpr int64_t kGrain = 16;
+constexpr int64_t kBackwardGrain = 16;
 
 void tt_last_backward_cpu(const at::Tensor& prefix, at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
                           const at::Tensor& item_group, const at::Tensor& item_last, const at::Tensor& grad_items,
@@ -100,7 +100,7 @@ void tt_prefix_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntAr
     const std::vector<int64_t> order = order_by_digit(t);
     std::vector<float> out(G * M * K);
     float* dGt = grad_cores[t].data_ptr<float>();
-    parallel_runs(order, kGrain, [&](int64_t x) { return key[x]; }, [&] { return StepScratch(s, t); },
+    parallel_runs(order, kBackwardGrain, [&](int64_t x) { return key[x]; }, [&] { return StepScratch(s, t); },
                   [&](StepScratch& w, int64_t j, int64_t b, int64_t e) {
       int64_t digits[4];
       for (int64_t c0 = b; c0 < e; c0 += kStack) {

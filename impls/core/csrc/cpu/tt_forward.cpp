@@ -16,7 +16,7 @@
 namespace dlrmbench {
 inline namespace DLRMBENCH_ISA_NS {
 
-constexpr int64_t kGrain = 32;
+constexpr int64_t kForwardGrain = 32;
 
 
 void tt_prefix_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids,
@@ -38,7 +38,7 @@ void tt_prefix_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
   // Runs of prefixes sharing the last prefix digit, each one tall GEMM (PrefixStack).
   const PrefixDigits pd(s, g, G);
   const std::vector<int64_t> order = order_by_last_prefix_digit(s, pd, G);
-  at::parallel_for(0, G, kGrain, [&](int64_t lo, int64_t hi) {
+  at::parallel_for(0, G, kForwardGrain, [&](int64_t lo, int64_t hi) {
     PrefixStack stack(s, c);
     for_each_run(order, lo, hi, [&](int64_t x) { return pd.last(x); }, [&](int64_t i, int64_t e, int64_t j) {
       stack.run(pd, order.data(), i, e, j, [&](int64_t b) { return o + order[b] * width; });
@@ -65,7 +65,7 @@ void tt_last_cpu(const at::Tensor& prefix, at::TensorList cores, c10::IntArrayRe
   // row has one writer).
   const std::vector<int64_t> order = order_by_group(grp, n, prefix.size(0));
   const Stage2Forward f(s, c);
-  at::parallel_for(0, n, kGrain, [&](int64_t lo, int64_t hi) {
+  at::parallel_for(0, n, kForwardGrain, [&](int64_t lo, int64_t hi) {
     Stage2Scratch w(f);
     for (int64_t i = lo; i < hi;) {
       const int64_t g = grp[order[i]];

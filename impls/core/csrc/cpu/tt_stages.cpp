@@ -25,7 +25,7 @@
 namespace dlrmbench {
 inline namespace DLRMBENCH_ISA_NS {
 
-constexpr int64_t kGrain = 16;
+constexpr int64_t kStagesGrain = 16;
 constexpr int64_t kChunks = 8;  // the backward's chunks at most (each with its own dG_0 and dG_last copy)
 
 // Items ordered by group (stably) and each group's range in that order.
@@ -66,7 +66,7 @@ void tt_stages_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
   const PrefixDigits pd(s, ids, G);
   const std::vector<int64_t> order = order_by_last_prefix_digit(s, pd, G);
   const Stage2Forward f(s, c);
-  at::parallel_for(0, G, kGrain, [&](int64_t lo, int64_t hi) {
+  at::parallel_for(0, G, kStagesGrain, [&](int64_t lo, int64_t hi) {
     PrefixStack stack(s, c);
     Stage2Scratch w(f);
     std::vector<float> P(kStack * width);
