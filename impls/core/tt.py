@@ -6,7 +6,7 @@ the first core most significant (FBTT-Embedding's layout): W[x, j] = G_0[i_0][:,
 """
 from __future__ import annotations
 
-import itertools
+import functools
 import math
 from dataclasses import dataclass
 from typing import Sequence
@@ -39,17 +39,6 @@ def _prime_factors(n: int) -> dict[int, int]:
     return out
 
 
-def _compositions(e: int, d: int):
-    """All ways to write e as an ordered sum of d non-negative parts."""
-    for cuts in itertools.combinations(range(e + d - 1), d - 1):
-        prev, parts = -1, []
-        for c in cuts:
-            parts.append(c - prev - 1)
-            prev = c
-        parts.append(e + d - 2 - prev)
-        yield parts
-
-
 def _entropy(parts: Sequence[int]) -> float:
     s = float(sum(parts))
     return -sum((x / s) * math.log(x / s) for x in parts if x > 0)
@@ -68,29 +57,37 @@ def _interleave(parts: Sequence[int]) -> tuple[int, ...]:
     return tuple(out)
 
 
+def _sorted_factorizations(n: int, d: int, least: int = 1):
+    """Every way to write n as a product of d factors a_1 <= ... <= a_d, each >= ``least`` (each multiset once)."""
+    if d == 1:
+        if n >= least:
+            yield (n,)
+        return
+    f = least
+    while f**d <= n:
+        if n % f == 0:
+            for rest in _sorted_factorizations(n // f, d - 1, f):
+                yield (f, *rest)
+        f += 1
+
+
+@functools.lru_cache(maxsize=4096)  # the round numbers suggest_tt_shapes tries recur
 def _best_shape(n: int, d: int) -> tuple[int, ...]:
     """The most balanced (max-entropy) split of n's prime factors into d factors (FBTT's _auto_shape).
 
     As in FBTT, a factor may be 1 only when n has fewer than d prime factors (it pads with ones).
-    Ties go to the lexicographically smallest shape (FBTT leaves them to set iteration order).
+    Ties go to the lexicographically smallest shape (FBTT leaves them to set iteration order). The shape depends only
+    on the factors as a multiset (_interleave sorts them), so each multiset is tried once.
     """
-    factors = _prime_factors(n)
-    ones_allowed = max(0, d - sum(factors.values()))
-    primes = sorted(factors)
+    ones_allowed = max(0, d - sum(_prime_factors(n).values()))
     best, best_h = None, -1.0
-    for combo in itertools.product(*(list(_compositions(factors[p], d)) for p in primes)):
-        parts = [1] * d
-        for p, exps in zip(primes, combo):
-            for k, e in enumerate(exps):
-                parts[k] *= p**e
+    for parts in _sorted_factorizations(n, d):
         if sum(1 for x in parts if x == 1) > ones_allowed:
             continue
         shape = _interleave(parts)
         h = _entropy(shape)
         if h > best_h + 1e-12 or (abs(h - best_h) <= 1e-12 and shape < best):
             best, best_h = shape, h
-    if best is None:  # n == 1
-        best = (1,) * d
     return best
 
 

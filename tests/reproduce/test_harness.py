@@ -122,16 +122,21 @@ dim = 8
     assert {p.name for p in paths} == {"speedup.png", "speedup.pdf", "memory.png", "memory.pdf"}
 
 
-def test_cli_run_compares_and_rejects_bad_input(tmp_path):
-    runner = CliRunner()
-    args = ["run", "--impl", "dense-torch", "--impl", "dense-fbgemm", "--data", "uniform", "--num-tables", "2",
-            "--rows", "100", "--dim", "4", "-b", "16", "--iters", "2", "--warmup", "0", "--out", str(tmp_path)]
-    res = runner.invoke(cli, args)
+COMPARE = ["run", "--impl", "dense-torch", "--impl", "dense-fbgemm", "--data", "uniform", "--num-tables", "2",
+           "--rows", "100", "--dim", "4", "-b", "16", "--iters", "2", "--warmup", "0", "--out"]
+
+
+def test_cli_run_compares(tmp_path):
+    res = CliRunner().invoke(cli, COMPARE + [str(tmp_path)])
     assert res.exit_code == 0, res.output
     assert "1.00×" in res.output and "dense-fbgemm" in res.output
     assert len(list(tmp_path.glob("*.json"))) == 2
+
+
+def test_cli_run_repeats_interleave_and_rejects_bad_input(tmp_path):
+    runner = CliRunner()
     again = tmp_path / "again"
-    res = runner.invoke(cli, args[:-1] + [str(again), "--repeats", "2"])
+    res = runner.invoke(cli, COMPARE + [str(again), "--repeats", "2"])
     assert res.exit_code == 0, res.output
     assert "over 2 interleaved rounds" in res.output and "[range of 2 rounds (50 % CI of the median)]" in res.output
     order = [line.split()[0] for line in res.output.splitlines() if "repeat " in line and " of 2)" in line]
