@@ -39,8 +39,8 @@ WARMUP = 2
 @dataclasses.dataclass(frozen=True)
 class Effort:
     """How much a calibration measures: timed repeats and warm-up calls per measurement, the collectives' message
-    sizes, the lookup grid (the small grid alone, or with the corners real workloads reach), the id skews, the engine's
-    rounds and timed steps per round, and the size of the copy that measures memory bandwidth."""
+    sizes, the lookup grid (the small grid alone, or with the corners real workloads reach; both id skews either way),
+    the engine's rounds and timed steps per round, and the size of the copy that measures memory bandwidth."""
 
     name: str
     repeats: int = REPEATS
