@@ -13,7 +13,10 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
+from reproduce.harness.derived_cache import derived
+
 ROOT = Path(__file__).resolve().parents[2]
+RULE = Path(__file__)  # what derives the values this module caches (derived_cache.py)
 PACKAGES = ("impls", "reproduce", "benchmarks")
 
 
@@ -25,10 +28,15 @@ def module_name(path: Path, root: Path = ROOT) -> str:
 def imports_of(path: Path, root: Path = ROOT) -> set[str]:
     """Every module ``path`` imports (``from a.b import c`` counts as a.b and as a.b.c when that is a module;
     relative imports resolved against the file's package)."""
+    text = path.read_text()
+    return set(derived("imports", RULE, source_key(path, text, root), lambda: sorted(_imports_in(path, text, root))))
+
+
+def _imports_in(path: Path, text: str, root: Path) -> set[str]:
     out: set[str] = set()
     here = module_name(path, root).split(".")
     package = here if path.name == "__init__.py" else here[:-1]
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(ast.parse(text, str(path))):
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -163,7 +171,13 @@ def code_hash(path: Path, text: str | None = None) -> str:
 
 @lru_cache(maxsize=4096)
 def _file_hash(path: Path, mtime_ns: int, size: int) -> str:
-    return code_hash(path)
+    text = path.read_text()
+    return derived("code_hash", RULE, source_key(path, text), lambda: code_hash(path, text))
+
+
+def source_key(path: Path, text: str, *more: Path) -> bytes:
+    """What a value derived from ``path``'s ``text`` depends on, for the cache (derived_cache.py)."""
+    return "\0".join([str(path), *map(str, more), text]).encode("utf-8", "surrogateescape")
 
 
 @lru_cache(maxsize=8192)

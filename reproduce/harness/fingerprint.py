@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from reproduce.harness import code
+from reproduce.harness.derived_cache import derived
 
 ROOT = code.ROOT
 # modules a worker loads that never run between the start of the build and the end of the timed loop: they read the
@@ -36,8 +37,8 @@ ROOT = code.ROOT
 BOOKKEEPING = frozenset({
     "reproduce", "reproduce.harness", "reproduce.harness.worker_args", "reproduce.harness.records",
     "reproduce.harness.record_store", "reproduce.harness.record_adoption", "reproduce.harness.environment",
-    "reproduce.harness.code", "reproduce.harness.fingerprint", "reproduce.harness.machine",
-    "reproduce.harness.lifeline", "reproduce.harness.point",
+    "reproduce.harness.code", "reproduce.harness.derived_cache", "reproduce.harness.fingerprint",
+    "reproduce.harness.machine", "reproduce.harness.lifeline", "reproduce.harness.point",
     "impls.data.lockfile", "impls.data.safe_write", "impls.data.staging",
     # an outside system's loader (it registers the class before the worker starts; the class's files are fingerprinted)
     "reproduce.harness.systems", "reproduce.harness.outside_worker",
@@ -140,10 +141,22 @@ def ops_called(module_names: Iterable[str], root: Path = ROOT) -> list[str]:
 
 @lru_cache(maxsize=1024)
 def _names_in(path: Path, mtime_ns: int) -> frozenset[str]:
-    tree = ast.parse(path.read_text())
-    return frozenset({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-                     | {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
-                     | {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names})
+    text = path.read_text()
+    names = derived("names", Path(__file__), code.source_key(path, text), lambda: sorted(_names(ast.parse(text))))
+    return frozenset(names)
+
+
+def _names(tree: ast.AST) -> set[str]:
+    """Every name a module uses: its names, attributes and names imported ``from`` a module."""
+    out: set[str] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name):
+            out.add(n.id)
+        elif isinstance(n, ast.Attribute):
+            out.add(n.attr)
+        elif isinstance(n, ast.ImportFrom):
+            out.update(a.name for a in n.names)
+    return out
 
 
 def build_info(root: Path = ROOT) -> dict[str, Any] | None:

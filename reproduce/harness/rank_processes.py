@@ -12,7 +12,9 @@ import os
 from typing import Any, Callable
 
 START_METHOD = "forkserver"
-PRELOAD = ["torch"]  # imported once by the server; project modules are imported by each rank, as it would fresh
+# imported once by the server (torch._dynamo too: torch.optim imports it on an optimizer's first use, ~2 s); project
+# modules are imported by each rank, as it would fresh
+PRELOAD = ["torch", "torch._dynamo"]
 
 
 def _with_environment(rank: int, environment: dict[str, str], fn: Callable, *args: Any) -> None:

@@ -33,6 +33,8 @@ class Window:
                 self.files.add(file)
         elif self.active and name == END[0] and file.endswith(END[1]):
             self.active = False
+            sys.setprofile(None)  # the window closed: the record's bookkeeping after it runs at full speed
+            threading.setprofile(None)
 
     def modules(self) -> set[str]:
         by_path = {str(p): m for m, p in code.modules().items()}
