@@ -3,8 +3,10 @@ module on first use, so an optional dependency (fbgemm, torchrec) only matters t
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
-from impls.interface import EmbeddingCollection
+if TYPE_CHECKING:  # the registry itself needs no torch: a sweep's parent names systems without importing them
+    from impls.interface import EmbeddingCollection
 
 # name -> module that defines (and registers) the implementation; imported on first use. A system of ours is
 # registered in one place, its class's @register: impls/our_systems.py reads the table from the sources (an expression

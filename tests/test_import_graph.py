@@ -120,9 +120,9 @@ def test_parsing_and_naming_a_point_need_no_implementation_and_no_data():
     for module in ("reproduce.harness.experiment", "reproduce.harness.point"):
         assert not violations(g, (module,), resolving), module
     point = imports_of(code.modules(ROOT)["reproduce.harness.point"])
-    assert {d for d in point if under(d, "impls")} <= {"impls.model.train", "impls.model.train.MODES",
-                                                       "impls.model.dlrm", "impls.model.dlrm.INTERACTIONS",
-                                                       "impls.model.train.MLP_OPTIMIZERS"}, point
+    assert {d for d in point if under(d, "impls")} <= {"impls.model.choices", "impls.model.choices.INTERACTIONS",
+                                                       "impls.model.choices.MLP_OPTIMIZERS",
+                                                       "impls.model.choices.MODES"}, point
 
 
 def test_the_analysis_never_resolves_an_experiment():

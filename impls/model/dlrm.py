@@ -11,6 +11,7 @@ from torch import Tensor, nn
 
 from impls.api import EmbeddingCollection
 from impls.data.batch import Batch
+from impls.model.choices import INTERACTIONS
 
 
 def mlp(sizes: Sequence[int], last_activation: bool) -> nn.Sequential:
@@ -50,9 +51,6 @@ class LowRankCross(nn.Module):
         for V, U in zip(self.V, self.U):
             x = x0 * U(V(x)) + x
         return x
-
-
-INTERACTIONS = ("dot", "dcnv2")
 
 
 class DLRM(nn.Module):

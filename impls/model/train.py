@@ -19,10 +19,10 @@ from torch import Tensor
 from impls.api import EmbeddingCollection
 from impls.data.batch import Batch
 from impls.data.loader import rank_rows
+from impls.model.choices import MLP_OPTIMIZER_CLASSES, MODES
 from impls.model.dlrm import DLRM
 
-MODES = ("dlrm", "embedding-only")
-MLP_OPTIMIZERS = {"sgd": torch.optim.SGD, "adagrad": torch.optim.Adagrad, "adam": torch.optim.Adam}
+MLP_OPTIMIZERS = {name: getattr(torch.optim, cls) for name, cls in MLP_OPTIMIZER_CLASSES.items()}
 
 
 class TrainStep:

@@ -8,6 +8,8 @@ from typing import Callable
 
 import click
 
+from impls.model.choices import INTERACTIONS, MLP_OPTIMIZERS, MODES
+
 
 def stack(*decorators: Callable) -> Callable:
     """Several click decorators as one."""
@@ -99,19 +101,20 @@ def _sizes(ctx, param, value):
 def mlp_options(optimizer: str, lr: float) -> Callable:
     """The dense side of the DLRM (defaults differ: a benchmark keeps dlrm's SGD 0.1, training uses Adam)."""
     return stack(
-        click.option("--mlp-optimizer", type=click.Choice(["sgd", "adagrad", "adam"]), default=optimizer,
+        click.option("--mlp-optimizer", type=click.Choice(MLP_OPTIMIZERS), default=optimizer,
                      show_default=True, help="the MLPs' optimizer"),
         click.option("--mlp-lr", type=float, default=lr, show_default=True, callback=positive,
                      help="the MLPs' learning rate"),
         click.option("--bottom", default=_layers("bottom"), show_default=True, callback=_sizes, help="bottom MLP hidden layers"),
         click.option("--top", default=_layers("top"), show_default=True, callback=_sizes, help="top MLP hidden layers"),
-        click.option("--interaction", type=click.Choice(["dot", "dcnv2"]), default=point_default("interaction"), show_default=True,
+        click.option("--interaction", type=click.Choice(INTERACTIONS), default=point_default("interaction"),
+                     show_default=True,
                      help="dot: DLRM's pairwise dot products; dcnv2: DCN-V2's low-rank cross network (MLPerf DLRMv2)"),
     )
 
 
 model_options = stack(
-    click.option("--mode", type=click.Choice(["dlrm", "embedding-only"]), default=point_default("mode"), show_default=True),
+    click.option("--mode", type=click.Choice(MODES), default=point_default("mode"), show_default=True),
     click.option("--optimizer", type=click.Choice(["sgd", "adagrad"]), default=point_default("optimizer"), show_default=True),
     click.option("--lr", type=float, default=point_default("lr"), show_default=True, callback=positive),
     click.option("--seed", type=int, default=point_default("seed"), show_default=True),
@@ -152,7 +155,7 @@ def parse_impl_options(items) -> dict:
     a malformed item."""
     import json
 
-    from impls.api import registered_names
+    from impls.registry import registered_names
 
     out: dict = {}
     for item in items:

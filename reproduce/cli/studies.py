@@ -69,7 +69,7 @@ def tt_params() -> None:
 @click.option("--machine", default=None, help="with --slug: the name to check and print instead of this machine's")
 def env(slug, machine) -> None:
     """Versions and hardware."""
-    from impls.api import registered_names
+    from impls.registry import registered_names
     from reproduce.harness.environment import environment
 
     if slug:

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from impls.api import registered_names
+from impls.registry import registered_names
 from reproduce.harness.point import RunPoint
 from reproduce.harness.progress import progress_path, read_progress
 from reproduce.harness.lifeline import die_with_parent

@@ -73,7 +73,7 @@ def options_for(impl: str, impl_options: dict[str, Any], world_size: int = 1) ->
     """The options one implementation gets: a plain key goes to every implementation that takes it in this kind of
     run (``check_shared_options`` refuses one that no implementation of the run takes), a table named after an
     implementation (``[impl_options.ecorec]``, or ``ecorec.micro_batches`` on the CLI) only to it."""
-    from impls.api import registered_names
+    from impls.registry import registered_names
 
     names = set(registered_names())
     shared = {k: v for k, v in impl_options.items() if k not in names and _takes(impl, k, world_size)}
@@ -137,7 +137,7 @@ def check_impl_options(impl: str, options: dict[str, Any], world_size: int) -> N
 def check_scoped_options(impl_options: dict[str, Any], run_impls: Iterable[str], where: str) -> None:
     """Options scoped to one implementation ([impl_options.X], ``-o X.key=value``) need X in the run: options
     for a system that never runs are a mistake, not something to ignore."""
-    from impls.api import registered_names
+    from impls.registry import registered_names
 
     running = set(run_impls)
     idle = sorted(k for k in impl_options if k in registered_names() and k not in running)
@@ -157,7 +157,7 @@ def check_impl(name: str) -> None:
 def check_shared_options(impl_options: dict[str, Any], points: Iterable["RunPoint"], where: str) -> None:
     """Every plain option reached at least one point (some implementation of the run takes it); one that none
     takes is refused, with each implementation's reason (a typo's close match, a run setting, ranks only)."""
-    from impls.api import registered_names
+    from impls.registry import registered_names
 
     points = list(points)
     plain = {k: v for k, v in impl_options.items() if k not in registered_names()}

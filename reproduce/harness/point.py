@@ -102,7 +102,7 @@ class RunPoint:
             raise ValueError(f"budget is a fraction of the dense tables' bytes in (0, 1] (0: none), got {self.budget}")
         if int(self.num_batches) <= 0:
             raise ValueError(f"num_batches must be > 0, got {self.num_batches}")
-        from impls.model.train import MODES
+        from impls.model.choices import MODES
 
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
@@ -156,13 +156,12 @@ def from_known_fields(cls, d: dict[str, Any], what: str):
 
 def check_training(p: "RunPoint") -> None:
     """The training and model fields of a point."""
-    from impls.model.dlrm import INTERACTIONS
-    from impls.model.train import MLP_OPTIMIZERS
+    from impls.model.choices import INTERACTIONS, MLP_OPTIMIZERS
 
     if not p.mlp_lr > 0:
         raise ValueError(f"mlp_lr must be > 0, got {p.mlp_lr}")
     if p.mlp_optimizer not in MLP_OPTIMIZERS:
-        raise ValueError(f"mlp_optimizer must be one of {sorted(MLP_OPTIMIZERS)}, got {p.mlp_optimizer!r}")
+        raise ValueError(f"mlp_optimizer must be one of {list(MLP_OPTIMIZERS)}, got {p.mlp_optimizer!r}")
     if p.interaction not in INTERACTIONS:
         raise ValueError(f"interaction must be one of {INTERACTIONS}, got {p.interaction!r}")
     for name, sizes in (("bottom", p.bottom), ("top", p.top)):

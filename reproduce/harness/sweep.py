@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from impls.api import registered_names
+from impls.registry import registered_names
 from reproduce.harness.resolve import Sweep
 from reproduce.harness.point import RunPoint
 from reproduce.harness.launch import RecordedElsewhere, launch_point

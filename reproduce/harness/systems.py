@@ -144,7 +144,7 @@ def _code_of(module) -> Path:
 def resolve(name_or_spec: str) -> str:
     """The registry name of a system given by name (ours, one loaded already, an installed entry point) or by spec
     (loaded now); ValueError for a name nothing declares, with the names that are."""
-    from impls.api import registered_names
+    from impls.registry import registered_names
 
     if is_spec(name_or_spec):
         return load(name_or_spec)

@@ -53,6 +53,20 @@ def test_every_experiment_expands_into_points(path):
     assert exp.points and all(p.impl for p in exp.points)
 
 
+def test_every_named_figure_is_a_function_of_its_module_and_a_sweep_without_figures_imports_none(tmp_path):
+    import subprocess
+    import sys
+
+    from reproduce.analysis.plots import PLOTS, _plot
+
+    assert all(callable(_plot(name)) for name in PLOTS)
+    code = ("import sys; from reproduce.analysis.plots import draw; import pandas as pd; "
+            f"assert draw([], pd.DataFrame({{'impl': ['x']}}), {str(tmp_path)!r}) == []; "
+            "print(sorted(m for m in sys.modules if m.startswith(('seaborn', 'matplotlib', 'reproduce.analysis.plots.'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
 def test_caption_says_machine_commit_repeats_and_interval():
     df = pd.DataFrame({"machine": ["box", "box"], "repeats": [3, 3], "git_sha": ["abcdef0123", "abcdef0123"]})
     assert style.caption(df, whiskers=True) == ("machine box; commit abcdef0; 3 repeats per point; medians, whiskers: "

@@ -26,12 +26,12 @@ from reproduce.harness.record_store import (DiskFull, check_identity, log_path, 
 from reproduce.harness.records import Record
 from reproduce.harness.resolve import load_experiment
 from reproduce.harness.sweep import is_done, plan, tidy_set, todo
-from tests.reproduce.test_sweep import experiment, sweep_cmd, workers_of
+from tests.reproduce.test_sweep import dry_run, experiment, sweep_cmd, workers_of
 
 ROOT = Path(__file__).resolve().parents[2]
-RUN = ["run", "--impl", "dense-torch", "--data", "uniform", "--num-tables", "2", "--rows", "100", "--dim", "4", "-b",
+RUN = ["run", "--impl", "dense-fbgemm", "--data", "uniform", "--num-tables", "2", "--rows", "100", "--dim", "4", "-b",
        "8", "--iters", "2", "--warmup", "0", "--mode", "embedding-only"]
-POINT = RunPoint(impl="dense-torch", data="uniform", batch_size=8, iters=2, warmup=0, mode="embedding-only",
+POINT = RunPoint(impl="dense-fbgemm", data="uniform", batch_size=8, iters=2, warmup=0, mode="embedding-only",
                  data_options={"num_tables": 2, "rows": 100, "dim": 4})
 
 
@@ -126,15 +126,15 @@ def test_a_lock_name_that_is_a_symlink_is_never_written_through(tmp_path):
 
 
 def test_a_sweep_records_a_symlinked_point_as_failed_and_goes_on(tmp_path):
-    path = experiment(tmp_path, impls=("dense-torch",), batches=(64, 128))
+    path = experiment(tmp_path, impls=("dense-fbgemm",), batches=(64, 128))
     exp = load_experiment(path, root=tmp_path)
     first, second = (record_path(exp.out_dir, p) for p in exp.points)
     mine = tmp_path / "mine.txt"
     mine.write_text("precious\n")
     first.parent.mkdir(parents=True)
     first.symlink_to(mine)
-    dry = subprocess.run(sweep_cmd(path, tmp_path, "--dry-run"), capture_output=True, text=True, timeout=300)
-    assert dry.returncode == 0 and "is a symbolic link" in dry.stdout, dry.stdout + dry.stderr
+    dry = dry_run(path, tmp_path)
+    assert dry.exit_code == 0 and "is a symbolic link" in dry.output, dry.output
     out = subprocess.run(sweep_cmd(path, tmp_path), capture_output=True, text=True, timeout=600)
     assert out.returncode == 1 and "Traceback" not in out.stdout + out.stderr, out.stdout + out.stderr
     assert "is a symbolic link" in out.stdout and "1 of the runs of this sweep did not finish" in out.stdout
@@ -228,7 +228,7 @@ def test_summarize_and_plot_refuse_a_record_whose_point_contradicts_its_name(tmp
 
 
 def test_a_sweep_lists_a_contradicting_record_and_runs_its_point_again(tmp_path):
-    path = experiment(tmp_path, impls=("dense-torch",), batches=(64,))
+    path = experiment(tmp_path, impls=("dense-fbgemm",), batches=(64,))
     exp = load_experiment(path, root=tmp_path)
     (p,) = exp.points
     rec = record_path(exp.out_dir, p)
@@ -237,8 +237,8 @@ def test_a_sweep_lists_a_contradicting_record_and_runs_its_point_again(tmp_path)
     d["point"]["batch_size"] = 384
     rec.write_text(json.dumps(d))
     assert not is_done(p, exp.out_dir)
-    dry = subprocess.run(sweep_cmd(path, tmp_path, "--dry-run"), capture_output=True, text=True, timeout=300)
-    assert dry.returncode == 0 and str(rec) in dry.stdout.replace("\n", "") and "todo" in dry.stdout, dry.stdout
+    dry = dry_run(path, tmp_path)
+    assert dry.exit_code == 0 and str(rec) in dry.output.replace("\n", "") and "todo" in dry.output, dry.output
 
 
 # ---- 5. a resumed sweep clears the locks of dead holders
@@ -253,7 +253,7 @@ def _dead_pid() -> int:
 def test_a_resumed_sweep_clears_the_locks_its_killed_runs_left(tmp_path):
     import socket
 
-    path = experiment(tmp_path, impls=("dense-torch",), batches=(64,))
+    path = experiment(tmp_path, impls=("dense-fbgemm",), batches=(64,))
     exp = load_experiment(path, root=tmp_path)
     rec = record_path(exp.out_dir, exp.points[0])
     rec.parent.mkdir(parents=True)

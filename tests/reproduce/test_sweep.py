@@ -43,7 +43,9 @@ probe_s = 0.1  # the noise probes' window drift: 0.1 s per core and kind of work
 """
 
 
-def experiment(tmp_path: Path, impls=("dense-torch", "ttrec"), batches=(64,), extra: str = "") -> Path:
+def experiment(tmp_path: Path, impls=("dense-fbgemm", "ttrec"), batches=(64,), extra: str = "") -> Path:
+    """A tiny experiment of ``impls``. Its plain baseline is dense-fbgemm, not dense-torch: torch.optim imports
+    torch._dynamo on its first use, ~3 s of every worker process, and nothing here depends on which system runs."""
     path = tmp_path / "tiny.toml"
     path.write_text(EXPERIMENT.format(impls=json.dumps(list(impls)), batches=json.dumps(list(batches))) + extra)
     return path
@@ -55,6 +57,15 @@ def sweep_cmd(path: Path, root: Path, *args: str) -> list[str]:
     local = "--launcher" not in args
     return [sys.executable, "-m", "reproduce", "sweep", str(path), "--root", str(root), *args,
             *(["--no-probe"] if local else [])]
+
+
+def dry_run(path: Path, root: Path):
+    """`dlrmbench sweep --dry-run` in this process (it launches nothing): click's result, with ``output``."""
+    from click.testing import CliRunner
+
+    from reproduce.cli import cli
+
+    return CliRunner().invoke(cli, ["sweep", str(path), "--root", str(root), "--dry-run"], terminal_width=200)
 
 
 def workers_of(root: Path) -> list[int]:
@@ -98,23 +109,23 @@ def test_killed_sweep_resumes_without_redoing_finished_points(tmp_path):
 
 def test_crashed_point_is_recorded_and_the_sweep_finishes(tmp_path, monkeypatch):
     monkeypatch.setenv("DLRMBENCH_FAULT", "0:1:exit:ttrec")  # ttrec's worker dies at step 1, with no record
-    exp = load_experiment(experiment(tmp_path, impls=("dense-torch", "ttrec", "elrec")), root=tmp_path)
+    exp = load_experiment(experiment(tmp_path, impls=("dense-fbgemm", "ttrec", "elrec")), root=tmp_path)
     seen = []
     run_experiment(exp, on_point=lambda i, n, p, k, o: seen.append((p.impl, o.record["status"], o.finished)),
                    probe=False)
     summary = summarize_experiment(exp)
-    assert seen == [("dense-torch", "ok", True), ("ttrec", "failed", False), ("elrec", "ok", True)]
+    assert seen == [("dense-fbgemm", "ok", True), ("ttrec", "failed", False), ("elrec", "ok", True)]
     rec = read_record(record_path(exp.out_dir, exp.points[1]))
     assert "exited with code 3" in rec["reason"] and Path(rec["log"]).exists() and rec["wall_s"] > 0
     rows = summary.read_text().splitlines()
     assert len(rows) == 4 and "failed" in rows[2]
     monkeypatch.delenv("DLRMBENCH_FAULT")
     assert [p.impl for p, _ in todo(exp)] == []  # a failed point has its record: resume does not retry it
-    assert [p.impl for p, _ in todo(exp, force=True)] == ["dense-torch", "ttrec", "elrec"]
+    assert [p.impl for p, _ in todo(exp, force=True)] == ["dense-fbgemm", "ttrec", "elrec"]
 
 
 def test_kill_and_time_limit_are_recorded(tmp_path, monkeypatch):
-    exp = load_experiment(experiment(tmp_path, impls=("dense-torch",)), root=tmp_path)
+    exp = load_experiment(experiment(tmp_path, impls=("dense-fbgemm",)), root=tmp_path)
     monkeypatch.setenv("DLRMBENCH_FAULT", "0:0:kill")
     run_experiment(exp, probe=False)
     rec = read_record(record_path(exp.out_dir, exp.points[0]))
@@ -127,9 +138,9 @@ def test_kill_and_time_limit_are_recorded(tmp_path, monkeypatch):
 
 
 def test_launcher_error_is_that_points_failure(tmp_path):
-    extra = ('\n[[points]]\nimpl = "dense-torch"\ndata = "uniform"\nbatch_size = 64\nworld_size = 2\nnnodes = 2\n'
+    extra = ('\n[[points]]\nimpl = "dense-fbgemm"\ndata = "uniform"\nbatch_size = 64\nworld_size = 2\nnnodes = 2\n'
              'rdzv_endpoint = "no-such-host.invalid:29500"\n')
-    exp = load_experiment(experiment(tmp_path, impls=("dense-torch",), extra=extra), root=tmp_path)
+    exp = load_experiment(experiment(tmp_path, impls=("dense-fbgemm",), extra=extra), root=tmp_path)
     exp = type(exp)(**{**exp.__dict__, "points": exp.points[1:]})  # only the unreachable multi-node point
     run_experiment(exp, probe=False)
     rec = read_record(record_path(exp.out_dir, exp.points[0]))
@@ -169,7 +180,7 @@ points = [{ impl = "ttrec", data = "uniform", batch_size = 32, world_size = 6 }]
     path = experiment(tmp_path, extra=extra)
     cpu = load_experiment(path, root=tmp_path)
     assert cpu.profile == "cpu" and cpu.out_dir == tmp_path / "results" / "tiny" / cpu.machine
-    assert [(p.impl, p.batch_size) for p in cpu.points] == [("dense-torch", 64), ("ttrec", 64), ("ttrec", 256)]
+    assert [(p.impl, p.batch_size) for p in cpu.points] == [("dense-fbgemm", 64), ("ttrec", 64), ("ttrec", 256)]
     paper = load_experiment(path, root=tmp_path, profile="paper")
     assert paper.out_dir == tmp_path / "results" / "tiny_paper" / cpu.machine
     assert [(p.batch_size, p.iters) for p in paper.points] == [(4096, 5), (8192, 5)] * 2
@@ -183,7 +194,7 @@ points = [{ impl = "ttrec", data = "uniform", batch_size = 32, world_size = 6 }]
 
 
 def test_slurm_script_runs_the_points_and_resumes(tmp_path, monkeypatch):
-    extra = ('\n[[points]]\nimpl = "dense-torch"\ndata = "uniform"\nbatch_size = 64\nworld_size = 4\n'
+    extra = ('\n[[points]]\nimpl = "dense-fbgemm"\ndata = "uniform"\nbatch_size = 64\nworld_size = 4\n'
              'gpus_per_node = 2\nnnodes = 2\nrdzv_endpoint = "head:29500"\n')
     path = experiment(tmp_path, extra=extra)
     from click.testing import CliRunner
@@ -217,7 +228,7 @@ def test_slurm_script_runs_the_points_and_resumes(tmp_path, monkeypatch):
     assert run.returncode == 0, run.stdout + run.stderr
     exp = load_experiment(path, root=tmp_path, machine="testbox")
     status = {p.impl: read_record(record_path(exp.out_dir, p))["status"] for p in exp.points[:2]}
-    assert status == {"dense-torch": "ok", "ttrec": "failed"}
+    assert status == {"dense-fbgemm": "ok", "ttrec": "failed"}
     assert "exited with code 3" in read_record(record_path(exp.out_dir, exp.points[1]))["reason"]
     assert (exp.out_dir / "summary.csv").exists()
     again = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=600)
@@ -227,10 +238,10 @@ def test_slurm_script_runs_the_points_and_resumes(tmp_path, monkeypatch):
 def test_records_of_an_older_schema_are_adopted_not_rerun(tmp_path):
     from reproduce.harness.record_store import write_json
 
-    exp = load_experiment(experiment(tmp_path, impls=("dense-torch",)), root=tmp_path)
+    exp = load_experiment(experiment(tmp_path, impls=("dense-fbgemm",)), root=tmp_path)
     point = exp.points[0].to_dict()
     old = {k: v for k, v in point.items() if k not in ("label", "eval_every", "world_size", "gpus_per_node")}
-    old_file = exp.out_dir / "dense-torch__uniform__b64__0000000000.json"
+    old_file = exp.out_dir / "dense-fbgemm__uniform__b64__0000000000.json"
     write_json(old_file, {"point": old, "status": "ok"})
     before = sorted(f.name for f in exp.out_dir.iterdir())
     assert [to_run for *_, to_run in plan(exp)] == [False]  # a dry run counts it as done ...
@@ -252,11 +263,11 @@ def test_rounds_alternate_so_no_item_always_leads(n, repeats):
 
 
 def test_repeats_interleave_and_summarize_with_intervals(tmp_path):
-    exp = load_experiment(experiment(tmp_path, impls=("dense-torch", "ttrec")), root=tmp_path, repeats=2)
+    exp = load_experiment(experiment(tmp_path, impls=("dense-fbgemm", "ttrec")), root=tmp_path, repeats=2)
     order = []
     run_experiment(exp, on_start=lambda p, k, progress: order.append((p.impl, k)))
     summary = summarize_experiment(exp)
-    assert order == [("dense-torch", 0), ("ttrec", 0), ("ttrec", 1), ("dense-torch", 1)]  # A B, then B A
+    assert order == [("dense-fbgemm", 0), ("ttrec", 0), ("ttrec", 1), ("dense-fbgemm", 1)]  # A B, then B A
     for p, k in exp.tasks():
         rec = read_record(record_path(exp.out_dir, p, k))
         assert rec["status"] == "ok" and rec["repeat"] == k and rec["point_id"] == p.point_id
@@ -272,34 +283,33 @@ def test_repeats_interleave_and_summarize_with_intervals(tmp_path):
     assert [json.loads(f.read_text())["stage"] for f in probes] == ["before", "round 1", "after"]  # between rounds
     assert all(json.loads(f.read_text())["threads"] == 1 for f in probes)  # the runs' thread count
     assert all(json.loads(f.read_text())["gflops_median"] > 0 for f in probes)
-    more = load_experiment(experiment(tmp_path, impls=("dense-torch", "ttrec")), root=tmp_path, repeats=3)
-    assert [(p.impl, k) for p, k in todo(more)] == [("dense-torch", 2), ("ttrec", 2)]  # more repeats: only those
+    more = load_experiment(experiment(tmp_path, impls=("dense-fbgemm", "ttrec")), root=tmp_path, repeats=3)
+    assert [(p.impl, k) for p, k in todo(more)] == [("dense-fbgemm", 2), ("ttrec", 2)]  # more repeats: only those
 
 
 def test_another_machines_records_never_count_here(tmp_path):
     from reproduce.harness.record_store import write_record
     from reproduce.harness.records import Record
 
-    exp = load_experiment(experiment(tmp_path, impls=("dense-torch",)), root=tmp_path)
+    exp = load_experiment(experiment(tmp_path, impls=("dense-fbgemm",)), root=tmp_path)
     other = exp.on("8x-h100-sxm")
     point = exp.points[0]
     write_record(record_path(other.out_dir, point), Record(point.to_dict(), "ok", point_id=point.point_id))
-    assert other.out_dir != exp.out_dir and [p.impl for p, _ in todo(exp)] == ["dense-torch"]
+    assert other.out_dir != exp.out_dir and [p.impl for p, _ in todo(exp)] == ["dense-fbgemm"]
     assert todo(other) == []
-    out = subprocess.run(sweep_cmd(experiment(tmp_path, impls=("dense-torch",)), tmp_path, "--dry-run"),
-                         capture_output=True, text=True)
-    assert out.returncode == 0 and "1 runs to do" in out.stdout and exp.machine in out.stdout
+    out = dry_run(experiment(tmp_path, impls=("dense-fbgemm",)), tmp_path)
+    assert out.exit_code == 0 and "1 runs to do" in out.output and exp.machine in out.output
 
 
 def test_a_truncated_record_is_named_and_run_again(tmp_path):
-    path = experiment(tmp_path, impls=("dense-torch",))
+    path = experiment(tmp_path, impls=("dense-fbgemm",))
     exp = load_experiment(path, root=tmp_path)
     rec = record_path(exp.out_dir, exp.points[0])
     rec.parent.mkdir(parents=True)
     rec.write_text('{"point": {"impl": "dense-to')  # a write cut short
-    out = subprocess.run(sweep_cmd(path, tmp_path, "--dry-run"), capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    assert rec.name in out.stdout and "not a readable record" in out.stdout and "1 runs to do" in out.stdout
+    out = dry_run(path, tmp_path)
+    assert out.exit_code == 0, out.output
+    assert rec.name in out.output and "not a readable record" in out.output and "1 runs to do" in out.output
     run_experiment(exp, probe=False)
     assert read_record(rec)["status"] == "ok"  # rerun, replaced
 
@@ -309,7 +319,7 @@ def test_run_records_a_launcher_error_instead_of_a_traceback(tmp_path):
 
     from reproduce.cli import cli
 
-    res = CliRunner().invoke(cli, ["run", "--impl", "dense-torch", "--data", "uniform", "--num-tables", "2",
+    res = CliRunner().invoke(cli, ["run", "--impl", "dense-fbgemm", "--data", "uniform", "--num-tables", "2",
                                    "--rows", "100", "--dim", "4", "-b", "8", "--world-size", "2", "--nnodes", "2",
                                    "--rdzv-endpoint", "no-such-host.invalid:29500", "--out", str(tmp_path)])
     assert res.exit_code == 1 and "cannot resolve 'no-such-host.invalid'" in res.output
@@ -320,7 +330,7 @@ def test_run_records_a_launcher_error_instead_of_a_traceback(tmp_path):
 
 @pytest.mark.slow
 def test_kill_9_of_the_sweep_leaves_no_orphan_and_resume_runs_only_the_rest(tmp_path):
-    path = experiment(tmp_path, impls=("dense-torch",), batches=(64, 128, 256))
+    path = experiment(tmp_path, impls=("dense-fbgemm",), batches=(64, 128, 256))
     exp = load_experiment(path, root=tmp_path)
     recs = [record_path(exp.out_dir, p) for p in exp.points]
     proc = subprocess.Popen(sweep_cmd(path, tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -347,7 +357,7 @@ def test_a_run_held_by_a_live_process_is_not_started_twice(tmp_path):
     from reproduce.harness.launch import launch_point
     from reproduce.harness.record_store import RunLocked
 
-    exp = load_experiment(experiment(tmp_path, impls=("dense-torch",)), root=tmp_path)
+    exp = load_experiment(experiment(tmp_path, impls=("dense-fbgemm",)), root=tmp_path)
     rec = record_path(exp.out_dir, exp.points[0])
     rec.parent.mkdir(parents=True)
     holder = subprocess.Popen(["sleep", "60"])
@@ -366,7 +376,7 @@ def test_a_run_held_by_a_live_process_is_not_started_twice(tmp_path):
 
 
 def test_a_sweep_with_failed_runs_exits_non_zero_naming_them(tmp_path, monkeypatch):
-    path = experiment(tmp_path, impls=("dense-torch", "ttrec"))
+    path = experiment(tmp_path, impls=("dense-fbgemm", "ttrec"))
     env = {**os.environ, "DLRMBENCH_FAULT": "0:0:exit:ttrec"}
     out = subprocess.run(sweep_cmd(path, tmp_path), capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == 1 and "1 of the runs of this sweep did not finish" in out.stdout
@@ -377,7 +387,7 @@ def test_options_refused_before_launch():
     from reproduce.harness.point import RunPoint
 
     with pytest.raises(ValueError, match="is for multi-node runs"):
-        RunPoint(impl="dense-torch", data="uniform", batch_size=8, world_size=2, rdzv_endpoint="h:29500")
+        RunPoint(impl="dense-fbgemm", data="uniform", batch_size=8, world_size=2, rdzv_endpoint="h:29500")
     from click.testing import CliRunner
 
     from reproduce.cli import cli
@@ -400,7 +410,7 @@ def test_a_run_recorded_by_another_sweep_after_this_one_planned_is_not_run_again
     it sees the record and leaves it (no second launch, the record untouched); --force still reruns."""
     import reproduce.harness.sweep as sweep
 
-    exp = load_experiment(experiment(tmp_path, impls=("dense-torch",)), root=tmp_path)
+    exp = load_experiment(experiment(tmp_path, impls=("dense-fbgemm",)), root=tmp_path)
     run_experiment(exp, probe=False)
     rec = record_path(exp.out_dir, exp.points[0])
     before = rec.read_bytes()

@@ -3,26 +3,32 @@ its TOML lists) read its summary.csv, and repeats.csv beside it for the interval
 modeled figures (scale.py, redundancy.py, recsys24's modeled speedup) read the CSV their model wrote."""
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Callable
 
 import pandas as pd
 
 
-def _registry() -> dict[str, Callable[[pd.DataFrame, Path], list[Path]]]:
-    from reproduce.analysis.plots import accuracy, fig11, frontier, recsys24, sc24, scaling, table_size, world
+# each figure by name: the module of this package that draws it and its function there (imported when drawn: the
+# figure families import seaborn and scipy, seconds a sweep without figures need not spend)
+PLOTS: dict[str, str] = {
+    "sc24-speedup": "sc24:speedup", "sc24-memory": "sc24:memory", "sc24-datasets": "sc24:datasets",
+    "batch-scaling": "scaling:batch_scaling", "auc-vs-step": "accuracy:auc_vs_step",
+    "world-speedup": "world:world_speedup", "world-memory": "world:world_memory",
+    "pipeline-ablation": "world:pipeline_ablation", "recsys24-measured": "recsys24:measured",
+    "recsys24-predicted": "recsys24:predicted", "recsys24-world": "recsys24:world",
+    "table-size": "table_size:table_size", "fig11-ratios": "fig11:fig11_ratios",
+    "compression-frontier": "frontier:auc_frontier", "compression-step-time": "frontier:step_time"}
 
-    return {"sc24-speedup": sc24.speedup, "sc24-memory": sc24.memory, "batch-scaling": scaling.batch_scaling,
-            "auc-vs-step": accuracy.auc_vs_step, "world-speedup": world.world_speedup,
-            "world-memory": world.world_memory, "pipeline-ablation": world.pipeline_ablation,
-            "recsys24-measured": recsys24.measured, "recsys24-predicted": recsys24.predicted,
-            "recsys24-world": recsys24.world, "table-size": table_size.table_size, "sc24-datasets": sc24.datasets,
-            "fig11-ratios": fig11.fig11_ratios, "compression-frontier": frontier.auc_frontier,
-            "compression-step-time": frontier.step_time}
+
+def _plot(name: str) -> Callable[[pd.DataFrame, Path], list[Path]]:
+    module, function = PLOTS[name].split(":")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), function)
 
 
 def plot_names() -> list[str]:
-    return sorted(_registry())
+    return sorted(PLOTS)
 
 
 class Runs:
@@ -44,10 +50,9 @@ class Runs:
 def draw(names: list[str], summary: Path | pd.DataFrame, out_dir: Path, runs: pd.DataFrame | None = None) -> list[Path]:
     """Draw the figures ``names`` into ``out_dir`` from a summary (summary.csv, with repeats.csv beside it; or the
     frames of aggregate.summaries)."""
-    plots = _registry()
-    unknown = sorted(set(names) - set(plots))
+    unknown = sorted(set(names) - set(PLOTS))
     if unknown:
-        raise ValueError(f"unknown plots {unknown}; known: {sorted(plots)}")
+        raise ValueError(f"unknown plots {unknown}; known: {plot_names()}")
     if isinstance(summary, pd.DataFrame):
         df = summary.copy()
     else:
@@ -57,5 +62,5 @@ def draw(names: list[str], summary: Path | pd.DataFrame, out_dir: Path, runs: pd
     df.attrs["runs"] = Runs(runs)  # every run, for intervals of ratios
     out: list[Path] = []
     for n in names:
-        out += plots[n](df, Path(out_dir))
+        out += _plot(n)(df, Path(out_dir))
     return out
