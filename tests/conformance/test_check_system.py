@@ -103,11 +103,11 @@ def test_a_spec_is_refused_by_name(outside, tmp_path):
         systems.resolve("lowrnk")
 
 
-def test_run_and_sweep_race_an_outside_system(outside, folder, tmp_path):
+def test_a_run_races_an_outside_system_and_fingerprints_its_code(outside, folder, tmp_path):
     spec = f"{folder}:Template"
     small = ["--data", "uniform", "--num-tables", "2", "--rows", "100", "--dim", "4", "-b", "8", "--iters", "1",
              "--warmup", "0", "--mode", "embedding-only"]
-    res = CliRunner().invoke(cli, ["run", "--impl", "dense-torch", "--impl", spec, *small, "--out",
+    res = CliRunner().invoke(cli, ["run", "--impl", "dense-fbgemm", "--impl", spec, *small, "--out",
                                    str(tmp_path / "run")], terminal_width=200)
     assert res.exit_code == 0, res.output
     rec = json.loads(next((tmp_path / "run").glob("template__*.json")).read_text())
@@ -123,15 +123,19 @@ def test_run_and_sweep_race_an_outside_system(outside, folder, tmp_path):
     assert res.exit_code == 0, res.output
     res = CliRunner().invoke(cli, ["run", "--impl", EXAMPLE, *small, "-o", "lowrank.rnk=3"], terminal_width=200)
     assert res.exit_code == 2 and "did you mean 'rank'" in res.output, res.output  # its declared options, checked
+
+
+def test_a_sweep_races_an_outside_system_in_the_slot_its_experiment_leaves(outside, folder, tmp_path):
+    spec = f"{folder}:Template"
     exp = tmp_path / "outside.toml"
     exp.write_text('name = "outside"\nrepeats = 1\n[defaults]\nmode = "embedding-only"\niters = 1\nwarmup = 0\n'
                    'num_batches = 1\n[data_options]\nnum_tables = 2\nrows = 100\ndim = 4\n[grid]\n'
-                   'impl = ["dense-torch", "$IMPL"]\ndata = ["uniform"]\nbatch_size = [8]\n')
+                   'impl = ["dense-fbgemm", "$IMPL"]\ndata = ["uniform"]\nbatch_size = [8]\n')
     args = ["sweep", str(exp), "--root", str(tmp_path / "root"), "--machine", "m", "--no-probe"]
     res = CliRunner().invoke(cli, [*args, "--impl", spec], terminal_width=200)
     assert res.exit_code == 0, res.output
     names = sorted(p.name.split("__")[0] for p in (tmp_path / "root" / "results" / "outside" / "m").glob("*.json"))
-    assert names == ["dense-torch", "template"], names
+    assert names == ["dense-fbgemm", "template"], names
     res = CliRunner().invoke(cli, [*args, "--dry-run"], terminal_width=200)  # without --impl: the slot is empty
     assert res.exit_code == 0 and "1 points" in res.output, res.output
 

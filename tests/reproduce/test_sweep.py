@@ -262,7 +262,11 @@ def test_rounds_alternate_so_no_item_always_leads(n, repeats):
         assert len({sum(rnd.index(item) for rnd in rounds) for item in items}) == 1
 
 
-def test_repeats_interleave_and_summarize_with_intervals(tmp_path):
+def test_repeats_interleave_and_summarize_with_intervals(tmp_path, monkeypatch):
+    from reproduce.harness import noise
+
+    full = noise.probe
+    monkeypatch.setattr(noise, "probe", lambda **kw: full(**{**kw, "size": 256, "runs": 3}))  # when, not how long
     exp = load_experiment(experiment(tmp_path, impls=("dense-fbgemm", "ttrec")), root=tmp_path, repeats=2)
     order = []
     run_experiment(exp, on_start=lambda p, k, progress: order.append((p.impl, k)))
