@@ -67,19 +67,25 @@ def test_jagged_ops(case):
 
 @settings(max_examples=8, deadline=None)
 @given(tt_cases())
-def test_tt_stage_ops(case):
+def test_tt_prefix_and_last_stage_ops(case):
     cores, q, r, prefix_ids, item_group, item_last, s = tt_args(case)
     G, n = prefix_ids.numel(), item_group.numel()
     prefix = torch.randn(G, s.prefix_width)
     check("tt_prefix", cores, q, r, prefix_ids, torch.empty(G, s.prefix_width), True)
     check("tt_last", prefix, cores, q, r, item_group, item_last, torch.empty(n, s.dim), True)
-    grad_items = torch.randn(n, s.dim)
-    check("tt_last_backward", prefix, cores, q, r, item_group, item_last, grad_items, torch.zeros_like(cores[-1]),
-          torch.empty(G, s.prefix_width), True)
+    check("tt_last_backward", prefix, cores, q, r, item_group, item_last, torch.randn(n, s.dim),
+          torch.zeros_like(cores[-1]), torch.empty(G, s.prefix_width), True)
     check("tt_prefix_backward", cores, q, r, prefix_ids, torch.randn(G, s.prefix_width),
           [torch.zeros_like(c) for c in cores[:-1]], True)
+
+
+@settings(max_examples=8, deadline=None)
+@given(tt_cases())
+def test_tt_stages_ops(case):
+    cores, q, r, prefix_ids, item_group, item_last, s = tt_args(case)
+    n = item_group.numel()
     check("tt_stages", cores, q, r, prefix_ids, item_group, item_last, torch.empty(n, s.dim), True, s.num_embeddings)
-    check("tt_stages_backward", cores, q, r, prefix_ids, item_group, item_last, grad_items,
+    check("tt_stages_backward", cores, q, r, prefix_ids, item_group, item_last, torch.randn(n, s.dim),
           [torch.zeros_like(c) for c in cores], True, s.num_embeddings)
 
 
@@ -98,7 +104,8 @@ def test_ecorec_step_ops(case):
 def test_tt_ops_on_an_sc24_shape():
     """A shape of a real table (ranks 32, the AVX-512 lanes), beside the small drawn ones."""
     s = tt.TTShape.create(27, 32, [32, 32], p=(3, 3, 3), q=(2, 4, 4))
-    test_tt_stage_ops.hypothesis.inner_test(case=(s, 6, 13, 7))
+    for test in (test_tt_prefix_and_last_stage_ops, test_tt_stages_ops):
+        test.hypothesis.inner_test(case=(s, 6, 13, 7))
 
 
 @settings(max_examples=8, deadline=None)

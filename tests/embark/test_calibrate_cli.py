@@ -25,13 +25,14 @@ def test_calibrate_writes_a_profile_the_planner_reads(tmp_path):
     assert p.backend == "gloo" and p.threads == 1 and p.cores >= 1
     for name in ("all_to_all", "all_reduce", "all_gather"):
         line = p.collectives[name][2]
-        assert line.fixed_s >= 0 and line.per_unit_s > 0  # 16 MiB takes longer than 64 B
-        assert line.at(2**24) > line.at(64)
+        # fits of timings: their shape, never a timed inequality (the quick grid's largest message is 1 MiB, which
+        # a loaded machine can time no slower than 64 B)
+        assert line.fixed_s >= 0 and line.per_unit_s >= 0 and line.at(2**24) >= line.at(64)
     assert set(p.lookup) >= {"dense"}
     for per in p.lookup.values():
         for lk in per.values():
             assert min(lk.coef()) >= 0 and lk.cache_bytes > 0
-            assert lk.at(2048, 2**17, 2**16, 2**17 * 512, 2**16 * 512, 2048 * 512) > lk.at(256, 256, 256, *(256 * 64,) * 3)
+            assert lk.at(2048, 2**17, 2**16, 2**17 * 512, 2**16 * 512, 2048 * 512) >= lk.at(256, 256, 256, *(256 * 64,) * 3)
     raw = json.loads(out.read_text())
     assert raw["measured"]["collectives"]["2"]["all_to_all"] and raw["env"]["cores"] == p.cores
     assert raw["effort"]["name"] == "quick" and len(raw["measured"]["collectives"]["2"]["all_to_all"]) == len(

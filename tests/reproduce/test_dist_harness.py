@@ -9,6 +9,7 @@ import pytest
 from reproduce.harness.options import check_point
 from reproduce.harness.point import RunPoint
 from reproduce.harness.launch import check_rendezvous, launch_point
+from tests.reproduce.window_runs import run_forked
 
 SMALL = dict(data="uniform", iters=3, warmup=1, num_batches=2, mode="embedding-only", lr=0.05,
              data_options={"num_tables": 4, "rows": 2000, "dim": 8}, dist_timeout_s=30.0)
@@ -16,7 +17,7 @@ SMALL = dict(data="uniform", iters=3, warmup=1, num_batches=2, mode="embedding-o
 
 def test_two_ranks_train_like_one_process_over_the_global_batch(tmp_path):
     opts = {"ranks": 4, "micro_batches": 2}
-    one = launch_point(RunPoint(impl="ecorec", batch_size=64, impl_options=opts, **SMALL), tmp_path)
+    (one,) = run_forked([RunPoint(impl="ecorec", batch_size=64, impl_options=opts, **SMALL)], tmp_path)
     two = launch_point(RunPoint(impl="ecorec", batch_size=32, world_size=2, impl_options=opts, **SMALL), tmp_path)
     assert one["status"] == "ok", one
     assert two["status"] == "ok", two
@@ -143,7 +144,7 @@ def test_a_training_run_over_two_ranks_equals_one_process_and_scores_the_whole_s
     kw = dict(impl="ecorec", data=str(data), epochs=1, eval_every=4, warmup=0, optimizer="adagrad", lr=0.05,
               mlp_optimizer="adam", mlp_lr=1e-3, bottom=[8], top=[8], impl_options={"ranks": 4, "tt_min_rows": 0},
               dist_timeout_s=30.0)
-    one = launch_point(RunPoint(batch_size=64, **kw), tmp_path / "one")
+    (one,) = run_forked([RunPoint(batch_size=64, **kw)], tmp_path)  # the reference: one process, however started
     two = launch_point(RunPoint(batch_size=32, world_size=2, **kw), tmp_path / "two")
     assert one["status"] == "ok" and two["status"] == "ok", (one, two)
     assert two["train"]["steps"] == one["train"]["steps"] == 4

@@ -28,15 +28,21 @@ def committed_machine(path: Path) -> str:
     return have[0]
 
 
+PLOTS = [(path, name) for path in EXPERIMENTS for name in parse(path).plots]
+
+
+@pytest.mark.parametrize("path,name", PLOTS, ids=[f"{p.stem}-{n}" for p, n in PLOTS])
+def test_every_plot_of_every_experiment_draws_from_committed_records(path, name, tmp_path):
+    summary = parse(path).out_dir(ROOT, committed_machine(path)) / "summary.csv"
+    paths = draw([name], summary, tmp_path)
+    assert paths, f"{path.stem}: plot {name} drew nothing from {summary}"
+    assert {p.suffix for p in paths} == {".png", ".pdf"} and all(p.stat().st_size > 0 for p in paths)
+
+
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.stem)
-def test_every_plot_of_every_experiment_draws_from_committed_records(path, tmp_path):
+def test_every_experiments_committed_summary_has_its_caption(path):
     machine = committed_machine(path)
-    exp = parse(path)
-    summary = exp.out_dir(ROOT, machine) / "summary.csv"
-    for name in exp.plots:
-        paths = draw([name], summary, tmp_path)
-        assert paths, f"{path.stem}: plot {name} drew nothing from {summary}"
-        assert {p.suffix for p in paths} == {".png", ".pdf"} and all(p.stat().st_size > 0 for p in paths)
+    summary = parse(path).out_dir(ROOT, machine) / "summary.csv"
     caption = style.caption(pd.read_csv(summary), whiskers=False)
     assert caption.startswith(f"machine {machine}") and "per point" in caption and "commit" in caption
 

@@ -26,7 +26,7 @@ from reproduce.harness.record_store import (DiskFull, check_identity, log_path, 
 from reproduce.harness.records import Record
 from reproduce.harness.resolve import load_experiment
 from reproduce.harness.sweep import is_done, plan, tidy_set, todo
-from tests.reproduce.test_sweep import dry_run, experiment, sweep_cmd, workers_of
+from tests.reproduce.test_sweep import dry_run, experiment, sweep_here, workers_of
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ["run", "--impl", "dense-fbgemm", "--data", "uniform", "--num-tables", "2", "--rows", "100", "--dim", "4", "-b",
@@ -135,9 +135,10 @@ def test_a_sweep_records_a_symlinked_point_as_failed_and_goes_on(tmp_path):
     first.symlink_to(mine)
     dry = dry_run(path, tmp_path)
     assert dry.exit_code == 0 and "is a symbolic link" in dry.output, dry.output
-    out = subprocess.run(sweep_cmd(path, tmp_path), capture_output=True, text=True, timeout=600)
-    assert out.returncode == 1 and "Traceback" not in out.stdout + out.stderr, out.stdout + out.stderr
-    assert "is a symbolic link" in out.stdout and "1 of the runs of this sweep did not finish" in out.stdout
+    out = sweep_here(path, tmp_path)
+    assert out.exit_code == 1 and "Traceback" not in out.output, out.output
+    assert not isinstance(out.exception, Exception) or isinstance(out.exception, SystemExit), out.exception
+    assert "is a symbolic link" in out.output and "1 of the runs of this sweep did not finish" in out.output
     assert read_record(second).ok and first.is_symlink() and mine.read_text() == "precious\n"
 
 

@@ -1,7 +1,7 @@
 """Runs points in this process (one device) or in spawned gloo ranks under ``sys.setprofile``, and says which project
 modules ran a frame between the start of the build (worker.build) and the end of the timed loop (bench_loop's
 return): the evidence behind fingerprint.BOOKKEEPING. Each run also gives its record, whose fingerprint the freshness
-tests edit against."""
+tests edit against. ``run_forked``: plain runs of reference points, each in a process of its own."""
 from __future__ import annotations
 
 import os
@@ -96,3 +96,25 @@ def run_fresh(points, tmp: Path, max_procs: int = 6) -> list[tuple[dict, set[str
         ranks = [json.loads(Path(tmp, f"p{i}.rank{r}.json").read_text()) for r in range(p.world_size)]
         out.append((ranks[0]["record"], set().union(*(set(r["ran"]) for r in ranks))))
     return out
+
+
+def _plain(k: int, points: list[dict], out: str) -> None:
+    import json
+
+    from reproduce.harness.point import RunPoint
+    from reproduce.harness.worker import run_point
+
+    record = run_point(RunPoint.from_dict(points[k]))
+    Path(out, f"p{k}.json").write_text(json.dumps(record.to_dict()))
+
+
+def run_forked(points, tmp: Path) -> list[dict]:
+    """The record of each one-process point (a RunPoint), each run by the worker's run_point in a process of its own
+    forked from the rank server (torch imported already): a reference run whose launch is not what a test checks."""
+    import json
+
+    from reproduce.harness.rank_processes import start_ranks
+
+    start_ranks(_plain, ([p.to_dict() for p in points], str(tmp)), len(points))
+    return [json.loads(Path(tmp, f"p{k}.json").read_text()) for k in range(len(points))]
+
