@@ -8,7 +8,7 @@ from reproduce.analysis.aggregate import summarize
 from reproduce.analysis.compression import compression_table, model_ratio
 from reproduce.harness.resolve import load_experiment
 from reproduce.harness.point import RunPoint
-from reproduce.harness.launch import launch_point
+from tests.reproduce.window_runs import run_forked
 from reproduce.analysis.plots import draw
 
 
@@ -50,7 +50,7 @@ impl_options = { weight_dist = "normal", ranks = 4 }
     exp = load_experiment(exp_file, root=tmp_path)
     assert [p.label for p in exp.points] == ["", "ttrec normal-init"]
     assert exp.points[1].impl_options == {"weight_dist": "normal", "ranks": 4}
-    records = [launch_point(p, tmp_path / "runs") for p in exp.points]
+    records = run_forked(exp.points, tmp_path)  # each in a process of its own (how it starts is not tested here)
     assert all(r["status"] == "ok" for r in records), records
     assert [c["step"] for c in records[0]["eval_curve"]] == [2, 4]
     assert 0.0 <= records[0]["eval_curve"][-1]["auc"] <= 1.0
