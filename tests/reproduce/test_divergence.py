@@ -11,6 +11,7 @@ from reproduce.harness.point import RunPoint
 from reproduce.harness.launch import launch_point
 from reproduce.harness.record_store import read_record, write_record
 from reproduce.harness.records import Record
+from tests.reproduce.window_runs import run_forked
 
 TINY = dict(data="uniform", batch_size=32, iters=3, warmup=1, num_batches=2,
             data_options={"num_tables": 2, "rows": 200, "dim": 4})
@@ -68,7 +69,7 @@ def test_a_diverged_run_keeps_its_timings_step_and_curve(tmp_path):
     write_synthetic("uniform", get_preset("uniform", num_tables=2, rows=200, dim=4), data, 256, 64)
     point = RunPoint(impl="dense-torch", data=str(data), batch_size=32, epochs=2, warmup=0, eval_every=1,
                      mlp_optimizer="sgd", mlp_lr=1000.0, bottom=[8], top=[8])
-    rec = launch_point(point, tmp_path / "runs")
+    (rec,) = run_forked([point], tmp_path)
     assert rec["status"] == "diverged", rec
     # the loss, or the held-out predictions scored after the step, is the first to go bad
     assert ("the loss became nan at step" in rec["reason"] or "predictions are NaN / inf" in rec["reason"] or
