@@ -4,7 +4,8 @@ whitespace collapsed, so a docstring or comment edit changes no hash. ``closure`
 (every import at module level or inside a function, package ``__init__`` files, systems built by name): the layering
 test reads the graph, and fingerprint.py, the one fingerprint mechanism, uses it for what is not a run (`dlrmbench
 bench`, the scale model's fit, a `data synth` generator: what their code imports; a run: the code it executed).
-Pure file reading: no module is imported (torch neither)."""
+Pure file reading: no module is imported (torch neither); what is derived from a file's text is kept between
+processes by derived_cache.py, keyed by that text."""
 from __future__ import annotations
 
 import ast
