@@ -67,13 +67,13 @@ def test_the_killed_rank_is_blamed_not_its_peers(tmp_path, monkeypatch, victim):
 
 @pytest.mark.slow
 def test_a_stopped_rank_is_blamed_and_the_run_ends_after_timeout_and_grace(tmp_path, monkeypatch):
-    """SIGSTOP of the middle rank of 3: its peers time out in a collective after dist_timeout_s and fail first, but
-    the record blames the rank that stopped making progress; torchrun's wait for the frozen rank (30 s of its own)
-    is the harness's short grace (reproduce/harness/torchrun.py)."""
+    """SIGSTOP of rank 1 of 2: its peer times out in a collective after dist_timeout_s and fails first, but the record
+    blames the rank that stopped making progress; torchrun's wait for the frozen rank (30 s of its own) is the
+    harness's short grace (reproduce/harness/torchrun.py)."""
     from reproduce.harness.torchrun import GRACE_S
 
     monkeypatch.setenv("DLRMBENCH_FAULT", "1:1:stop")
-    point = RunPoint(impl="dense-fbgemm", batch_size=16, world_size=3, **{**SMALL, "dist_timeout_s": 5.0})
+    point = RunPoint(impl="dense-fbgemm", batch_size=16, world_size=2, **{**SMALL, "dist_timeout_s": 5.0})
     rec = launch_point(point, tmp_path, timeout_s=300)
     assert rec["status"] == "failed"
     assert rec["reason"].startswith("rank 1 (last began step 0) stopped making progress: the other ranks waited 5 s"), \

@@ -90,7 +90,9 @@ def workers_of(root: Path) -> list[int]:
 
 
 def test_killed_sweep_resumes_without_redoing_finished_points(tmp_path):
-    path = experiment(tmp_path, batches=(64, 128))
+    # three points: a SIGTERM that lands while the parent is in a destructor is only seen once the run in flight ends,
+    # which may then finish too (the sweep starts no other), and one point must still be left to resume
+    path = experiment(tmp_path, impls=("dense-fbgemm",), batches=(64, 128, 256))
     exp = load_experiment(path, root=tmp_path)
     recs = [record_path(exp.out_dir, p) for p in exp.points]
     proc = subprocess.Popen(sweep_cmd(path, tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -342,7 +344,7 @@ def test_run_records_a_launcher_error_instead_of_a_traceback(tmp_path):
 
 @pytest.mark.slow
 def test_kill_9_of_the_sweep_leaves_no_orphan_and_resume_runs_only_the_rest(tmp_path):
-    path = experiment(tmp_path, impls=("dense-fbgemm",), batches=(64, 128, 256))
+    path = experiment(tmp_path, impls=("dense-fbgemm",), batches=(64, 128))
     exp = load_experiment(path, root=tmp_path)
     recs = [record_path(exp.out_dir, p) for p in exp.points]
     proc = subprocess.Popen(sweep_cmd(path, tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
