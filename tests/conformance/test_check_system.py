@@ -103,11 +103,13 @@ def test_a_spec_is_refused_by_name(outside, tmp_path):
         systems.resolve("lowrnk")
 
 
+SMALL = ["--data", "uniform", "--num-tables", "2", "--rows", "100", "--dim", "4", "-b", "8", "--iters", "1",
+         "--warmup", "0", "--mode", "embedding-only"]
+
+
 def test_a_run_races_an_outside_system_and_fingerprints_its_code(outside, folder, tmp_path):
     spec = f"{folder}:Template"
-    small = ["--data", "uniform", "--num-tables", "2", "--rows", "100", "--dim", "4", "-b", "8", "--iters", "1",
-             "--warmup", "0", "--mode", "embedding-only"]
-    res = CliRunner().invoke(cli, ["run", "--impl", "dense-fbgemm", "--impl", spec, *small, "--out",
+    res = CliRunner().invoke(cli, ["run", "--impl", "dense-fbgemm", "--impl", spec, *SMALL, "--out",
                                    str(tmp_path / "run")], terminal_width=200)
     assert res.exit_code == 0, res.output
     rec = json.loads(next((tmp_path / "run").glob("template__*.json")).read_text())
@@ -117,12 +119,16 @@ def test_a_run_races_an_outside_system_and_fingerprints_its_code(outside, folder
     assert fingerprint.changes(code, rec["point"]) == []
     folder.write_text(source() + "\nEDITED = True\n")  # the system's code changed: its records no longer describe it
     assert fingerprint.changes(code, rec["point"]) == [str(folder.resolve())]
-    folder.write_text(source())
-    res = CliRunner().invoke(cli, ["run", "--impl", spec, *small, "--world-size", "2", "--out", str(tmp_path / "w2")],
-                             terminal_width=200)  # torchrun starts every rank through the outside worker
-    assert res.exit_code == 0, res.output
-    res = CliRunner().invoke(cli, ["run", "--impl", EXAMPLE, *small, "-o", "lowrank.rnk=3"], terminal_width=200)
+    res = CliRunner().invoke(cli, ["run", "--impl", EXAMPLE, *SMALL, "-o", "lowrank.rnk=3"], terminal_width=200)
     assert res.exit_code == 2 and "did you mean 'rank'" in res.output, res.output  # its declared options, checked
+
+
+def test_an_outside_system_runs_over_ranks_through_its_own_worker(outside, folder, tmp_path):
+    res = CliRunner().invoke(cli, ["run", "--impl", f"{folder}:Template", *SMALL, "--world-size", "2", "--out",
+                                   str(tmp_path)], terminal_width=200)  # torchrun starts every rank through it
+    assert res.exit_code == 0, res.output
+    (rec,) = tmp_path.glob("template__*.json")
+    assert json.loads(rec.read_text())["status"] == "ok"
 
 
 def test_a_sweep_races_an_outside_system_in_the_slot_its_experiment_leaves(outside, folder, tmp_path):
