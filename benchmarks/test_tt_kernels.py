@@ -7,7 +7,10 @@ Shapes are the SC24 Table-1 table: N = 1e8, D = 32, ranks 32 (p = (400, 500, 500
 a = 2*q1*r1*q2*r2 = 16384 and b = 2*q1*q2*r2*q3 = 2048 FLOPs. Stage 1 gets G sorted distinct prefix
 ids (EcoRec's E1 of a large batch); stage 2 gets 4 items per prefix. "stages" / "stages-bwd" are the fused
 ops the TT systems run (both stages per stack of prefixes, the backward with the prefixes recomputed, its
-FLOPs counted as such). Outputs go to preallocated buffers, as in the schedules, so the allocator is not timed.
+FLOPs counted as such). "stage2@ecorec" / "stage2-bwd@ecorec": the same stage-2 kernels at the shape EcoRec gives
+them in make bench's step (test_tt_step.py's batch on the 1e8-row table): the unique ids of its micro-batch with the
+most prefixes, grouped by prefix (a few items per prefix, not 4; the report's note says how many). Outputs go to
+preallocated buffers, as in the schedules, so the allocator is not timed.
 Every TT kernel runs once per round in each vector ISA build of the library (``stage2 [avx512]``, ``stage2 [avx2]``:
 ops.cpu_isas(), the native one first; an AVX-512 build carries an AVX2 one), so the builds are compared side by
 side in the same rounds."""
@@ -38,8 +41,30 @@ def setup():
         d_emb=torch.randn(n, s.dim, generator=gen), grads=[torch.zeros_like(c) for c in cores],
         a1=cores[0][digits[0]].view(G, s.q[0], s.r[1]), b1=cores[1][digits[1]].view(G, s.r[1], -1),
         digits=digits, mm=(torch.randn(2048, 2048, generator=gen), torch.randn(2048, 2048, generator=gen)),
+        ecorec=ecorec_stage2(s, cores),
     )
     return _STATE
+
+
+def ecorec_stage2(s, cores) -> dict:
+    """The stage-2 call EcoRec makes for the micro-batch with the most prefixes on make bench's step batch (the
+    1e8-row table; its heavy head puts many items on each prefix of the first micro-batch and few on the last's):
+    its prefix ids (distinct id div p_last), each unique id's prefix group and last digit, and the buffers of both
+    directions."""
+    from benchmarks.test_tt_step import batch
+    from impls.ecorec.collection import EcoRec, micro_batch_bounds
+
+    defaults = EcoRec.configure.__defaults__  # micro_batches, min_chunk, native_step: EcoRec's own defaults
+    uq = torch.unique(batch(s.num_embeddings).values)
+    p_last = s.p[-1]
+    chunks = [uq[lo:hi] for lo, hi in micro_batch_bounds(uq.numel(), defaults[0], defaults[1])]
+    ids = max(chunks, key=lambda c: torch.unique_consecutive(c // p_last).numel())
+    prefixes, grp = torch.unique_consecutive(ids // p_last, return_inverse=True)
+    gen = torch.Generator().manual_seed(2)
+    n, g = ids.numel(), prefixes.numel()
+    return {"prefix": ops.tt_prefix(cores, s, prefixes), "grp": grp, "last": ids % p_last, "n": n, "G": g,
+            "emb": torch.empty(n, s.dim), "d_emb": torch.randn(n, s.dim, generator=gen),
+            "d_prefix": torch.empty(g, s.prefix_width), "grad": torch.zeros_like(cores[-1])}
 
 
 def flops_of(kernel, st):
@@ -51,13 +76,16 @@ def flops_of(kernel, st):
         "stage1-bmm+gather": G * s.prefix_flops(),
         "stage2": st["n"] * s.last_flops(),
         "stage2-bwd": 2 * st["n"] * s.last_flops(),
+        "stage2@ecorec": st["ecorec"]["n"] * s.last_flops(),
+        "stage2-bwd@ecorec": 2 * st["ecorec"]["n"] * s.last_flops(),
         "stage1-bwd": G * s.prefix_backward_cost()[1],
         "stages": G * s.prefix_flops() + st["n"] * s.last_flops(),
         "stages-bwd": G * (s.prefix_flops() + s.prefix_backward_cost()[1]) + 2 * st["n"] * s.last_flops(),
     }[kernel]
 
 
-TT_KERNELS = ["stage1", "stage2", "stage2-bwd", "stage1-bwd", "stages", "stages-bwd"]
+TT_KERNELS = ["stage1", "stage2", "stage2-bwd", "stage1-bwd", "stages", "stages-bwd", "stage2@ecorec",
+              "stage2-bwd@ecorec"]
 ISAS = ops.cpu_isas()
 
 
@@ -101,6 +129,12 @@ def runner(kernel, st):
         return lambda: ops.tt_last_backward(
             st["prefix"], c, s, st["grp"], st["last"], st["d_emb"], st["grads"][2], out=st["d_prefix"]
         )
+    if kernel in ("stage2@ecorec", "stage2-bwd@ecorec"):
+        e = st["ecorec"]
+        if kernel == "stage2@ecorec":
+            return lambda: ops.tt_last(e["prefix"], c, s, e["grp"], e["last"], out=e["emb"])
+        return lambda: ops.tt_last_backward(e["prefix"], c, s, e["grp"], e["last"], e["d_emb"], e["grad"],
+                                            out=e["d_prefix"])
     if kernel == "stage1-bwd":
         return lambda: ops.tt_prefix_backward(c, s, st["ids"], st["d_prefix"], st["grads"][:2])
     if kernel == "stages":
@@ -111,7 +145,7 @@ def runner(kernel, st):
 
 
 KERNELS = ["sgemm", "stage1", "stage1-bmm", "stage1-bmm+gather", "stage2", "stage2-bwd", "stage1-bwd", "stages",
-           "stages-bwd"]
+           "stages-bwd", "stage2@ecorec", "stage2-bwd@ecorec"]
 ROUNDS, CALLS = 9, 3  # per round each kernel's best of CALLS calls (the first call of a kernel warms it)
 
 
@@ -139,8 +173,10 @@ def test_tt_kernel_roofline(benchmark):
                     "of SGEMM max": shares[-1], "rounds": len(gf)}
         row = {"kernel": k, "GFLOP/s": stats[k]["GFLOP/s"], "of SGEMM": stats[k]["of SGEMM"],
                "range": f"{shares[0]:.2f}-{shares[-1]:.2f}"}
+        e = st["ecorec"]
         report(SECTION, row, f"threads: {torch.get_num_threads()}; shapes p=(400,500,500) q=(2,4,4) r=32, G={G}; "
+                             f"@ecorec: {e['n']:,} items over {e['G']:,} prefixes ({e['n'] / e['G']:.2f} per prefix); "
                              f"{ROUNDS} interleaved rounds, share of the same round's SGEMM (median, range); "
                              f"TT kernels per ISA build [..], native: {ISAS[0]}")
     benchmark.extra_info.update(kernels=stats, threads=torch.get_num_threads(), per_round=rates, isas=ISAS,
-                                native_isa=ISAS[0])
+                                native_isa=ISAS[0], ecorec_stage2={"items": e["n"], "prefixes": e["G"]})

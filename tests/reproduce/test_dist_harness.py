@@ -57,7 +57,8 @@ def test_a_crashed_rank_fails_the_run_with_its_reason(tmp_path, monkeypatch):
 @pytest.mark.slow
 @pytest.mark.parametrize("victim", [0, 1])
 def test_the_killed_rank_is_blamed_not_its_peers(tmp_path, monkeypatch, victim):
-    """kill -9 of rank 0 or of the middle rank of 3: the survivors see a reset connection, the record names the victim."""
+    """kill -9 of rank 0 or of the middle rank of 3: the survivors see a reset connection, the record names the
+    victim."""
     monkeypatch.setenv("DLRMBENCH_FAULT", f"{victim}:1:kill")
     rec = launch_point(RunPoint(impl="dense-fbgemm", batch_size=16, world_size=3, **SMALL), tmp_path, timeout_s=300)
     assert rec["status"] == "failed"

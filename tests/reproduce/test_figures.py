@@ -68,7 +68,8 @@ def test_every_named_figure_is_a_function_of_its_module_and_a_sweep_without_figu
     assert all(callable(_plot(name)) for name in PLOTS)
     code = ("import sys; from reproduce.analysis.plots import draw; import pandas as pd; "
             f"assert draw([], pd.DataFrame({{'impl': ['x']}}), {str(tmp_path)!r}) == []; "
-            "print(sorted(m for m in sys.modules if m.startswith(('seaborn', 'matplotlib', 'reproduce.analysis.plots.'))))")
+            "print(sorted(m for m in sys.modules if m.startswith(('seaborn', 'matplotlib', "
+            "'reproduce.analysis.plots.'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
 

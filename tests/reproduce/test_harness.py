@@ -123,8 +123,8 @@ dim = 8
 
 
 # two systems whose runs import no torch._dynamo (torch.optim does: dense-torch, and the MLPs of the dlrm mode)
-COMPARE = ["run", "--impl", "ttrec", "--impl", "dense-fbgemm", "--data", "uniform", "--num-tables", "2", "--rows", "100",
-           "--dim", "4", "-b", "16", "--iters", "2", "--warmup", "0", "--mode", "embedding-only", "--out"]
+COMPARE = ["run", "--impl", "ttrec", "--impl", "dense-fbgemm", "--data", "uniform", "--num-tables", "2", "--rows",
+           "100", "--dim", "4", "-b", "16", "--iters", "2", "--warmup", "0", "--mode", "embedding-only", "--out"]
 
 
 def test_cli_run_compares(tmp_path):
