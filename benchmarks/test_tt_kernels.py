@@ -14,6 +14,8 @@ preallocated buffers, as in the schedules, so the allocator is not timed.
 Every TT kernel runs once per round in each vector ISA build of the library (``stage2 [avx512]``, ``stage2 [avx2]``:
 ops.cpu_isas(), the native one first; an AVX-512 build carries an AVX2 one), so the builds are compared side by
 side in the same rounds."""
+import inspect
+
 import torch
 
 from benchmarks.conftest import report, timed
@@ -54,10 +56,11 @@ def ecorec_stage2(s, cores) -> dict:
     from benchmarks.test_tt_step import batch
     from impls.ecorec.collection import EcoRec, micro_batch_bounds
 
-    defaults = EcoRec.configure.__defaults__  # micro_batches, min_chunk, native_step: EcoRec's own defaults
+    defaults = inspect.signature(EcoRec.configure).parameters  # EcoRec's own micro-batching defaults
     uq = torch.unique(batch(s.num_embeddings).values)
     p_last = s.p[-1]
-    chunks = [uq[lo:hi] for lo, hi in micro_batch_bounds(uq.numel(), defaults[0], defaults[1])]
+    chunks = [uq[lo:hi] for lo, hi in micro_batch_bounds(uq.numel(), defaults["micro_batches"].default,
+                                                          defaults["min_chunk"].default)]
     ids = max(chunks, key=lambda c: torch.unique_consecutive(c // p_last).numel())
     prefixes, grp = torch.unique_consecutive(ids // p_last, return_inverse=True)
     gen = torch.Generator().manual_seed(2)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # the registry itself needs no torch: a sweep's parent names systems without importing them
+if TYPE_CHECKING:  # the registry names systems without importing torch or any system
     from impls.interface import EmbeddingCollection
 
 # name -> module that defines (and registers) the implementation; imported on first use. A system of ours is

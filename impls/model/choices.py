@@ -1,5 +1,5 @@
 """The model's choices by name, without torch: what a point and the command line may name, checked before any model
-code is imported (a sweep's parent process names and checks its points without importing torch)."""
+code is imported."""
 from __future__ import annotations
 
 MODES = ("dlrm", "embedding-only")  # the whole model, or its embeddings alone
