@@ -1,16 +1,15 @@
 // sort_occurrences (ecorec_index.h). Every occurrence becomes one word, (id - the batch's smallest id) above its bag
 // (or the id alone with the bag carried beside it when the two do not fit in 64 bits), and a stable radix sort
 // on the id's bits only orders them by (id, position): the input is in position order. Then, over thread chunks of
-// the sorted order, one pass counts where a new id starts and each chunk's occurrences per bag, and a second
-// numbers the unique ids and writes their ids, first occurrences, the bag of each occurrence, and each occurrence
-// into its bag's list (a stable scatter by bag: chunk c writes after chunks < c, so the lists are ascending and
-// the same for any thread count).
+// the sorted order, one pass counts where a new id starts, and a second numbers the unique ids and writes their
+// ids, first occurrences and the bag of each occurrence (the same for any thread count).
 #include "ecorec_index.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "radix_sort.h"
 
@@ -65,48 +64,31 @@ OccurrenceIndex sort_occurrences(const int64_t* v, const int64_t* off, int64_t B
   auto key_of = [&](int64_t j) { return words[j] >> shift; };
   auto bag_of = [&](int64_t j) { return packed ? static_cast<int64_t>(words[j] & bag_mask) : bags[j]; };
 
-  // pass 1: new ids per chunk, and each chunk's occurrences per bag
-  std::vector<int64_t> starts(chunks, 0), cursor(chunks * B, 0);
+  // pass 1: new ids per chunk
+  std::vector<int64_t> starts(chunks, 0);
   over_chunks([&](int64_t c, int64_t j0, int64_t j1) {
-    int64_t* h = cursor.data() + c * B;
     int64_t n = 0;
-    for (int64_t j = j0; j < j1; ++j) {
-      n += j == 0 || key_of(j) != key_of(j - 1);
-      ++h[bag_of(j)];
-    }
+    for (int64_t j = j0; j < j1; ++j) n += j == 0 || key_of(j) != key_of(j - 1);
     starts[c] = n;
   });
   std::vector<int64_t> base(chunks + 1, 0);
   for (int64_t c = 0; c < chunks; ++c) base[c + 1] = base[c] + starts[c];
-  for (int64_t b = 0; b < B; ++b) {  // where chunk c writes into bag b's list: after the chunks before it
-    int64_t next = off[b];
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t k = cursor[c * B + b];
-      cursor[c * B + b] = next;
-      next += k;
-    }
-  }
   const int64_t U = base[chunks];
   ix.unique = at::empty({U}, opts);
   ix.count_offsets = at::empty({U + 1}, opts);
   ix.occ_bags = at::empty({nnz}, opts);
-  ix.bag_units.resize(nnz);
   int64_t* uq = ix.unique.data_ptr<int64_t>();
   int64_t* co = ix.count_offsets.data_ptr<int64_t>();
   int64_t* ob = ix.occ_bags.data_ptr<int64_t>();
-  int64_t* bu = ix.bag_units.data();
-  // pass 2: number the unique ids, write them, their first occurrences, the occurrences' bags and the bag lists
+  // pass 2: number the unique ids, write them, their first occurrences and the occurrences' bags
   over_chunks([&](int64_t c, int64_t j0, int64_t j1) {
-    int64_t* next = cursor.data() + c * B;
     int64_t u = base[c] - 1;  // the id running into this chunk
     for (int64_t j = j0; j < j1; ++j) {
       if (j == 0 || key_of(j) != key_of(j - 1)) {
         uq[++u] = static_cast<int64_t>(key_of(j) + static_cast<uint64_t>(lo));
         co[u] = j;
       }
-      const int64_t b = bag_of(j);
-      ob[j] = b;
-      bu[next[b]++] = u;
+      ob[j] = bag_of(j);
     }
   });
   co[U] = nnz;

@@ -1,13 +1,11 @@
 // The index of one table's batch that EcoRec's step works from (ecorec_step.cpp): its ids sorted and deduplicated
-// with the bag of every occurrence, and the same occurrences listed bag by bag. Built in one radix sort of
-// (id, bag) words and two passes over the sorted order; no position-indexed array (an inverse, a bag per position)
-// is ever written.
+// with the bag of every occurrence. Built in one radix sort of (id, bag) words and two passes over the sorted order;
+// no position-indexed array (an inverse, a bag per position) is ever written.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
-#include <vector>
 
 namespace dlrmbench {
 
@@ -15,9 +13,6 @@ struct OccurrenceIndex {
   at::Tensor unique;         // [U] the distinct ids, ascending
   at::Tensor count_offsets;  // [U + 1] the occurrences of unique u are sorted occurrences [co[u], co[u + 1])
   at::Tensor occ_bags;       // [nnz] the bag of every sorted occurrence (in a unique id's run, ascending)
-  // [nnz] bag-major: bag b's occurrences at [offsets[b], offsets[b + 1]), each as its unique number, ascending;
-  // a micro-batch of unique numbers [lo, hi) is a contiguous piece of every bag's list
-  std::vector<int64_t> bag_units;
 };
 
 // values, offsets: one table's jagged ids (offsets checked by the caller: 0 .. nnz, never decreasing).

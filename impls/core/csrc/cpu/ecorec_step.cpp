@@ -1,12 +1,15 @@
 // CPU kernels of dlrmbench::ecorec_forward / ecorec_backward (schemas in ../ops.cpp): EcoRec's whole table step in
 // one call each. Forward: sort and deduplicate the ids with the bag of every occurrence (ecorec_index.h), the
-// sorted unique ids cut into micro-batches (the artifact's rule), and per micro-batch the prefix groups (C), both
-// TT stages into one chunk-sized buffer (M), and the rows added into their bags. Backward: per
-// micro-batch the bag gradients summed per unique id (C), the prefix groups again, and both stages walked back
-// into the core gradients (M). No index work leaves the call: the Python schedule it replaces
-// (impls/ecorec/collection.py, kept as the reference) ran each of these steps as its own torch pass per chunk.
-// A profiler sees the stage calls under the stage ops' names and the index work as ecorec.* scopes (make bench's
-// step profile counts the first as time inside the TT kernels).
+// sorted unique ids cut into micro-batches (the artifact's rule), the prefix groups of every micro-batch (C), and
+// both TT stages over all of them in one pooled walk (M) whose stage-2 epilogue adds each row into the bags of its
+// occurrences (cpu_kernels.h: tt_stages_pooled). Backward: the same groups again, and one pooled walk back whose
+// stage-2 prologue sums each unique id's gradient from its occurrences' bags (C) before the stages walk back into
+// the core gradients (M). No row per unique id is ever written to memory, and no index work leaves the call: the
+// Python schedule it replaces (impls/ecorec/collection.py, kept as the reference) ran each of these steps as its
+// own torch pass per chunk. The micro-batches keep the artifact's prefix groups (a prefix in two micro-batches is
+// made twice, as there) and its FLOP counts; on a CPU they no longer bound a buffer, so they are walked together.
+// A profiler sees the pooled walks under the stage ops' names (make bench's step profile counts them as time
+// inside the TT kernels) and the index work as ecorec.* scopes.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -28,26 +31,47 @@
 namespace dlrmbench {
 namespace {
 
-constexpr int64_t kAhead = 4;  // occurrences: a row is requested this far ahead of its add
-
-// One micro-batch's prefix groups over its ascending unique ids [lo, hi): the distinct prefixes (id div p_last),
-// each id's group (non-decreasing) and last digit (id mod p_last).
+// The prefix groups of every micro-batch over the ascending unique ids (micro-batch k: [bounds[k], bounds[k + 1])),
+// numbered on from one micro-batch to the next: the distinct prefixes (id div p_last) of each micro-batch, each
+// id's group (non-decreasing) and last digit (id mod p_last); groups_per[k]: micro-batch k's number of groups.
 struct Groups {
   at::Tensor prefix_ids, group_of, last;
 };
 
-Groups prefix_groups(const int64_t* uq, int64_t lo, int64_t hi, int64_t p_last, const at::TensorOptions& opts) {
-  const int64_t n = hi - lo;
+Groups prefix_groups(const int64_t* uq, const std::vector<int64_t>& bounds, int64_t p_last,
+                     const at::TensorOptions& opts, int64_t* groups_per) {
+  const int64_t n = bounds.back();
   Groups g{at::empty({n}, opts), at::empty({n}, opts), at::empty({n}, opts)};
   int64_t* pid = g.prefix_ids.data_ptr<int64_t>();
   int64_t* grp = g.group_of.data_ptr<int64_t>();
   int64_t* last = g.last.data_ptr<int64_t>();
+  // the divisions (grp holds the prefix for now): by a reciprocal in double, off by at most one below 2^52 and
+  // corrected, else by the divide instruction
+  const double inv = 1.0 / static_cast<double>(p_last);
+  const bool by_reciprocal = n == 0 || uq[n - 1] < (int64_t{1} << 52);
+  at::parallel_for(0, n, 4096, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      int64_t pre = by_reciprocal ? static_cast<int64_t>(static_cast<double>(uq[i]) * inv) : uq[i] / p_last;
+      int64_t rem = uq[i] - pre * p_last;
+      if (rem < 0) {
+        --pre;
+        rem += p_last;
+      } else if (rem >= p_last) {
+        ++pre;
+        rem -= p_last;
+      }
+      grp[i] = pre;
+      last[i] = rem;
+    }
+  });
   int64_t e = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t id = uq[lo + i], prefix = id / p_last;
-    if (i == 0 || prefix != pid[e - 1]) pid[e++] = prefix;
-    grp[i] = e - 1;
-    last[i] = id - prefix * p_last;
+  for (size_t k = 0; k + 1 < bounds.size(); ++k) {
+    const int64_t first = e;
+    for (int64_t i = bounds[k]; i < bounds[k + 1]; ++i) {
+      if (i == bounds[k] || grp[i] != pid[e - 1]) pid[e++] = grp[i];
+      grp[i] = e - 1;
+    }
+    groups_per[k] = e - first;
   }
   g.prefix_ids = g.prefix_ids.slice(0, 0, e);
   return g;
@@ -103,42 +127,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tenso
   const int64_t limit = num_rows >= 0 ? num_rows : s.num_prefixes() * p_last;
   if (U > 0 && (uq[0] < 0 || uq[U - 1] >= limit))  // the smallest and largest ids: every id checked
     name_bad_id(op, v_c.data_ptr<int64_t>(), off, batch_size, limit);
-  const int64_t* bu = ix.bag_units.data();
-  std::vector<int64_t> cursor(off, off + batch_size);  // each bag's next occurrence in bag_units
-
   const std::vector<int64_t> bounds = micro_batch_bounds(U, micro_batches, min_chunk);
   const int64_t m = static_cast<int64_t>(bounds.size()) - 1;
   auto chunk_bounds = at::empty({m + 1}, opts);
   std::copy(bounds.begin(), bounds.end(), chunk_bounds.data_ptr<int64_t>());
   auto chunk_groups = at::empty({m}, opts);  // E1 of each micro-batch
-  int64_t widest = 0;
-  for (int64_t k = 0; k < m; ++k) widest = std::max(widest, bounds[k + 1] - bounds[k]);
-  auto emb = at::empty({widest, D}, cores[0].options());
+  Groups g;
+  {
+    RECORD_FUNCTION("ecorec.groups", c10::ArrayRef<const c10::IValue>{});
+    g = prefix_groups(uq, bounds, p_last, opts, chunk_groups.data_ptr<int64_t>());
+  }
   auto out = at::zeros({batch_size, D}, cores[0].options());
-  float* y = out.data_ptr<float>();
-  for (int64_t k = 0; k < m; ++k) {
-    const int64_t lo = bounds[k], hi = bounds[k + 1];
-    const Groups g = prefix_groups(uq, lo, hi, p_last, opts);
-    chunk_groups.data_ptr<int64_t>()[k] = g.prefix_ids.numel();
-    auto rows = emb.slice(0, 0, hi - lo);
-    {
-      RECORD_FUNCTION("dlrmbench::tt_stages", c10::ArrayRef<const c10::IValue>{});
-      tt_stages_cpu_selected(cores, q, r, g.prefix_ids, g.group_of, g.last, rows, false, num_rows);
-    }
-    RECORD_FUNCTION("ecorec.expand", c10::ArrayRef<const c10::IValue>{});
-    // expand: every bag adds the rows of its occurrences in this micro-batch, the next piece of its list. Threads
-    // own bags, and a bag adds its rows in ascending unique order: one order whatever the thread count.
-    const float* x = rows.data_ptr<float>();
-    at::parallel_for(0, batch_size, 256, [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) {
-        int64_t j = cursor[b];
-        for (const int64_t e = off[b + 1]; j < e && bu[j] < hi; ++j) {
-          if (j + kAhead < e && bu[j + kAhead] < hi) prefetch_row(x + (bu[j + kAhead] - lo) * D, D);
-          add_row(y + b * D, x + (bu[j] - lo) * D, D);
-        }
-        cursor[b] = j;
-      }
-    });
+  {
+    RECORD_FUNCTION("dlrmbench::tt_stages", c10::ArrayRef<const c10::IValue>{});
+    tt_stages_pooled_cpu_selected(cores, q, r, g.prefix_ids, g.group_of, g.last, ix.count_offsets, ix.occ_bags, out);
   }
   return {out, ix.unique, ix.count_offsets, ix.occ_bags, chunk_bounds, chunk_groups};
 }
@@ -149,7 +151,7 @@ void ecorec_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArray
   const char* op = "ecorec_backward";
   const TTShape s =
       check_ecorec_backward_args(op, cores, q, r, unique, count_offsets, occ_bags, chunk_bounds, grad, grad_cores);
-  const int64_t D = s.dim(), p_last = s.p[s.d - 1];
+  const int64_t p_last = s.p[s.d - 1];
   const auto opts = unique.options();
   const auto uq_c = unique.contiguous(), co_c = count_offsets.contiguous(), ob_c = occ_bags.contiguous();
   const auto cb_c = chunk_bounds.contiguous(), grad_c = grad.contiguous();
@@ -157,34 +159,18 @@ void ecorec_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArray
   const int64_t* co = co_c.data_ptr<int64_t>();
   const int64_t* ob = ob_c.data_ptr<int64_t>();
   const int64_t* cb = cb_c.data_ptr<int64_t>();
-  const float* gy = grad_c.data_ptr<float>();
   const int64_t nnz = occ_bags.numel();
   check_ecorec_saved(op, uq, unique.numel(), co, ob, nnz, grad.size(0), cb, chunk_bounds.numel() - 1);
-  const int64_t m = chunk_bounds.numel() - 1;
-  int64_t widest = 0;
-  for (int64_t k = 0; k < m; ++k) widest = std::max(widest, cb[k + 1] - cb[k]);
-  auto d_unique = at::empty({widest, D}, grad.options());
-  for (int64_t k = 0; k < m; ++k) {
-    const int64_t lo = cb[k], hi = cb[k + 1];
-    auto rows = d_unique.slice(0, 0, hi - lo);
-    float* du = rows.data_ptr<float>();
-    {
-      RECORD_FUNCTION("ecorec.aggregate", c10::ArrayRef<const c10::IValue>{});
-      at::parallel_for(lo, hi, 256, [&](int64_t u0, int64_t u1) {  // C: occurrences -> unique ids
-        for (int64_t u = u0; u < u1; ++u) {
-          float* dst = du + (u - lo) * D;
-          std::fill(dst, dst + D, 0.f);
-          for (int64_t j = co[u]; j < co[u + 1]; ++j) {
-            if (j + kAhead < nnz) prefetch_row(gy + ob[j + kAhead] * D, D);
-            add_row(dst, gy + ob[j] * D, D);
-          }
-        }
-      });
-    }
-    const Groups g = prefix_groups(uq, lo, hi, p_last, opts);
-    RECORD_FUNCTION("dlrmbench::tt_stages_backward", c10::ArrayRef<const c10::IValue>{});
-    tt_stages_backward_cpu_selected(cores, q, r, g.prefix_ids, g.group_of, g.last, rows, grad_cores, false, num_rows);
+  const std::vector<int64_t> bounds(cb, cb + chunk_bounds.numel());
+  std::vector<int64_t> groups_per(bounds.size() - 1);
+  Groups g;
+  {
+    RECORD_FUNCTION("ecorec.groups", c10::ArrayRef<const c10::IValue>{});
+    g = prefix_groups(uq, bounds, p_last, opts, groups_per.data());
   }
+  RECORD_FUNCTION("dlrmbench::tt_stages_backward", c10::ArrayRef<const c10::IValue>{});
+  tt_stages_backward_pooled_cpu_selected(cores, q, r, g.prefix_ids, g.group_of, g.last, co_c, ob_c, grad_c,
+                                         grad_cores);
 }
 
 }  // namespace

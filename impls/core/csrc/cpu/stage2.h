@@ -105,23 +105,24 @@ struct Stage2Rows {
   explicit Stage2Rows(const TTShape& s) : cols(kStack * s.q[s.d - 1]), brows(cols.size()) {}
 };
 
-// Items [k0, k1) of one prefix P (rows dE + k * D): dP overwritten (zero without items), dGt accumulated.
+// The n items of one prefix P, item k's gradient row dE + k * D and last digit last[k]: dP overwritten (zero without
+// items), dGt accumulated.
 inline void stage2_items_backward(const TTShape& s, const float* Gt, const float* P, const float* dE,
-                                  const int64_t* last, int64_t k0, int64_t k1, float* dP, float* dGt, Stage2Rows& w) {
+                                  const int64_t* last, int64_t n, float* dP, float* dGt, Stage2Rows& w) {
   const int L = s.d - 1;
   const int64_t M = s.Q(L - 1), qn = s.q[L], rk = s.r[L], wl = s.core_width(L), D = s.dim();
-  if (k0 == k1) std::fill(dP, dP + M * rk, 0.f);
-  for (int64_t b0 = k0; b0 < k1; b0 += kStack) {
-    const int64_t b1 = std::min(k1, b0 + kStack);
+  if (n == 0) std::fill(dP, dP + M * rk, 0.f);
+  for (int64_t b0 = 0; b0 < n; b0 += kStack) {
+    const int64_t b1 = std::min(n, b0 + kStack);
     for (int64_t k = b0; k < b1; ++k)
       for (int64_t v = 0; v < qn; ++v) {
         w.cols[(k - b0) * qn + v] = dE + k * D + v;
         w.brows[(k - b0) * qn + v] = Gt + last[k] * wl + v * rk;
       }
     gemm::nn_view(M, rk, (b1 - b0) * qn, gemm::ColsA{w.cols.data(), 0, qn}, gemm::RowsB{w.brows.data()},
-                  gemm::StridedC{dP, rk}, b0 > k0);
+                  gemm::StridedC{dP, rk}, b0 > 0);
   }
-  for (int64_t k = k0; k < k1; ++k) {
+  for (int64_t k = 0; k < n; ++k) {
     if (qn == 4)
       gemm::t4_acc(M, rk, dE + k * D, P, dGt + last[k] * wl);
     else

@@ -56,7 +56,8 @@ void tt_last_backward_cpu(const at::Tensor& prefix, at::TensorList cores, c10::I
                       wl, dGt.data(), group_start, [&](int64_t lo, int64_t hi, float* out) {
     Stage2Rows w(s);
     for (int64_t g = lo; g < hi; ++g)
-      stage2_items_backward(s, Gt.data(), P + g * width, dE, last, start[g], start[g + 1], dP + g * width, out, w);
+      stage2_items_backward(s, Gt.data(), P + g * width, dE + start[g] * s.dim(), last + start[g],
+                            start[g + 1] - start[g], dP + g * width, out, w);
   });
   add_transposed(s, dGt.data(), grad_last_core.data_ptr<float>());
 }
