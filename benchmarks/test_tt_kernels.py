@@ -11,9 +11,16 @@ FLOPs counted as such). "stage2@ecorec" / "stage2-bwd@ecorec": the same stage-2 
 them in make bench's step (test_tt_step.py's batch on the 1e8-row table): the unique ids of its micro-batch with the
 most prefixes, grouped by prefix (a few items per prefix, not 4; the report's note says how many). Outputs go to
 preallocated buffers, as in the schedules, so the allocator is not timed.
+"stages@ecorec" / "stages-bwd@ecorec": the fused ops (as EcoRec's pooled walk runs them) at that shape.
 Every TT kernel runs once per round in each vector ISA build of the library (``stage2 [avx512]``, ``stage2 [avx2]``:
 ops.cpu_isas(), the native one first; an AVX-512 build carries an AVX2 one), so the builds are compared side by
-side in the same rounds."""
+side in the same rounds.
+
+Memory-aware limit: each round also times a copy of STREAM_FLOATS floats (far past any cache; its bandwidth counts
+the bytes read plus the bytes written). A kernel's limit in a round is max(its FLOPs at that round's SGEMM rate, the
+bytes it must move at that round's copy bandwidth), the bytes being every operand tensor read once and every output
+written once (a gradient it adds into: read and written); "x limit" is its time over that limit and "bound" says
+which term is larger (docs/systems/tt.md)."""
 import inspect
 
 import torch
@@ -22,6 +29,7 @@ from benchmarks.conftest import report, timed
 from impls.core import ops, tt
 
 G, ITEMS_PER_PREFIX = 65536, 4
+STREAM_FLOATS = 1 << 26  # 256 MiB per side of the copy
 SECTION = "TT kernel roofline (median over interleaved rounds; GFLOP/s and share of the same round's SGEMM)"
 _STATE: dict = {}
 
@@ -43,6 +51,7 @@ def setup():
         d_emb=torch.randn(n, s.dim, generator=gen), grads=[torch.zeros_like(c) for c in cores],
         a1=cores[0][digits[0]].view(G, s.q[0], s.r[1]), b1=cores[1][digits[1]].view(G, s.r[1], -1),
         digits=digits, mm=(torch.randn(2048, 2048, generator=gen), torch.randn(2048, 2048, generator=gen)),
+        stream=(torch.ones(STREAM_FLOATS), torch.empty(STREAM_FLOATS)),
         ecorec=ecorec_stage2(s, cores),
     )
     return _STATE
@@ -65,7 +74,8 @@ def ecorec_stage2(s, cores) -> dict:
     prefixes, grp = torch.unique_consecutive(ids // p_last, return_inverse=True)
     gen = torch.Generator().manual_seed(2)
     n, g = ids.numel(), prefixes.numel()
-    return {"prefix": ops.tt_prefix(cores, s, prefixes), "grp": grp, "last": ids % p_last, "n": n, "G": g,
+    return {"ids": prefixes, "prefix": ops.tt_prefix(cores, s, prefixes), "grp": grp, "last": ids % p_last, "n": n,
+            "G": g, "grads": [torch.zeros_like(c) for c in cores],
             "emb": torch.empty(n, s.dim), "d_emb": torch.randn(n, s.dim, generator=gen),
             "d_prefix": torch.empty(g, s.prefix_width), "grad": torch.zeros_like(cores[-1])}
 
@@ -81,6 +91,9 @@ def flops_of(kernel, st):
         "stage2-bwd": 2 * st["n"] * s.last_flops(),
         "stage2@ecorec": st["ecorec"]["n"] * s.last_flops(),
         "stage2-bwd@ecorec": 2 * st["ecorec"]["n"] * s.last_flops(),
+        "stages@ecorec": st["ecorec"]["G"] * s.prefix_flops() + st["ecorec"]["n"] * s.last_flops(),
+        "stages-bwd@ecorec": st["ecorec"]["G"] * (s.prefix_flops() + s.prefix_backward_cost()[1])
+        + 2 * st["ecorec"]["n"] * s.last_flops(),
         "stage1-bwd": G * s.prefix_backward_cost()[1],
         "stages": G * s.prefix_flops() + st["n"] * s.last_flops(),
         "stages-bwd": G * (s.prefix_flops() + s.prefix_backward_cost()[1]) + 2 * st["n"] * s.last_flops(),
@@ -88,7 +101,29 @@ def flops_of(kernel, st):
 
 
 TT_KERNELS = ["stage1", "stage2", "stage2-bwd", "stage1-bwd", "stages", "stages-bwd", "stage2@ecorec",
-              "stage2-bwd@ecorec"]
+              "stage2-bwd@ecorec", "stages@ecorec", "stages-bwd@ecorec"]
+
+
+def nbytes(*tensors) -> int:
+    return sum(x.numel() * x.element_size() for x in tensors)
+
+
+def bytes_of(kernel, st) -> int:
+    """The bytes a kernel must move: its operands read once, its outputs written once, a gradient it adds into read
+    and written (the cores: read once; their gradients: read and written)."""
+    c, e = st["cores"], st["ecorec"]
+    return {
+        "stage1": nbytes(st["ids"], *c[:2], st["prefix"]),
+        "stage2": nbytes(st["prefix"], st["grp"], st["last"], c[2], st["emb"]),
+        "stage2-bwd": nbytes(st["prefix"], st["grp"], st["last"], st["d_emb"], st["d_prefix"]) + 3 * nbytes(c[2]),
+        "stage1-bwd": nbytes(st["ids"], st["d_prefix"]) + 3 * nbytes(*c[:2]),
+        "stages": nbytes(st["ids"], st["grp"], st["last"], *c, st["emb"]),
+        "stages-bwd": nbytes(st["ids"], st["grp"], st["last"], st["d_emb"]) + 3 * nbytes(*c),
+        "stage2@ecorec": nbytes(e["prefix"], e["grp"], e["last"], c[2], e["emb"]),
+        "stage2-bwd@ecorec": nbytes(e["prefix"], e["grp"], e["last"], e["d_emb"], e["d_prefix"]) + 3 * nbytes(c[2]),
+        "stages@ecorec": nbytes(e["ids"], e["grp"], e["last"], *c, e["emb"]),
+        "stages-bwd@ecorec": nbytes(e["ids"], e["grp"], e["last"], e["d_emb"]) + 3 * nbytes(*c),
+    }[kernel]
 ISAS = ops.cpu_isas()
 
 
@@ -119,6 +154,9 @@ def runner(kernel, st):
     s, c = st["s"], st["cores"]
     if kernel == "sgemm":
         return lambda: torch.mm(*st["mm"])
+    if kernel == "stream":
+        src, dst = st["stream"]
+        return lambda: dst.copy_(src)
     if kernel == "stage1":
         return lambda: ops.tt_prefix(c, s, st["ids"], out=st["prefix"])
     if kernel == "stage1-bmm":
@@ -136,8 +174,14 @@ def runner(kernel, st):
         e = st["ecorec"]
         if kernel == "stage2@ecorec":
             return lambda: ops.tt_last(e["prefix"], c, s, e["grp"], e["last"], out=e["emb"])
-        return lambda: ops.tt_last_backward(e["prefix"], c, s, e["grp"], e["last"], e["d_emb"], e["grad"],
+        return lambda: ops.tt_last_backward(e["prefix"], c, s, e["grp"], e["last"], e["d_emb"], e["grads"][2],
                                             out=e["d_prefix"])
+    if kernel == "stages@ecorec":
+        e = st["ecorec"]
+        return lambda: ops.tt_stages(c, s, e["ids"], e["grp"], e["last"], out=e["emb"])
+    if kernel == "stages-bwd@ecorec":
+        e = st["ecorec"]
+        return lambda: ops.tt_stages_backward(c, s, e["ids"], e["grp"], e["last"], e["d_emb"], e["grads"])
     if kernel == "stage1-bwd":
         return lambda: ops.tt_prefix_backward(c, s, st["ids"], st["d_prefix"], st["grads"][:2])
     if kernel == "stages":
@@ -147,13 +191,14 @@ def runner(kernel, st):
     raise ValueError(kernel)
 
 
-KERNELS = ["sgemm", "stage1", "stage1-bmm", "stage1-bmm+gather", "stage2", "stage2-bwd", "stage1-bwd", "stages",
-           "stages-bwd", "stage2@ecorec", "stage2-bwd@ecorec"]
+KERNELS = ["sgemm", "stream", "stage1", "stage1-bmm", "stage1-bmm+gather", "stage2", "stage2-bwd", "stage1-bwd",
+           "stages", "stages-bwd", "stage2@ecorec", "stage2-bwd@ecorec", "stages@ecorec", "stages-bwd@ecorec"]
 ROUNDS, CALLS = 9, 3  # per round each kernel's best of CALLS calls (the first call of a kernel warms it)
 
 
 def measure_rounds(st, rounds=ROUNDS, calls=CALLS) -> dict[str, list[float]]:
-    """GFLOP/s per kernel (and ISA build) per round, kernels in turn within every round (A B C A B C)."""
+    """GFLOP/s per kernel (and ISA build) per round, kernels in turn within every round (A B C A B C); the copy's
+    GB/s (bytes read plus bytes written)."""
     fns = {lab: in_isa(kernel_of(lab)[1], runner(kernel_of(lab)[0], st)) for lab in labels()}
     for f in fns.values():
         f()
@@ -161,25 +206,50 @@ def measure_rounds(st, rounds=ROUNDS, calls=CALLS) -> dict[str, list[float]]:
     for _ in range(rounds):
         for k, f in fns.items():
             best = min(timed(f) for _ in range(calls))
-            rates[k].append(flops_of(kernel_of(k)[0], st) / best / 1e9)
+            work = 2 * nbytes(st["stream"][0]) if k == "stream" else flops_of(kernel_of(k)[0], st)
+            rates[k].append(work / best / 1e9)
     return rates
+
+
+def limits(kernel: str, st, rates: dict[str, list[float]], label: str) -> tuple[list[float], str]:
+    """Per round, the kernel's time over its memory-aware limit (max of FLOP-time and bytes / copy bandwidth), and
+    which term bounds it in most rounds ("FLOP" or "memory")."""
+    flops, nb = flops_of(kernel, st), bytes_of(kernel, st)
+    over, memory = [], 0
+    for rate, sgemm, bw in zip(rates[label], rates["sgemm"], rates["stream"]):
+        flop_time, move_time = flops / (sgemm * 1e9), nb / (bw * 1e9)
+        over.append(flops / (rate * 1e9) / max(flop_time, move_time))
+        memory += move_time > flop_time
+    return sorted(over), "memory" if 2 * memory > len(over) else "FLOP"
 
 
 def test_tt_kernel_roofline(benchmark):
     st = setup()
     rates = benchmark.pedantic(measure_rounds, args=(st,), rounds=1, iterations=1)
     stats: dict[str, dict] = {}
+    e = st["ecorec"]
     for k in labels():
+        if k == "stream":
+            bw = sorted(rates[k])
+            stats[k] = {"GB/s": bw[len(bw) // 2], "rounds": len(bw)}
+            report(SECTION, {"kernel": k, "GFLOP/s": f"{stats[k]['GB/s']:.1f} GB/s"})
+            continue
         shares = sorted(r / g for r, g in zip(rates[k], rates["sgemm"]))
         gf = sorted(rates[k])
         stats[k] = {"GFLOP/s": gf[len(gf) // 2], "of SGEMM": shares[len(shares) // 2], "of SGEMM min": shares[0],
                     "of SGEMM max": shares[-1], "rounds": len(gf)}
         row = {"kernel": k, "GFLOP/s": stats[k]["GFLOP/s"], "of SGEMM": stats[k]["of SGEMM"],
                "range": f"{shares[0]:.2f}-{shares[-1]:.2f}"}
-        e = st["ecorec"]
+        name = kernel_of(k)[0]
+        if name in TT_KERNELS:
+            over, bound = limits(name, st, rates, k)
+            stats[k].update({"over_limit": over[len(over) // 2], "over_limit_min": over[0],
+                             "over_limit_max": over[-1], "bound": bound, "bytes": bytes_of(name, st)})
+            row.update({"x limit": stats[k]["over_limit"], "bound": bound})
         report(SECTION, row, f"threads: {torch.get_num_threads()}; shapes p=(400,500,500) q=(2,4,4) r=32, G={G}; "
                              f"@ecorec: {e['n']:,} items over {e['G']:,} prefixes ({e['n'] / e['G']:.2f} per prefix); "
                              f"{ROUNDS} interleaved rounds, share of the same round's SGEMM (median, range); "
+                             f"x limit: time over max(FLOP-time, bytes / the same round's copy bandwidth); "
                              f"TT kernels per ISA build [..], native: {ISAS[0]}")
     benchmark.extra_info.update(kernels=stats, threads=torch.get_num_threads(), per_round=rates, isas=ISAS,
                                 native_isa=ISAS[0], ecorec_stage2={"items": e["n"], "prefixes": e["G"]})

@@ -7,11 +7,18 @@ beside an SGEMM timed in the same round. Reported per system: the median step, t
 ("ecorec [avx512]", "ecorec [avx2]": ops.cpu_isas()), in the same rounds. After the rounds, each TT system's step
 is profiled (native ISA, torch.profiler, the median of 3 profiled steps by wall time): the time inside the TT
 stage kernels (every dlrmbench::tt_* op, and the stage calls a fused op makes, which it names the same), the rest of
-the step outside them, and the ops that take the most of that rest."""
+the step outside them, and the ops that take the most of that rest.
+
+Memory-aware limit: each round also times a copy far past any cache (test_tt_kernels.py: stream). A system's limit in
+a round is max(its FLOP-time, the bytes its step must move at that round's copy bandwidth), the bytes being the
+batch's ids and offsets read, the pooled rows written and their gradient read, the parameters read by the forward
+and the backward and written by the update, and every intermediate buffer the schedule keeps (its work report's
+peak) written once and read once (docs/systems/tt.md). "x limit" is the step over that limit."""
 import pytest
 import torch
 
 from benchmarks.conftest import report, timed
+from benchmarks.test_tt_kernels import STREAM_FLOATS
 from impls.api import EmbeddingOptim, SparseFeatures, TableSpec, get_impl
 from impls.core import ops
 
@@ -66,6 +73,19 @@ def sgemm_rate() -> float:
     return 2 * 2048**3 / min(timed(torch.mm, a, b) for _ in range(3))
 
 
+def copy_bandwidth(src, dst) -> float:
+    """Bytes per second of a copy far past any cache (bytes read plus bytes written), the best of 3."""
+    dst.copy_(src)
+    return 2 * src.numel() * src.element_size() / min(timed(dst.copy_, src) for _ in range(3))
+
+
+def step_bytes(emb, sf) -> int:
+    """What a step must move at least (module docstring): ids and offsets, pooled rows and their gradient, the
+    parameters three times, the schedule's peak intermediate buffers twice."""
+    ids = sf.values.numel() * sf.values.element_size() + sf.offsets.numel() * sf.offsets.element_size()
+    return ids + 2 * B * D * 4 + 3 * emb.memory_report().params + 2 * emb.work_report().intermediate_bytes
+
+
 def run_rounds(rows: int) -> dict:
     sf, upstream = batch(rows), torch.randn(B, D, generator=torch.Generator().manual_seed(1))
     models, isas, missing = {}, {}, {}
@@ -78,15 +98,21 @@ def run_rounds(rows: int) -> dict:
             for _ in range(WARMUP):  # the first steps' allocations and first-touch page faults
                 step_once(emb, sf, upstream, isa)
             models[label], isas[label] = emb, isa
-    out = {k: {"step_s": [], "flops": 0, "over_flop_time": [], "over_dense": []} for k in models}
+    out = {k: {"step_s": [], "flops": 0, "over_flop_time": [], "over_dense": [], "over_limit": [],
+               "memory_bound": 0} for k in models}
+    stream = (torch.ones(STREAM_FLOATS), torch.empty(STREAM_FLOATS))
     for _ in range(ROUNDS):
-        rate = sgemm_rate()
+        rate, bw = sgemm_rate(), copy_bandwidth(*stream)
         times = {k: step_once(m, sf, upstream, isas[k]) for k, m in models.items()}
         for k, m in models.items():
             out[k]["step_s"].append(times[k])
             flops = m.work_report().flops
             out[k]["flops"] = flops
-            if flops:
+            if flops:  # a TT system (a dense table touches a few of its rows: its parameters bound nothing)
+                out[k]["bytes"] = step_bytes(m, sf)
+                flop_time, move_time = flops / rate, out[k]["bytes"] / bw
+                out[k]["over_limit"].append(times[k] / max(flop_time, move_time))
+                out[k]["memory_bound"] += move_time > flop_time
                 out[k]["over_flop_time"].append(times[k] / (flops / rate))
             if "dense-fbgemm" in times:
                 out[k]["over_dense"].append(times[k] / times["dense-fbgemm"])
@@ -129,10 +155,16 @@ def test_tt_step_against_flops_and_dense(benchmark, rows):
                       "over_flop_time_range": [min(r["over_flop_time"], default=None), max(r["over_flop_time"], default=None)],
                       "over_dense": med(r["over_dense"]),
                       "over_dense_range": [min(r["over_dense"], default=None), max(r["over_dense"], default=None)],
-                      "flops_per_step": r["flops"], "param_bytes": r["param_bytes"], "rounds": len(r["step_s"])}
+                      "flops_per_step": r["flops"], "param_bytes": r["param_bytes"], "rounds": len(r["step_s"]),
+                      "over_limit": med(r["over_limit"]),
+                      "over_limit_range": [min(r["over_limit"], default=None), max(r["over_limit"], default=None)],
+                      "bytes_per_step": r.get("bytes"),
+                      "bound": "memory" if 2 * r["memory_bound"] > ROUNDS else "FLOP" if r["over_limit"] else "–"}
         s = summary[k]
         report(SECTION, {"rows": f"{rows:.0e}", "system": k, "step ms": s["step_ms"],
-                         "x FLOP-time": s["over_flop_time"], "x dense-fbgemm": s["over_dense"],
+                         "x FLOP-time": s["over_flop_time"], "x limit": s["over_limit"],
+                         "bound": s["bound"],
+                         "x dense-fbgemm": s["over_dense"],
                          "params MiB": s["param_bytes"] / 2**20},
                f"B={B}, {L} lookups/sample, D={D}, TT ranks 32, SGD, embedding-only; {ROUNDS} interleaved rounds; "
                f"threads {torch.get_num_threads()}")

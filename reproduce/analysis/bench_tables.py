@@ -21,15 +21,21 @@ def bench_entries(root: Path, machine: str, key: str) -> list[dict]:
 
 def roofline(root: Path, machine: str) -> list[str]:
     """The TT kernel roofline of `make bench` (results/bench/<machine>/benchmarks.json): each kernel's median
-    GFLOP/s over interleaved rounds and its share of the SGEMM of the same round (median and range)."""
+    GFLOP/s over interleaved rounds, its share of the SGEMM of the same round (median and range), and, where the
+    record has it, its time over its memory-aware limit (median and range) and which term bounds it."""
     table = next((b["extra_info"]["kernels"] for b in bench_entries(root, machine, "kernels")), None)
     if table is None:
         return []
-    lines = ["| kernel | GFLOP/s (median of rounds) | share of the same round's SGEMM: median (range) |",
-             "|---|---|---|"]
+    lines = ["| kernel | GFLOP/s (median of rounds) | share of the same round's SGEMM: median (range) | "
+             "time / memory-aware limit: median (range), bound |", "|---|---|---|---|"]
     for name, e in table.items():
+        if "GB/s" in e:  # the copy the limit's bandwidth comes from
+            lines.append(f"| {name} (copy) | {e['GB/s']:.1f} GB/s | – | – |")
+            continue
+        limit = (f"{e['over_limit']:.2f} ({e['over_limit_min']:.2f}-{e['over_limit_max']:.2f}), {e['bound']}"
+                 if "over_limit" in e else "–")
         lines.append(f"| {name} | {e['GFLOP/s']:.1f} | {e['of SGEMM']:.2f} ({e['of SGEMM min']:.2f}-"
-                     f"{e['of SGEMM max']:.2f}, {e['rounds']} rounds) |")
+                     f"{e['of SGEMM max']:.2f}, {e['rounds']} rounds) | {limit} |")
     return lines
 
 
@@ -47,8 +53,8 @@ def prepare_rates(root: Path, machine: str) -> list[str]:
 
 def tt_step(root: Path, machine: str) -> list[str]:
     """The step benchmark of `make bench` (benchmarks/test_tt_step.py): each system's median step, its step over
-    its FLOP-time at the same round's SGEMM rate and over dense-fbgemm's step in the same round (median and
-    range of the per-round ratios), per table size."""
+    its FLOP-time at the same round's SGEMM rate, over its memory-aware limit (where the record has it) and over
+    dense-fbgemm's step in the same round (median and range of the per-round ratios), per table size."""
     runs = [b["extra_info"] for b in bench_entries(root, machine, "systems")]
     if not runs:
         return []
@@ -57,12 +63,13 @@ def tt_step(root: Path, machine: str) -> list[str]:
         lo, hi = e[f"{key}_range"]
         return "–" if e[key] != e[key] or lo is None else f"{e[key]:.2f} ({lo:.2f}-{hi:.2f})"
 
-    lines = ["| rows | system | step ms (median) | step / FLOP-time | step / dense-fbgemm step | parameters |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| rows | system | step ms (median) | step / FLOP-time | step / memory-aware limit, bound | "
+             "step / dense-fbgemm step | parameters |", "|---|---|---|---|---|---|---|"]
     for run in sorted(runs, key=lambda r: r["rows"]):
         for name, e in run["systems"].items():
+            limit = f"{ratio(e, 'over_limit')}, {e['bound']}" if e.get("bound", "–") != "–" else "–"
             lines.append(f"| {run['rows']:.0e} | {name} | {e['step_ms']:.0f} | {ratio(e, 'over_flop_time')} | "
-                         f"{ratio(e, 'over_dense')} | {e['param_bytes'] / 2**20:,.1f} MiB |")
+                         f"{limit} | {ratio(e, 'over_dense')} | {e['param_bytes'] / 2**20:,.1f} MiB |")
     return lines
 
 

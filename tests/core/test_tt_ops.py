@@ -36,7 +36,7 @@ def wide_tt_cases(draw):
     r = draw(st.lists(st.sampled_from([8, 16, 24, 32, 48, 64]), min_size=d - 1, max_size=d - 1))
     s = tt.TTShape.create(math.prod(p), math.prod(q), r, p=p, q=q)
     G = draw(st.integers(0, 10))
-    n = draw(st.integers(0, 24))
+    n = draw(st.integers(0, 64))  # up to 64 items on one prefix
     seed = draw(st.integers(0, 2**16))
     return s, G, n, seed
 

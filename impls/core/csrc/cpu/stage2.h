@@ -105,6 +105,9 @@ struct Stage2Rows {
   explicit Stage2Rows(const TTShape& s) : cols(kStack * s.q[s.d - 1]), brows(cols.size()) {}
 };
 
+// A prefix of at most this many items runs its stage-2 backward item by item (gemm::item4_backward).
+constexpr int64_t kFewItems = 2;
+
 // The n items of one prefix P, item k's gradient row dE + k * D and last digit last[k]: dP overwritten (zero without
 // items), dGt accumulated.
 inline void stage2_items_backward(const TTShape& s, const float* Gt, const float* P, const float* dE,
@@ -112,6 +115,11 @@ inline void stage2_items_backward(const TTShape& s, const float* Gt, const float
   const int L = s.d - 1;
   const int64_t M = s.Q(L - 1), qn = s.q[L], rk = s.r[L], wl = s.core_width(L), D = s.dim();
   if (n == 0) std::fill(dP, dP + M * rk, 0.f);
+  if (qn == 4 && rk % 8 == 0 && n <= kFewItems) {  // item by item, both products in one pass
+    for (int64_t k = 0; k < n; ++k)
+      gemm::item4_backward(M, rk, dE + k * D, Gt + last[k] * wl, P, dP, k > 0, dGt + last[k] * wl);
+    return;
+  }
   for (int64_t b0 = 0; b0 < n; b0 += kStack) {
     const int64_t b1 = std::min(n, b0 + kStack);
     for (int64_t k = b0; k < b1; ++k)

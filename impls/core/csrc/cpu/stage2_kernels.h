@@ -7,7 +7,8 @@
 //     P. The two column parities are added and the rows put back in FBTT order at the store.
 //   AVX2 (and AVX-512 where the shape does not fit the lanes), forward (n4_pair): two items of one prefix side
 //     by side in 8-float vectors, P's entries broadcast.
-//   Backward (t4_acc): the last-core gradient of one item, dGt (4 x N) += dE^T (4 x M) P (M x N), along N.
+//   Backward (t4_acc): the last-core gradient of one item, dGt (4 x N) += dE^T (4 x M) P (M x N), along N;
+//     (item4_backward) both backward products of one item in one pass over P's rows, for prefixes of few items.
 #pragma once
 
 #include <cstdint>
@@ -120,6 +121,39 @@ inline void lanes_item_pair(int64_t M, int64_t K, const float* X, const float* G
 #else
 inline bool lanes_fit(int64_t, int64_t, int64_t) { return false; }
 #endif
+
+// One item's stage-2 backward for a last core 4 wide, both products in one pass over the rows of P (M x N):
+// dP (M x N) (+)= dE (M x 4) Gt (4 x N) and dGt (4 x N) += dE^T P, in 8-float vectors along N (N % 8 == 0): each
+// row of dE broadcast once, dGt held in registers over the rows. For an item alone on its prefix, where a GEMM
+// over the prefix's items (K = 4 per item) spends more on its tiles' edges than on its FMAs.
+template <int NV>
+inline void item4_backward_cols(int64_t M, int64_t N, const float* dE, const float* Gt, const float* P, float* dP,
+                                bool accumulate, float* dGt, int64_t n) {
+  V8 g[4][NV];
+  for (int v = 0; v < 4; ++v)
+    for (int t = 0; t < NV; ++t) g[v][t] = load(dGt + v * N + n + 8 * t, V8{});
+  for (int64_t m = 0; m < M; ++m) {
+    V8 e[4];
+    for (int v = 0; v < 4; ++v) e[v] = bcast(dE[m * 4 + v], V8{});
+    for (int t = 0; t < NV; ++t) {
+      const int64_t at = m * N + n + 8 * t;
+      V8 d = accumulate ? load(dP + at, V8{}) : bcast(0.f, V8{});
+      for (int v = 0; v < 4; ++v) d = fma(e[v], load(Gt + v * N + n + 8 * t, V8{}), d);
+      store(dP + at, d);
+      const V8 p = load(P + at, V8{});
+      for (int v = 0; v < 4; ++v) g[v][t] = fma(e[v], p, g[v][t]);
+    }
+  }
+  for (int v = 0; v < 4; ++v)
+    for (int t = 0; t < NV; ++t) store(dGt + v * N + n + 8 * t, g[v][t]);
+}
+
+inline void item4_backward(int64_t M, int64_t N, const float* dE, const float* Gt, const float* P, float* dP,
+                           bool accumulate, float* dGt) {
+  int64_t n = 0;
+  for (; n + 16 <= N; n += 16) item4_backward_cols<2>(M, N, dE, Gt, P, dP, accumulate, dGt, n);
+  if (n < N) item4_backward_cols<1>(M, N, dE, Gt, P, dP, accumulate, dGt, n);
+}
 
 #if defined(DLRMBENCH_AVX512) || defined(DLRMBENCH_AVX2)
 template <int MR>
