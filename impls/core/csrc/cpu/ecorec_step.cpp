@@ -64,12 +64,16 @@ Groups prefix_groups(const int64_t* uq, const std::vector<int64_t>& bounds, int6
       last[i] = rem;
     }
   });
-  int64_t e = 0;
+  int64_t e = 0;  // groups so far (branch-free: a new prefix bumps it, its id written at the next slot anyway)
   for (size_t k = 0; k + 1 < bounds.size(); ++k) {
     const int64_t first = e;
+    int64_t prev = -1;  // no prefix: a micro-batch starts a group
     for (int64_t i = bounds[k]; i < bounds[k + 1]; ++i) {
-      if (i == bounds[k] || grp[i] != pid[e - 1]) pid[e++] = grp[i];
+      const int64_t pre = grp[i];
+      pid[e] = pre;
+      e += pre != prev;
       grp[i] = e - 1;
+      prev = pre;
     }
     groups_per[k] = e - first;
   }

@@ -210,6 +210,7 @@ struct DenseItems {
   const float* dE;
   int64_t D;
   const float* rows(int64_t k0, int64_t, float*) const { return dE + k0 * D; }
+  int64_t gather_work(int64_t, int64_t) const { return 0; }
   void prefetch_item(int64_t k) const {
     prefetch(dE + k * D);
     prefetch(dE + k * D + 16);
@@ -234,10 +235,12 @@ struct PooledItems {
     return scratch;
   }
   void prefetch_item(int64_t k) const { prefetch(ob + co[k]); }
+  int64_t gather_work(int64_t k0, int64_t k1) const { return (co[k1] - co[k0]) * 2 * D; }  // items [k0, k1)
 };
 
 // tt_stages_backward's walk for d <= 3 over prefixes ids[0, G) and their items (groups contiguous, `start`), the
-// item gradients from `items` (DenseItems / PooledItems); adds into grad_cores.
+// item gradients from `items` (DenseItems / PooledItems: gather_work, what summing them costs, weighs the chunks);
+// adds into grad_cores.
 template <typename Items>
 void stages_backward_walk(const TTShape& s, at::TensorList cores, const int64_t* ids, int64_t G, const int64_t* last,
                           const std::vector<int64_t>& start, const Items& items, at::TensorList grad_cores) {
@@ -256,9 +259,12 @@ void stages_backward_walk(const TTShape& s, at::TensorList cores, const int64_t*
   PrefixWalk walk(s, ids, G);
   const PrefixDigits& pd = walk.pd;
   const std::vector<int64_t>& order = walk.order;
-  // Chunks of about equal work (a prefix's stage-1 work plus its items'), cut at run starts.
+  // Chunks of about equal work (a prefix's stage-1 work plus its items', and summing their gradients), cut at run
+  // starts.
   const int64_t stage1_work = 6 * width * s.r[1], item_work = 4 * M * rk * qn;
-  walk.balance(rows * kRow, [&](int64_t x) { return stage1_work + (start[x + 1] - start[x]) * item_work; });
+  walk.balance(rows * kRow, [&](int64_t x) {
+    return stage1_work + (start[x + 1] - start[x]) * item_work + items.gather_work(start[x], start[x + 1]);
+  });
   const int64_t widest = widest_group(start);
   float* dG1 = s.d == 3 ? grad_cores[1].data_ptr<float>() : nullptr;
   auto cut = [&](int64_t b) { return walk.run_start_after(b); };
