@@ -73,30 +73,37 @@ class TTTable(nn.Module):
         return sum(c.numel() * c.element_size() for c in self.cores)
 
 
-class TTLookup(torch.autograd.Function):
-    """Pooled TT lookup of one table; backward runs the system's schedule into the core gradients."""
+class TTStep(torch.autograd.Function):
+    """Every TT table's pooled lookup of one step, as one autograd node: forward runs the system's schedule for each
+    table in turn, backward walks each table's back into its core gradients (and, fused, updates its cores), so a
+    step has one forward and one backward call however many TT tables it has. ``lookups``: (table index, values,
+    offsets) per TT table in the step; ``cores``: every core of those tables, in that order (autograd's inputs)."""
 
     @staticmethod
-    def forward(ctx, coll, index, values, offsets, batch_size, *cores):
-        table = coll.tt[str(index)]
-        out, saved = coll.lookup_forward(table, values, offsets, batch_size, coll._step_work)
-        ctx.coll, ctx.index, ctx.saved = coll, index, saved
-        return out
+    def forward(ctx, coll, lookups, batch_size, *cores):
+        outs, saved = [], []
+        for index, values, offsets in lookups:
+            out, s = coll.lookup_forward(coll.tt[str(index)], values, offsets, batch_size, coll._step_work)
+            outs.append(out)
+            saved.append(s)
+        ctx.coll, ctx.indices, ctx.saved = coll, [index for index, _, _ in lookups], saved
+        return tuple(outs)
 
     @staticmethod
-    def backward(ctx, grad_out):
-        coll = ctx.coll
-        table = coll.tt[str(ctx.index)]
-        for g in table.grads:
-            g.zero_()
-        coll.lookup_backward(table, ctx.saved, grad_out.contiguous(), coll._step_work)
+    def backward(ctx, *grad_outs):
+        coll, core_grads = ctx.coll, []
+        for index, saved, grad_out in zip(ctx.indices, ctx.saved, grad_outs):
+            table = coll.tt[str(index)]
+            for g in table.grads:
+                g.zero_()
+            coll.lookup_backward(table, saved, grad_out.contiguous(), coll._step_work)
+            if coll.fused:
+                coll.apply_update(table)
+                core_grads += [None] * table.shape.d
+            else:
+                core_grads += [g.clone() for g in table.grads]
         ctx.saved = None
-        if coll.fused:
-            coll.apply_update(table)
-            core_grads = [None] * table.shape.d
-        else:
-            core_grads = [g.clone() for g in table.grads]
-        return (None, None, None, None, None, *core_grads)
+        return (None, None, None, *core_grads)
 
 
 class TTCollection(EmbeddingCollection):
@@ -289,9 +296,18 @@ class TTCollection(EmbeddingCollection):
     def lookup_backward(self, table: TTTable, saved: Any, grad: Tensor, work: TTWork) -> None:
         """Add the core gradients of one TT table into ``table.grads``."""
 
-    def tt_lookup(self, index: int, values: Tensor, offsets: Tensor, batch_size: int) -> Tensor:
-        """Sum-pooled [B, D] of TT table ``index`` (a system may serve part of it elsewhere, e.g. a cache)."""
-        return TTLookup.apply(self, index, values, offsets, batch_size, *self.tt[str(index)].cores)
+    def tt_route(self, index: int, values: Tensor, offsets: Tensor, batch_size: int
+                 ) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+        """What of TT table ``index``'s lookup goes through its cores: (values, offsets) for the step's TT call, or
+        None for both when nothing does, and a pooled [B, D] served elsewhere (e.g. a cache) to add, or None."""
+        return values, offsets, None
+
+    def tt_step(self, lookups: Sequence[tuple[int, Tensor, Tensor]], batch_size: int) -> list[Tensor]:
+        """Sum-pooled [B, D] of every TT table of ``lookups`` ((index, values, offsets) each), in one TTStep."""
+        if not lookups:
+            return []
+        cores = [c for index, _, _ in lookups for c in self.tt[str(index)].cores]
+        return list(TTStep.apply(self, tuple(lookups), batch_size, *cores))
 
     def dense_lookup(self, index: int, values: Tensor, offsets: Tensor, pooling: str) -> Tensor:
         """Pooled [B, D] of uncompressed table ``index`` (sparse gradient into the table)."""
@@ -303,17 +319,24 @@ class TTCollection(EmbeddingCollection):
         features = self.checked(features)
         self._step_work = TTWork()
         B = features.batch_size
-        outs = []
+        outs: list[Tensor | None] = []
+        lookups, served, on_cores = [], {}, []  # the TT tables' lookups through the cores, and what else pooled them
         for i, (spec, (values, offsets)) in enumerate(zip(self.tables, features.tables())):
             self._step_work.nnz += values.numel()
-            key = str(i)
-            if key in self.tt:
-                out = self.tt_lookup(i, values, offsets, B)
-                if spec.pooling == "mean":
-                    out = mean_pool(out, offsets)
+            if str(i) in self.tt:
+                v, o, elsewhere = self.tt_route(i, values, offsets, B)
+                if v is not None:
+                    lookups.append((i, v, o))
+                    on_cores.append(i)
+                served[i] = (elsewhere, offsets)
+                outs.append(None)
             else:
-                out = self.dense_lookup(i, values, offsets, spec.pooling)
-            outs.append(out)
+                outs.append(self.dense_lookup(i, values, offsets, spec.pooling))
+        through_cores = dict(zip(on_cores, self.tt_step(lookups, B)))
+        for i, (elsewhere, offsets) in served.items():
+            parts = [p for p in (elsewhere, through_cores.get(i)) if p is not None]
+            out = parts[0] if len(parts) == 1 else parts[0] + parts[1]
+            outs[i] = mean_pool(out, offsets) if self.tables[i].pooling == "mean" else out
         self._last_work = self._step_work
         if not self.check_bounds and features.device.type != "cpu":
             self.raise_unchecked_bad_ids(features.device)

@@ -18,7 +18,7 @@ from impls.api import MemoryReport, register
 from impls.core import ops, tt
 from impls.core.counters import TTWork
 from impls.core.tt_batch import bag_ids, bag_ranges
-from impls.core.tt_collection import TTCollection, TTLookup, TTTable
+from impls.core.tt_collection import TTCollection, TTTable
 from impls.ttrec.cache import HotRowCache
 
 
@@ -58,10 +58,11 @@ class TTRec(TTCollection):
         self.cache_hash_size = None if cache_hash_size is None else int(cache_hash_size)
 
     # --- the hot-row cache -------------------------------------------------------------------------
-    def tt_lookup(self, index: int, values: Tensor, offsets: Tensor, batch_size: int) -> Tensor:
+    def tt_route(self, index: int, values: Tensor, offsets: Tensor, batch_size: int):
+        """Cached rows pooled from the cache (sparse gradient into its rows), the misses through the cores."""
         cache = self.caches[str(index)] if str(index) in self.caches else None
         if cache is None:
-            return super().tt_lookup(index, values, offsets, batch_size)
+            return values, offsets, None
         if self.cache_populate_every and cache.forwards and cache.forwards % self.cache_populate_every == 0:
             self._populate(index, cache)
         cache.forwards += 1
@@ -74,7 +75,7 @@ class TTRec(TTCollection):
         cache.hits += nhit
         cache.lookups += values.numel()
         if nhit == 0:
-            return super().tt_lookup(index, values, offsets, batch_size)
+            return values, offsets, None
         bags = bag_ids(offsets, values.numel())
 
         def sub_offsets(mask: Tensor) -> Tensor:
@@ -83,12 +84,11 @@ class TTRec(TTCollection):
             return torch.cat([counts.new_zeros(1), torch.cumsum(counts, 0)])
 
         miss = ~hit
-        out = F.embedding_bag(slot[hit], cache.weight, sub_offsets(hit), mode="sum", sparse=True,
-                              include_last_offset=True)
-        if bool(miss.any()):
-            out = out + TTLookup.apply(self, index, values[miss], sub_offsets(miss), batch_size,
-                                       *self.tt[str(index)].cores)
-        return out
+        cached = F.embedding_bag(slot[hit], cache.weight, sub_offsets(hit), mode="sum", sparse=True,
+                                 include_last_offset=True)
+        if not bool(miss.any()):
+            return None, None, cached
+        return values[miss], sub_offsets(miss), cached
 
     @torch.no_grad()
     def _write_back(self, index: int, cache: HotRowCache) -> None:
