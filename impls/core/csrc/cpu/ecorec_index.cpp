@@ -9,6 +9,7 @@
 #include <ATen/ops/empty.h>
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "radix_sort.h"
@@ -50,17 +51,23 @@ OccurrenceIndex sort_occurrences(const int64_t* v, const int64_t* off, int64_t B
   const int shift = packed ? bag_bits : 0;
   const uint64_t bag_mask = bag_bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bag_bits) - 1;
 
-  std::vector<uint64_t> words(nnz), tmp(nnz);
-  std::vector<int64_t> bags(packed ? 0 : nnz), tmp_bags(packed ? 0 : nnz);
+  // scratch written before it is read: not zeroed
+  std::unique_ptr<uint64_t[]> words_buf(new uint64_t[nnz]), tmp_buf(new uint64_t[nnz]);
+  std::unique_ptr<int64_t[]> bags_buf(new int64_t[packed ? 0 : nnz]), tmp_bags(new int64_t[packed ? 0 : nnz]);
+  uint64_t* words_in = words_buf.get();
+  int64_t* bags_in = bags_buf.get();
   at::parallel_for(0, B, 256, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b)
       for (int64_t j = off[b]; j < off[b + 1]; ++j) {
         const uint64_t key = static_cast<uint64_t>(v[j]) - static_cast<uint64_t>(lo);
-        words[j] = packed ? (key << shift) | static_cast<uint64_t>(b) : key;
-        if (!packed) bags[j] = b;
+        words_in[j] = packed ? (key << shift) | static_cast<uint64_t>(b) : key;
+        if (!packed) bags_in[j] = b;
       }
   });
-  radix_sort(nnz, shift, bits, chunks, words.data(), tmp.data(), packed ? nullptr : bags.data(), tmp_bags.data());
+  const auto sorted = radix_sort_in_place_or_tmp(nnz, shift, bits, chunks, words_in, tmp_buf.get(),
+                                                 packed ? nullptr : bags_in, tmp_bags.get());
+  const uint64_t* words = sorted.first;
+  const int64_t* bags = sorted.second;
   auto key_of = [&](int64_t j) { return words[j] >> shift; };
   auto bag_of = [&](int64_t j) { return packed ? static_cast<int64_t>(words[j] & bag_mask) : bags[j]; };
 

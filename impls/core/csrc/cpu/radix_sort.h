@@ -17,11 +17,14 @@ inline constexpr int kMaxDigitBits = 10;  // at most 1024 buckets per pass
 
 // Stable LSD radix sort of w[0..n) by bits [shift0, shift0 + bits) of each word, carrying pay[0..n) along when
 // it is given (tmp, tmp_pay: scratch of n). As few passes as the width needs, of equal digits. `chunks` > 1
-// splits each pass over threads (per-chunk histograms, bucket-major offsets: the same stable result).
-inline void radix_sort(int64_t n, int shift0, int bits, int64_t chunks, uint64_t* w, uint64_t* tmp, int64_t* pay,
-                       int64_t* tmp_pay) {
+// splits each pass over threads (per-chunk histograms, bucket-major offsets: the same stable result). The sorted
+// words (and payload) end in w or in tmp, as the number of passes says: returns the one that holds them.
+inline std::pair<uint64_t*, int64_t*> radix_sort_in_place_or_tmp(int64_t n, int shift0, int bits, int64_t chunks,
+                                                                 uint64_t* w, uint64_t* tmp, int64_t* pay,
+                                                                 int64_t* tmp_pay) {
   const int passes = (bits + kMaxDigitBits - 1) / kMaxDigitBits;
-  if (passes == 0) return;
+  if (passes == 0) return {w, pay};
+  if (pay == nullptr) tmp_pay = nullptr;  // no payload: none in either buffer
   const int digit = (bits + passes - 1) / passes;
   const int64_t B = int64_t{1} << digit;
   const int64_t per = (n + chunks - 1) / chunks;
@@ -57,6 +60,13 @@ inline void radix_sort(int64_t n, int shift0, int bits, int64_t chunks, uint64_t
     std::swap(src, dst);
     std::swap(src_p, dst_p);
   }
+  return {src, src_p};
+}
+
+// radix_sort_in_place_or_tmp with the result always in w (and pay).
+inline void radix_sort(int64_t n, int shift0, int bits, int64_t chunks, uint64_t* w, uint64_t* tmp, int64_t* pay,
+                       int64_t* tmp_pay) {
+  const auto [src, src_p] = radix_sort_in_place_or_tmp(n, shift0, bits, chunks, w, tmp, pay, tmp_pay);
   if (src != w) {
     std::copy(src, src + n, w);
     if (pay) std::copy(src_p, src_p + n, pay);
