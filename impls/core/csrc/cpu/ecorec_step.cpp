@@ -45,38 +45,58 @@ Groups prefix_groups(const int64_t* uq, const std::vector<int64_t>& bounds, int6
   int64_t* pid = g.prefix_ids.data_ptr<int64_t>();
   int64_t* grp = g.group_of.data_ptr<int64_t>();
   int64_t* last = g.last.data_ptr<int64_t>();
-  // the divisions (grp holds the prefix for now): by a reciprocal in double, off by at most one below 2^52 and
-  // corrected, else by the divide instruction
-  const double inv = 1.0 / static_cast<double>(p_last);
-  const bool by_reciprocal = n == 0 || uq[n - 1] < (int64_t{1} << 52);
-  at::parallel_for(0, n, 4096, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      int64_t pre = by_reciprocal ? static_cast<int64_t>(static_cast<double>(uq[i]) * inv) : uq[i] / p_last;
-      int64_t rem = uq[i] - pre * p_last;
-      if (rem < 0) {
-        --pre;
-        rem += p_last;
-      } else if (rem >= p_last) {
-        ++pre;
-        rem -= p_last;
+  // In chunks of the ids (the result is one function of the ids, whatever the chunks): pass 1 finds each id's
+  // prefix (grp holds it for now) and last digit, dividing only where the ids cross a prefix boundary (the ids
+  // ascend: about one division per group, not per id), and counts the ids that start a group (the first of a
+  // micro-batch, or a prefix unlike the one before); pass 2 numbers the groups from each chunk's offset.
+  const int64_t C = std::max<int64_t>(1, std::min<int64_t>(64, n / 8192)), per = n ? (n + C - 1) / C : 1;
+  std::vector<int64_t> starts(C + 1, 0), before(C, -1);
+  auto over = [&](auto fn) {
+    at::parallel_for(0, C, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        const int64_t i0 = std::min(n, c * per), i1 = std::min(n, (c + 1) * per);
+        size_t nb = std::lower_bound(bounds.begin(), bounds.end(), i0) - bounds.begin();  // the next micro-batch
+        fn(c, i0, i1, nb);
       }
-      grp[i] = pre;
-      last[i] = rem;
+    });
+  };
+  over([&](int64_t c, int64_t i0, int64_t i1, size_t nb) {
+    int64_t pre = -1, lo = 0, hi = 0, k = 0;  // ids in [lo, hi) have prefix pre
+    auto prefix_of = [&](int64_t id) {
+      if (id < lo || id >= hi) {
+        pre = id / p_last;
+        lo = pre * p_last;
+        hi = lo + p_last;
+      }
+      return pre;
+    };
+    int64_t prev = i0 > 0 ? prefix_of(uq[i0 - 1]) : -1;
+    before[c] = prev;
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t p = prefix_of(uq[i]);
+      const bool batch_start = nb < bounds.size() && bounds[nb] == i;
+      nb += batch_start;
+      k += batch_start || p != prev;
+      grp[i] = p;
+      last[i] = uq[i] - lo;
+      prev = p;
     }
+    starts[c + 1] = k;
   });
-  int64_t e = 0;  // groups so far (branch-free: a new prefix bumps it, its id written at the next slot anyway)
-  for (size_t k = 0; k + 1 < bounds.size(); ++k) {
-    const int64_t first = e;
-    int64_t prev = -1;  // no prefix: a micro-batch starts a group
-    for (int64_t i = bounds[k]; i < bounds[k + 1]; ++i) {
+  for (int64_t c = 0; c < C; ++c) starts[c + 1] += starts[c];
+  over([&](int64_t c, int64_t i0, int64_t i1, size_t nb) {
+    int64_t prev = before[c], e = starts[c];
+    for (int64_t i = i0; i < i1; ++i) {
       const int64_t pre = grp[i];
-      pid[e] = pre;
-      e += pre != prev;
+      const bool batch_start = nb < bounds.size() && bounds[nb] == i;
+      nb += batch_start;
+      if (batch_start || pre != prev) pid[e++] = pre;
       grp[i] = e - 1;
       prev = pre;
     }
-    groups_per[k] = e - first;
-  }
+  });
+  const int64_t e = starts[C];
+  for (size_t k = 0; k + 1 < bounds.size(); ++k) groups_per[k] = grp[bounds[k + 1] - 1] - grp[bounds[k]] + 1;
   g.prefix_ids = g.prefix_ids.slice(0, 0, e);
   return g;
 }
