@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "cpu_util.h"
 #include "radix_sort.h"
 
 namespace dlrmbench {
@@ -51,8 +52,11 @@ OccurrenceIndex sort_occurrences(const int64_t* v, const int64_t* off, int64_t B
   const int shift = packed ? bag_bits : 0;
   const uint64_t bag_mask = bag_bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bag_bits) - 1;
 
-  // scratch written before it is read: not zeroed
-  std::unique_ptr<uint64_t[]> words_buf(new uint64_t[nnz]), tmp_buf(new uint64_t[nnz]);
+  // scratch written before it is read, reused from call to call (cpu_util.h: Reused)
+  struct WordsTag;
+  struct TmpTag;
+  const Reused<uint64_t, WordsTag> words_buf(nnz);
+  const Reused<uint64_t, TmpTag> tmp_buf(nnz);
   std::unique_ptr<int64_t[]> bags_buf(new int64_t[packed ? 0 : nnz]), tmp_bags(new int64_t[packed ? 0 : nnz]);
   uint64_t* words_in = words_buf.get();
   int64_t* bags_in = bags_buf.get();

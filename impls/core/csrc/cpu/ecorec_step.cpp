@@ -13,6 +13,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/record_function.h>
 #include <torch/library.h>
@@ -34,17 +35,23 @@ namespace {
 // The prefix groups of every micro-batch over the ascending unique ids (micro-batch k: [bounds[k], bounds[k + 1])),
 // numbered on from one micro-batch to the next: the distinct prefixes (id div p_last) of each micro-batch, each
 // id's group (non-decreasing) and last digit (id mod p_last); groups_per[k]: micro-batch k's number of groups.
+// Their arrays are reused from call to call (cpu_util.h: Reused), the tensors views of them for this call only.
 struct Groups {
+  Reused<int64_t, struct PrefixIdsTag> pid_buf;
+  Reused<int64_t, struct GroupOfTag> grp_buf;
+  Reused<int64_t, struct LastTag> last_buf;
   at::Tensor prefix_ids, group_of, last;
+  Groups(int64_t n, const at::TensorOptions& opts)
+      : pid_buf(n), grp_buf(n), last_buf(n), group_of(at::from_blob(grp_buf.get(), {n}, opts)),
+        last(at::from_blob(last_buf.get(), {n}, opts)) {}
 };
 
-Groups prefix_groups(const int64_t* uq, const std::vector<int64_t>& bounds, int64_t p_last,
-                     const at::TensorOptions& opts, int64_t* groups_per) {
+void prefix_groups(Groups& g, const int64_t* uq, const std::vector<int64_t>& bounds, int64_t p_last,
+                   const at::TensorOptions& opts, int64_t* groups_per) {
   const int64_t n = bounds.back();
-  Groups g{at::empty({n}, opts), at::empty({n}, opts), at::empty({n}, opts)};
-  int64_t* pid = g.prefix_ids.data_ptr<int64_t>();
-  int64_t* grp = g.group_of.data_ptr<int64_t>();
-  int64_t* last = g.last.data_ptr<int64_t>();
+  int64_t* pid = g.pid_buf.get();
+  int64_t* grp = g.grp_buf.get();
+  int64_t* last = g.last_buf.get();
   // In chunks of the ids (the result is one function of the ids, whatever the chunks): pass 1 finds each id's
   // prefix (grp holds it for now) and last digit, dividing only where the ids cross a prefix boundary (the ids
   // ascend: about one division per group, not per id), and counts the ids that start a group (the first of a
@@ -97,8 +104,7 @@ Groups prefix_groups(const int64_t* uq, const std::vector<int64_t>& bounds, int6
   });
   const int64_t e = starts[C];
   for (size_t k = 0; k + 1 < bounds.size(); ++k) groups_per[k] = grp[bounds[k + 1] - 1] - grp[bounds[k]] + 1;
-  g.prefix_ids = g.prefix_ids.slice(0, 0, e);
-  return g;
+  g.prefix_ids = at::from_blob(pid, {e}, opts);
 }
 
 // The bags' offsets run from 0 to nnz and never decrease (every position has one bag).
@@ -156,10 +162,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tenso
   auto chunk_bounds = at::empty({m + 1}, opts);
   std::copy(bounds.begin(), bounds.end(), chunk_bounds.data_ptr<int64_t>());
   auto chunk_groups = at::empty({m}, opts);  // E1 of each micro-batch
-  Groups g;
+  Groups g(U, opts);
   {
     RECORD_FUNCTION("ecorec.groups", c10::ArrayRef<const c10::IValue>{});
-    g = prefix_groups(uq, bounds, p_last, opts, chunk_groups.data_ptr<int64_t>());
+    prefix_groups(g, uq, bounds, p_last, opts, chunk_groups.data_ptr<int64_t>());
   }
   auto out = at::zeros({batch_size, D}, cores[0].options());
   {
@@ -187,10 +193,10 @@ void ecorec_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArray
   check_ecorec_saved(op, uq, unique.numel(), co, ob, nnz, grad.size(0), cb, chunk_bounds.numel() - 1);
   const std::vector<int64_t> bounds(cb, cb + chunk_bounds.numel());
   std::vector<int64_t> groups_per(bounds.size() - 1);
-  Groups g;
+  Groups g(bounds.back(), opts);
   {
     RECORD_FUNCTION("ecorec.groups", c10::ArrayRef<const c10::IValue>{});
-    g = prefix_groups(uq, bounds, p_last, opts, groups_per.data());
+    prefix_groups(g, uq, bounds, p_last, opts, groups_per.data());
   }
   RECORD_FUNCTION("dlrmbench::tt_stages_backward", c10::ArrayRef<const c10::IValue>{});
   tt_stages_backward_pooled_cpu_selected(cores, q, r, g.prefix_ids, g.group_of, g.last, co_c, ob_c, grad_c,
