@@ -100,13 +100,16 @@ void parallel_runs(const std::vector<int64_t>& order, int64_t grain, KeyFn key, 
 // a few MiB is fresh pages from the OS, each first touch a page fault (~1 ms per few MiB, a visible share of a step
 // of EcoRec's). It grows to the largest request of its Tag and thread and is kept until the thread ends. Contents
 // are left from the last use (callers write before they read). A use nested inside another of the same Tag on the
-// same thread gets a fresh allocation.
+// same thread, or one larger than kMaxKeptBytes (never kept: a huge batch's scratch is not held after it), gets a
+// fresh allocation.
+constexpr size_t kMaxKeptBytes = size_t{256} << 20;
+
 template <typename T, typename Tag>
 class Reused {
  public:
   explicit Reused(size_t n) {
     Slot& s = slot();
-    if (s.busy) {
+    if (s.busy || n * sizeof(T) > kMaxKeptBytes) {
       own_.reset(new T[n]);
       p_ = own_.get();
       return;
