@@ -33,78 +33,69 @@ namespace dlrmbench {
 namespace {
 
 // The prefix groups of every micro-batch over the ascending unique ids (micro-batch k: [bounds[k], bounds[k + 1])),
-// numbered on from one micro-batch to the next: the distinct prefixes (id div p_last) of each micro-batch, each
-// id's group (non-decreasing) and last digit (id mod p_last); groups_per[k]: micro-batch k's number of groups.
-// Their arrays are reused from call to call (cpu_util.h: Reused), the tensors views of them for this call only.
+// numbered on from one micro-batch to the next: the distinct prefixes (id div p_last) of each micro-batch and where
+// each group's ids start (group x: ids group_start[x] .. group_start[x + 1]); groups_per[k]: micro-batch k's number
+// of groups. Nothing per id is written. The arrays are reused from call to call (cpu_util.h: Reused), the tensors
+// views of them for this call only.
 struct Groups {
   Reused<int64_t, struct PrefixIdsTag> pid_buf;
-  Reused<int64_t, struct GroupOfTag> grp_buf;
-  Reused<int64_t, struct LastTag> last_buf;
-  at::Tensor prefix_ids, group_of, last;
-  Groups(int64_t n, const at::TensorOptions& opts)
-      : pid_buf(n), grp_buf(n), last_buf(n), group_of(at::from_blob(grp_buf.get(), {n}, opts)),
-        last(at::from_blob(last_buf.get(), {n}, opts)) {}
+  Reused<int64_t, struct GroupStartTag> start_buf;
+  at::Tensor prefix_ids, group_start;
+  explicit Groups(int64_t n) : pid_buf(n), start_buf(n + 1) {}
 };
 
 void prefix_groups(Groups& g, const int64_t* uq, const std::vector<int64_t>& bounds, int64_t p_last,
                    const at::TensorOptions& opts, int64_t* groups_per) {
-  const int64_t n = bounds.back();
+  const int64_t n = bounds.back(), m = static_cast<int64_t>(bounds.size()) - 1;
   int64_t* pid = g.pid_buf.get();
-  int64_t* grp = g.grp_buf.get();
-  int64_t* last = g.last_buf.get();
-  // In chunks of the ids (the result is one function of the ids, whatever the chunks): pass 1 finds each id's
-  // prefix (grp holds it for now) and last digit, dividing only where the ids cross a prefix boundary (the ids
-  // ascend: about one division per group, not per id), and counts the ids that start a group (the first of a
-  // micro-batch, or a prefix unlike the one before); pass 2 numbers the groups from each chunk's offset.
+  int64_t* st = g.start_buf.get();
+  // In chunks of the ids (the result is one function of the ids, whatever the chunks), twice: pass 1 counts the ids
+  // that start a group (the first of a micro-batch, or a prefix unlike the one before), pass 2 writes each group's
+  // prefix and first id from its chunk's offset. A prefix is found by a division only where the ascending ids cross
+  // a prefix boundary: about one per group, not one per id.
   const int64_t C = std::max<int64_t>(1, std::min<int64_t>(64, n / 8192)), per = n ? (n + C - 1) / C : 1;
-  std::vector<int64_t> starts(C + 1, 0), before(C, -1);
+  std::vector<int64_t> starts(C + 1, 0), first_group(m + 1, 0);
   auto over = [&](auto fn) {
     at::parallel_for(0, C, 1, [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
         const int64_t i0 = std::min(n, c * per), i1 = std::min(n, (c + 1) * per);
         size_t nb = std::lower_bound(bounds.begin(), bounds.end(), i0) - bounds.begin();  // the next micro-batch
-        fn(c, i0, i1, nb);
+        int64_t pre = -1, lo = 0, hi = 0;  // ids in [lo, hi) have prefix pre
+        auto prefix_of = [&](int64_t id) {
+          if (id < lo || id >= hi) {
+            pre = id / p_last;
+            lo = pre * p_last;
+            hi = lo + p_last;
+          }
+          return pre;
+        };
+        int64_t prev = i0 > 0 ? prefix_of(uq[i0 - 1]) : -1;
+        for (int64_t i = i0; i < i1; ++i) {
+          const int64_t p = prefix_of(uq[i]);
+          const bool batch_start = nb < bounds.size() && bounds[nb] == i;
+          fn(c, i, p, batch_start, batch_start || p != prev, nb);
+          nb += batch_start;
+          prev = p;
+        }
       }
     });
   };
-  over([&](int64_t c, int64_t i0, int64_t i1, size_t nb) {
-    int64_t pre = -1, lo = 0, hi = 0, k = 0;  // ids in [lo, hi) have prefix pre
-    auto prefix_of = [&](int64_t id) {
-      if (id < lo || id >= hi) {
-        pre = id / p_last;
-        lo = pre * p_last;
-        hi = lo + p_last;
-      }
-      return pre;
-    };
-    int64_t prev = i0 > 0 ? prefix_of(uq[i0 - 1]) : -1;
-    before[c] = prev;
-    for (int64_t i = i0; i < i1; ++i) {
-      const int64_t p = prefix_of(uq[i]);
-      const bool batch_start = nb < bounds.size() && bounds[nb] == i;
-      nb += batch_start;
-      k += batch_start || p != prev;
-      grp[i] = p;
-      last[i] = uq[i] - lo;
-      prev = p;
-    }
-    starts[c + 1] = k;
-  });
+  over([&](int64_t c, int64_t, int64_t, bool, bool is_start, size_t) { starts[c + 1] += is_start; });
   for (int64_t c = 0; c < C; ++c) starts[c + 1] += starts[c];
-  over([&](int64_t c, int64_t i0, int64_t i1, size_t nb) {
-    int64_t prev = before[c], e = starts[c];
-    for (int64_t i = i0; i < i1; ++i) {
-      const int64_t pre = grp[i];
-      const bool batch_start = nb < bounds.size() && bounds[nb] == i;
-      nb += batch_start;
-      if (batch_start || pre != prev) pid[e++] = pre;
-      grp[i] = e - 1;
-      prev = pre;
+  std::vector<int64_t> next(starts.begin(), starts.end() - 1);  // chunk c's next group
+  over([&](int64_t c, int64_t i, int64_t p, bool batch_start, bool is_start, size_t nb) {
+    if (batch_start) first_group[nb] = next[c];
+    if (is_start) {
+      pid[next[c]] = p;
+      st[next[c]++] = i;
     }
   });
   const int64_t e = starts[C];
-  for (size_t k = 0; k + 1 < bounds.size(); ++k) groups_per[k] = grp[bounds[k + 1] - 1] - grp[bounds[k]] + 1;
+  st[e] = n;
+  first_group[m] = e;
+  for (int64_t k = 0; k < m; ++k) groups_per[k] = first_group[k + 1] - first_group[k];
   g.prefix_ids = at::from_blob(pid, {e}, opts);
+  g.group_start = at::from_blob(st, {e + 1}, opts);
 }
 
 // The bags' offsets run from 0 to nnz and never decrease (every position has one bag).
@@ -162,7 +153,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tenso
   auto chunk_bounds = at::empty({m + 1}, opts);
   std::copy(bounds.begin(), bounds.end(), chunk_bounds.data_ptr<int64_t>());
   auto chunk_groups = at::empty({m}, opts);  // E1 of each micro-batch
-  Groups g(U, opts);
+  Groups g(U);
   {
     RECORD_FUNCTION("ecorec.groups", c10::ArrayRef<const c10::IValue>{});
     prefix_groups(g, uq, bounds, p_last, opts, chunk_groups.data_ptr<int64_t>());
@@ -170,7 +161,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tenso
   auto out = at::zeros({batch_size, D}, cores[0].options());
   {
     RECORD_FUNCTION("dlrmbench::tt_stages", c10::ArrayRef<const c10::IValue>{});
-    tt_stages_pooled_cpu_selected(cores, q, r, g.prefix_ids, g.group_of, g.last, ix.count_offsets, ix.occ_bags, out);
+    tt_stages_pooled_cpu_selected(cores, q, r, ix.unique, g.prefix_ids, g.group_start, ix.count_offsets, ix.occ_bags,
+                                  out);
   }
   return {out, ix.unique, ix.count_offsets, ix.occ_bags, chunk_bounds, chunk_groups};
 }
@@ -193,13 +185,13 @@ void ecorec_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArray
   check_ecorec_saved(op, uq, unique.numel(), co, ob, nnz, grad.size(0), cb, chunk_bounds.numel() - 1);
   const std::vector<int64_t> bounds(cb, cb + chunk_bounds.numel());
   std::vector<int64_t> groups_per(bounds.size() - 1);
-  Groups g(bounds.back(), opts);
+  Groups g(bounds.back());
   {
     RECORD_FUNCTION("ecorec.groups", c10::ArrayRef<const c10::IValue>{});
     prefix_groups(g, uq, bounds, p_last, opts, groups_per.data());
   }
   RECORD_FUNCTION("dlrmbench::tt_stages_backward", c10::ArrayRef<const c10::IValue>{});
-  tt_stages_backward_pooled_cpu_selected(cores, q, r, g.prefix_ids, g.group_of, g.last, co_c, ob_c, grad_c,
+  tt_stages_backward_pooled_cpu_selected(cores, q, r, uq_c, g.prefix_ids, g.group_start, co_c, ob_c, grad_c,
                                          grad_cores);
 }
 

@@ -26,12 +26,12 @@ void tt_stages_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
 void tt_stages_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids,
                             const at::Tensor& item_group, const at::Tensor& item_last, const at::Tensor& grad_items,
                             at::TensorList grad_cores, bool check_indices, int64_t num_rows);
-void tt_stages_pooled_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids,
-                          const at::Tensor& item_group, const at::Tensor& item_last, const at::Tensor& count_offsets,
-                          const at::Tensor& occ_bags, at::Tensor out);
+void tt_stages_pooled_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& unique,
+                          const at::Tensor& prefix_ids, const at::Tensor& group_start,
+                          const at::Tensor& count_offsets, const at::Tensor& occ_bags, at::Tensor out);
 void tt_stages_backward_pooled_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
-                                   const at::Tensor& prefix_ids, const at::Tensor& item_group,
-                                   const at::Tensor& item_last, const at::Tensor& count_offsets,
+                                   const at::Tensor& unique, const at::Tensor& prefix_ids,
+                                   const at::Tensor& group_start, const at::Tensor& count_offsets,
                                    const at::Tensor& occ_bags, const at::Tensor& grad, at::TensorList grad_cores);
 }  // namespace DLRMBENCH_KERNELS_NS
 }  // namespace dlrmbench

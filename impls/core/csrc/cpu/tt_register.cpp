@@ -83,19 +83,19 @@ void tt_stages_backward_cpu_selected(at::TensorList cores, c10::IntArrayRef q, c
 }
 
 void tt_stages_pooled_cpu_selected(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
-                                   const at::Tensor& prefix_ids, const at::Tensor& item_group,
-                                   const at::Tensor& item_last, const at::Tensor& count_offsets,
+                                   const at::Tensor& unique, const at::Tensor& prefix_ids,
+                                   const at::Tensor& group_start, const at::Tensor& count_offsets,
                                    const at::Tensor& occ_bags, at::Tensor out) {
-  (DLRMBENCH_CPU_KERNEL(tt_stages_pooled_cpu))(cores, q, r, prefix_ids, item_group, item_last, count_offsets, occ_bags,
+  (DLRMBENCH_CPU_KERNEL(tt_stages_pooled_cpu))(cores, q, r, unique, prefix_ids, group_start, count_offsets, occ_bags,
                                              out);
 }
 
 void tt_stages_backward_pooled_cpu_selected(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
-                                            const at::Tensor& prefix_ids, const at::Tensor& item_group,
-                                            const at::Tensor& item_last, const at::Tensor& count_offsets,
+                                            const at::Tensor& unique, const at::Tensor& prefix_ids,
+                                            const at::Tensor& group_start, const at::Tensor& count_offsets,
                                             const at::Tensor& occ_bags, const at::Tensor& grad,
                                             at::TensorList grad_cores) {
-  (DLRMBENCH_CPU_KERNEL(tt_stages_backward_pooled_cpu))(cores, q, r, prefix_ids, item_group, item_last, count_offsets,
+  (DLRMBENCH_CPU_KERNEL(tt_stages_backward_pooled_cpu))(cores, q, r, unique, prefix_ids, group_start, count_offsets,
                                                       occ_bags, grad, grad_cores);
 }
 

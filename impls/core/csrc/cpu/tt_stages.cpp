@@ -147,16 +147,21 @@ inline int64_t widest_group(const std::vector<int64_t>& start) {
 // The pooled forward (cpu_kernels.h): every item's row from stage 2's registers into a small per-prefix buffer,
 // then added into the bag of each of its occurrences. Threads own chunks of the prefix walk (PrefixWalk), each
 // adding into its own copy of out, the copies summed in chunk order (cpu_util.h: chunked_scatter_add_in).
-void tt_stages_pooled_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& prefix_ids,
-                          const at::Tensor& item_group, const at::Tensor& item_last, const at::Tensor& count_offsets,
-                          const at::Tensor& occ_bags, at::Tensor out) {
+// Item k's last digit is unique[k] - (its prefix id) * p_last: written for one prefix's items at a time, never for all.
+inline void last_digits(const int64_t* uq, int64_t k0, int64_t n, int64_t prefix, int64_t p_last, int64_t* out) {
+  for (int64_t t = 0; t < n; ++t) out[t] = uq[k0 + t] - prefix * p_last;
+}
+
+void tt_stages_pooled_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& unique,
+                          const at::Tensor& prefix_ids, const at::Tensor& group_start,
+                          const at::Tensor& count_offsets, const at::Tensor& occ_bags, at::Tensor out) {
   const TTShape s = parse_tt_shape("tt_stages_pooled", cores, q, r);
-  const int64_t G = prefix_ids.numel(), n = item_group.numel(), B = out.size(0), D = s.dim();
+  const int64_t G = prefix_ids.numel(), B = out.size(0), D = s.dim(), p_last = s.p[s.d - 1];
+  const int64_t* uq = unique.data_ptr<int64_t>();
   const int64_t* ids = prefix_ids.data_ptr<int64_t>();
-  const int64_t* last = item_last.data_ptr<int64_t>();
   const int64_t* co = count_offsets.data_ptr<int64_t>();
   const int64_t* ob = occ_bags.data_ptr<int64_t>();
-  const std::vector<int64_t> start = group_starts("tt_stages_pooled", item_group.data_ptr<int64_t>(), n, G);
+  const std::vector<int64_t> start(group_start.data_ptr<int64_t>(), group_start.data_ptr<int64_t>() + G + 1);
   if (G == 0) return;
   const CoreView c = core_view(s, cores);
   PrefixWalk walk(s, ids, G);
@@ -171,10 +176,12 @@ void tt_stages_pooled_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArra
     PrefixStack stack(s, c);
     Stage2Scratch w(f);
     std::vector<float> P(kStack * s.prefix_width()), rows(widest * D);
+    std::vector<int64_t> last(widest);
     walk_stacks(s, walk, start, lo, hi, stack, P, [&](int64_t k) { prefetch(ob + co[k]); },
                 [&](int64_t x, const float* Px) {
       const int64_t k0 = start[x], k1 = start[x + 1];
-      stage2_items(f, Px, 0, k1 - k0, [](int64_t k) { return k; }, last + k0, rows.data(), w);
+      last_digits(uq, k0, k1 - k0, ids[x], p_last, last.data());
+      stage2_items(f, Px, 0, k1 - k0, [](int64_t k) { return k; }, last.data(), rows.data(), w);
       // C-M: each row into the bag of every occurrence of its id (occurrences of consecutive ids are consecutive)
       const int64_t j1 = co[k1];
       int64_t j = co[k0];
@@ -202,16 +209,20 @@ struct BackwardScratch {
 };
 
 // The item gradient rows of the backward walk (d <= 3): items(x0, n, scratch) gives the rows of the n items from
-// item x0 on (D floats each, consecutive), prefetch(k) requests item k's first row.
+// item x0 on (D floats each, consecutive), lasts(x, k0, n, scratch) their last digits (x their prefix),
+// prefetch(k) requests item k's first row.
 //   DenseItems:  rows given, dE + k * D;
 //   PooledItems: item k is unique id k of a batch, its row the sum of the bag gradients gy[occ_bags[j]] over its
 //                occurrences j (count_offsets[k] .. count_offsets[k + 1]), in that order, gathered into the scratch.
 struct DenseItems {
   const float* dE;
+  const int64_t* last;
   int64_t D;
   const float* rows(int64_t k0, int64_t, float*) const { return dE + k0 * D; }
+  const int64_t* lasts(int64_t, int64_t k0, int64_t, int64_t*) const { return last + k0; }
   int64_t gather_work(int64_t, int64_t) const { return 0; }
   void prefetch_item(int64_t k) const {
+    prefetch(last + k);
     prefetch(dE + k * D);
     prefetch(dE + k * D + 16);
   }
@@ -219,8 +230,12 @@ struct DenseItems {
 
 struct PooledItems {
   const float* gy;
-  const int64_t *co, *ob;
-  int64_t D;
+  const int64_t *co, *ob, *uq, *ids;  // ids: the prefix ids
+  int64_t D, p_last;
+  const int64_t* lasts(int64_t x, int64_t k0, int64_t n, int64_t* scratch) const {
+    last_digits(uq, k0, n, ids[x], p_last, scratch);
+    return scratch;
+  }
   const float* rows(int64_t k0, int64_t n, float* scratch) const {
     const int64_t j1 = co[k0 + n];
     int64_t j = co[k0];
@@ -242,7 +257,7 @@ struct PooledItems {
 // item gradients from `items` (DenseItems / PooledItems: gather_work, what summing them costs, weighs the chunks);
 // adds into grad_cores.
 template <typename Items>
-void stages_backward_walk(const TTShape& s, at::TensorList cores, const int64_t* ids, int64_t G, const int64_t* last,
+void stages_backward_walk(const TTShape& s, at::TensorList cores, const int64_t* ids, int64_t G,
                           const std::vector<int64_t>& start, const Items& items, at::TensorList grad_cores) {
   if (G == 0) return;
   const CoreView c = core_view(s, cores);
@@ -270,22 +285,22 @@ void stages_backward_walk(const TTShape& s, at::TensorList cores, const int64_t*
   auto cut = [&](int64_t b) { return walk.run_start_after(b); };
   chunked_scatter_add_in(walk.chunks, G, rows, kRow, acc.data(), cut, [&](int64_t lo, int64_t hi, float* buf) {
     BackwardScratch w(s, c);
-    std::vector<float> item_rows(std::is_same_v<Items, PooledItems> ? widest * D : 0);
+    const bool pooled = std::is_same_v<Items, PooledItems>;
+    std::vector<float> item_rows(pooled ? widest * D : 0);
+    std::vector<int64_t> item_lasts(pooled ? widest : 0);
     float* dG0 = buf;
     float* dGlt = buf + last_at;
     for (int64_t i = lo; i < hi;) {
       const int64_t j = walk.key(i);
       int64_t e = i + 1;
       while (e < hi && e - i < kStack && walk.key(e) == j) ++e;
-      prefetch_stack(order, i, e, start, [&](int64_t k) {
-        prefetch(last + k);
-        items.prefetch_item(k);
-      });
+      prefetch_stack(order, i, e, start, [&](int64_t k) { items.prefetch_item(k); });
       w.stack.run(pd, order.data(), i, e, j, [&](int64_t b) { return w.P.data() + (b - i) * width; });
       for (int64_t b = i; b < e; ++b) {  // stage 2 backward of the stack's items
         const int64_t x = order[b], k0 = start[x], nk = start[x + 1] - k0;
         stage2_items_backward(s, Gt.data(), w.P.data() + (b - i) * width, items.rows(k0, nk, item_rows.data()),
-                              last + k0, nk, w.dP.data() + (b - i) * width, dGlt, w.items);
+                              items.lasts(x, k0, nk, item_lasts.data()), nk, w.dP.data() + (b - i) * width, dGlt,
+                              w.items);
       }
       if (s.d == 2) {  // the prefix is core 0's slice: dP is its gradient
         for (int64_t b = i; b < e; ++b) add_row(dG0 + ids[order[b]] * w0, w.dP.data() + (b - i) * width, w0);
@@ -332,28 +347,39 @@ void tt_stages_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntAr
   check_range(op, "item_last", last, n, s.p[s.d - 1]);
   const std::vector<int64_t> start = group_starts(op, grp, n, G);
   check_item_rows(op, ids, grp, last, n, s.p[s.d - 1], num_rows);
-  stages_backward_walk(s, cores, ids, G, last, start, DenseItems{dE_c.data_ptr<float>(), s.dim()}, grad_cores);
+  stages_backward_walk(s, cores, ids, G, start, DenseItems{dE_c.data_ptr<float>(), last, s.dim()}, grad_cores);
 }
 
 // The pooled backward (cpu_kernels.h): each item's gradient row summed from its occurrences' bag gradients as the
-// walk reaches its prefix (PooledItems); for d = 4 (whose walk is the separate stage ops) summed into a buffer first.
+// walk reaches its prefix (PooledItems); for d = 4 (whose walk is the separate stage ops) summed into a buffer first,
+// beside each item's group and last digit.
 void tt_stages_backward_pooled_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
-                                   const at::Tensor& prefix_ids, const at::Tensor& item_group,
-                                   const at::Tensor& item_last, const at::Tensor& count_offsets,
+                                   const at::Tensor& unique, const at::Tensor& prefix_ids,
+                                   const at::Tensor& group_start, const at::Tensor& count_offsets,
                                    const at::Tensor& occ_bags, const at::Tensor& grad, at::TensorList grad_cores) {
   const TTShape s = parse_tt_shape("tt_stages_backward_pooled", cores, q, r);
-  const int64_t G = prefix_ids.numel(), n = item_group.numel(), D = s.dim();
-  const PooledItems items{grad.data_ptr<float>(), count_offsets.data_ptr<int64_t>(), occ_bags.data_ptr<int64_t>(), D};
+  const int64_t G = prefix_ids.numel(), n = unique.numel(), D = s.dim(), p_last = s.p[s.d - 1];
+  const int64_t* ids = prefix_ids.data_ptr<int64_t>();
+  const std::vector<int64_t> start(group_start.data_ptr<int64_t>(), group_start.data_ptr<int64_t>() + G + 1);
+  const PooledItems items{grad.data_ptr<float>(), count_offsets.data_ptr<int64_t>(), occ_bags.data_ptr<int64_t>(),
+                          unique.data_ptr<int64_t>(), ids, D, p_last};
   if (s.d > 3) {
     auto dE = at::empty({n, D}, grad.options());
+    auto item_group = at::empty({n}, unique.options()), item_last = at::empty({n}, unique.options());
     float* rows = dE.data_ptr<float>();
-    at::parallel_for(0, n, 256, [&](int64_t k0, int64_t k1) { items.rows(k0, k1 - k0, rows + k0 * D); });
+    int64_t *grp = item_group.data_ptr<int64_t>(), *last = item_last.data_ptr<int64_t>();
+    at::parallel_for(0, G, 64, [&](int64_t x0, int64_t x1) {
+      for (int64_t x = x0; x < x1; ++x) {
+        const int64_t k0 = start[x], nk = start[x + 1] - k0;
+        items.rows(k0, nk, rows + k0 * D);
+        items.lasts(x, k0, nk, last + k0);
+        std::fill(grp + k0, grp + k0 + nk, x);
+      }
+    });
     tt_stages_backward_composed(cores, q, r, prefix_ids, item_group, item_last, dE, grad_cores, false, -1);
     return;
   }
-  const std::vector<int64_t> start = group_starts("tt_stages_backward_pooled", item_group.data_ptr<int64_t>(), n, G);
-  stages_backward_walk(s, cores, prefix_ids.data_ptr<int64_t>(), G, item_last.data_ptr<int64_t>(), start, items,
-                       grad_cores);
+  stages_backward_walk(s, cores, ids, G, start, items, grad_cores);
 }
 
 }  // namespace DLRMBENCH_ISA_NS
