@@ -146,6 +146,17 @@ def test_bad_input_is_refused_by_name():
     past[0] = s.num_embeddings  # inside the cores' cover (27,000 rows exactly: none) or past it
     with pytest.raises((ValueError, IndexError)):
         torch.ops.dlrmbench.ecorec_forward(cores, q, r, past, offsets, B, 4, 1, s.num_embeddings)
+    with pytest.raises(ValueError, match="num_rows = 28000 but the cores cover 27000 rows"):
+        torch.ops.dlrmbench.ecorec_forward(cores, q, r, values, offsets, B, 4, 1, 28_000)
+    # what the backward reads back: its unique ids name rows of the cores, its num_rows fits them
+    out, uq, co, ob, cb, _ = torch.ops.dlrmbench.ecorec_forward(cores, q, r, values, offsets, B, 4, 1, s.num_embeddings)
+    grads, g = [torch.zeros_like(c) for c in cores], torch.ones(B, s.dim)
+    past_end = uq.clone()
+    past_end[-1] = s.num_embeddings + 5
+    with pytest.raises(ValueError, match=r"unique ids must lie in \[0, 27000\), got .* 27005"):
+        torch.ops.dlrmbench.ecorec_backward(cores, q, r, past_end, co, ob, cb, g, grads, s.num_embeddings)
+    with pytest.raises(ValueError, match="num_rows = 28000 but the cores cover 27000 rows"):
+        torch.ops.dlrmbench.ecorec_backward(cores, q, r, uq, co, ob, cb, g, grads, 28_000)
     for bad in (-3, 2**62):  # 2**62 - (-3) needs more bits than fit beside a bag: the ids sort with the bags apart
         wrong = values.clone()
         wrong[-1] = bad

@@ -19,6 +19,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <tuple>
 #include <vector>
@@ -106,6 +107,14 @@ void check_bag_offsets(const char* op, const int64_t* off, int64_t B, int64_t nn
     TORCH_CHECK_VALUE(off[b + 1] >= off[b], op, ": offsets decrease at bag ", b, " (", off[b], " -> ", off[b + 1], ")");
 }
 
+// The rows an id may name: the table's (num_rows, at most the cores' cover), or the cover when num_rows < 0.
+int64_t row_limit(const char* op, const TTShape& s, int64_t num_rows) {
+  const int64_t cover = s.num_prefixes() * s.p[s.d - 1];
+  TORCH_CHECK_VALUE(num_rows >= -1 && num_rows <= cover, op, ": num_rows = ", num_rows, " but the cores cover ", cover,
+                    " rows (-1: the cover)");
+  return num_rows >= 0 ? num_rows : cover;
+}
+
 // The first id outside [0, limit) and where it is (its position and bag): raised as a ValueError.
 [[noreturn]] void name_bad_id(const char* op, const int64_t* v, const int64_t* off, int64_t B, int64_t limit) {
   const int64_t j = std::find_if(v, v + off[B], [&](int64_t x) { return x < 0 || x >= limit; }) - v;
@@ -116,14 +125,29 @@ void check_bag_offsets(const char* op, const int64_t* off, int64_t B, int64_t nn
 
 // What the backward reads of the forward's outputs is what the forward wrote: occurrence offsets from 0 to nnz
 // that never decrease, bags in [0, B), micro-batch bounds from 0 to U that never decrease, ids ascending.
+// The scans run in parallel and only name the first offending entry (serially) when one is found.
 void check_ecorec_saved(const char* op, const int64_t* uq, int64_t U, const int64_t* co, const int64_t* ob,
-                        int64_t nnz, int64_t B, const int64_t* cb, int64_t m) {
+                        int64_t nnz, int64_t B, const int64_t* cb, int64_t m, int64_t limit) {
   TORCH_CHECK_VALUE(co[0] == 0 && co[U] == nnz, op, ": count_offsets must run from 0 to len(occ_bags) = ", nnz);
-  for (int64_t u = 0; u < U; ++u) {
+  std::atomic<bool> bad_units{false}, bad_bags{false};
+  at::parallel_for(0, U, 1 << 14, [&](int64_t u0, int64_t u1) {
+    bool bad = false;
+    for (int64_t u = u0; u < u1; ++u) bad |= co[u + 1] < co[u] || (u > 0 && uq[u] <= uq[u - 1]);
+    if (bad) bad_units = true;
+  });
+  at::parallel_for(0, nnz, 1 << 15, [&](int64_t j0, int64_t j1) {
+    bool bad = false;
+    for (int64_t j = j0; j < j1; ++j) bad |= ob[j] < 0 || ob[j] >= B;
+    if (bad) bad_bags = true;
+  });
+  for (int64_t u = 0; bad_units && u < U; ++u) {
     TORCH_CHECK_VALUE(co[u + 1] >= co[u], op, ": count_offsets decrease at ", u + 1);
     TORCH_CHECK_VALUE(u == 0 || uq[u] > uq[u - 1], op, ": unique ids must ascend; unique[", u, "] = ", uq[u]);
   }
-  check_range(op, "occ_bags", ob, nnz, B);
+  if (bad_bags) check_range(op, "occ_bags", ob, nnz, B);
+  // ascending: the first and the last id bound them all (each names a row of the cores)
+  TORCH_CHECK_VALUE(U == 0 || (uq[0] >= 0 && uq[U - 1] < limit), op, ": unique ids must lie in [0, ", limit,
+                    "), got ", U ? uq[0] : 0, " .. ", U ? uq[U - 1] : 0);
   TORCH_CHECK_VALUE(cb[0] == 0 && cb[m] == U, op, ": chunk_bounds must run from 0 to len(unique) = ", U);
   for (int64_t k = 0; k < m; ++k) TORCH_CHECK_VALUE(cb[k + 1] >= cb[k], op, ": chunk_bounds decrease at ", k + 1);
 }
@@ -145,7 +169,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tenso
   }
   const int64_t U = ix.unique.numel();
   const int64_t* uq = ix.unique.data_ptr<int64_t>();
-  const int64_t limit = num_rows >= 0 ? num_rows : s.num_prefixes() * p_last;
+  const int64_t limit = row_limit(op, s, num_rows);
   if (U > 0 && (uq[0] < 0 || uq[U - 1] >= limit))  // the smallest and largest ids: every id checked
     name_bad_id(op, v_c.data_ptr<int64_t>(), off, batch_size, limit);
   const std::vector<int64_t> bounds = micro_batch_bounds(U, micro_batches, min_chunk);
@@ -182,7 +206,8 @@ void ecorec_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArray
   const int64_t* ob = ob_c.data_ptr<int64_t>();
   const int64_t* cb = cb_c.data_ptr<int64_t>();
   const int64_t nnz = occ_bags.numel();
-  check_ecorec_saved(op, uq, unique.numel(), co, ob, nnz, grad.size(0), cb, chunk_bounds.numel() - 1);
+  const int64_t limit = row_limit(op, s, num_rows);
+  check_ecorec_saved(op, uq, unique.numel(), co, ob, nnz, grad.size(0), cb, chunk_bounds.numel() - 1, limit);
   const std::vector<int64_t> bounds(cb, cb + chunk_bounds.numel());
   std::vector<int64_t> groups_per(bounds.size() - 1);
   Groups g(bounds.back());
