@@ -21,6 +21,13 @@ def timed(f, *args) -> float:
     return time.perf_counter() - t
 
 
+def over_limit(seconds: float, flops: float, flop_rate: float, nbytes: float, bandwidth: float) -> tuple[float, bool]:
+    """A time over its memory-aware limit, max(FLOPs at flop_rate, bytes at bandwidth) (docs/systems/tt.md), and
+    whether the bytes are the larger term. Rates per second."""
+    flop_time, move_time = flops / flop_rate, nbytes / bandwidth
+    return seconds / max(flop_time, move_time), move_time > flop_time
+
+
 def _fmt(v) -> str:
     return f"{v:.2f}" if isinstance(v, float) else str(v)
 

@@ -25,7 +25,7 @@ import inspect
 
 import torch
 
-from benchmarks.conftest import report, timed
+from benchmarks.conftest import over_limit, report, timed
 from impls.core import ops, tt
 
 G, ITEMS_PER_PREFIX = 65536, 4
@@ -217,9 +217,9 @@ def limits(kernel: str, st, rates: dict[str, list[float]], label: str) -> tuple[
     flops, nb = flops_of(kernel, st), bytes_of(kernel, st)
     over, memory = [], 0
     for rate, sgemm, bw in zip(rates[label], rates["sgemm"], rates["stream"]):
-        flop_time, move_time = flops / (sgemm * 1e9), nb / (bw * 1e9)
-        over.append(flops / (rate * 1e9) / max(flop_time, move_time))
-        memory += move_time > flop_time
+        x, by_memory = over_limit(flops / (rate * 1e9), flops, sgemm * 1e9, nb, bw * 1e9)
+        over.append(x)
+        memory += by_memory
     return sorted(over), "memory" if 2 * memory > len(over) else "FLOP"
 
 

@@ -17,7 +17,7 @@ peak) written once and read once (docs/systems/tt.md). "x limit" is the step ove
 import pytest
 import torch
 
-from benchmarks.conftest import report, timed
+from benchmarks.conftest import over_limit, report, timed
 from benchmarks.test_tt_kernels import STREAM_FLOATS
 from impls.api import EmbeddingOptim, SparseFeatures, TableSpec, get_impl
 from impls.core import ops
@@ -110,9 +110,9 @@ def run_rounds(rows: int) -> dict:
             out[k]["flops"] = flops
             if flops:  # a TT system (a dense table touches a few of its rows: its parameters bound nothing)
                 out[k]["bytes"] = step_bytes(m, sf)
-                flop_time, move_time = flops / rate, out[k]["bytes"] / bw
-                out[k]["over_limit"].append(times[k] / max(flop_time, move_time))
-                out[k]["memory_bound"] += move_time > flop_time
+                x, by_memory = over_limit(times[k], flops, rate, out[k]["bytes"], bw)
+                out[k]["over_limit"].append(x)
+                out[k]["memory_bound"] += by_memory
                 out[k]["over_flop_time"].append(times[k] / (flops / rate))
             if "dense-fbgemm" in times:
                 out[k]["over_dense"].append(times[k] / times["dense-fbgemm"])

@@ -11,15 +11,23 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 namespace dlrmbench {
 
-// Raise ValueError naming the op, the index tensor and the first entry outside [0, limit).
+// Raise ValueError naming the op, the index tensor and the first entry outside [0, limit). The scan runs in
+// parallel; the first bad entry is searched for (serially) only when there is one.
 inline void check_range(const char* op, const char* name, const int64_t* v, int64_t n, int64_t limit) {
-  for (int64_t i = 0; i < n; ++i) {
+  std::atomic<bool> bad{false};
+  at::parallel_for(0, n, 1 << 15, [&](int64_t i0, int64_t i1) {
+    bool out = false;
+    for (int64_t i = i0; i < i1; ++i) out |= v[i] < 0 || v[i] >= limit;
+    if (out) bad = true;
+  });
+  for (int64_t i = 0; bad && i < n; ++i) {
     TORCH_CHECK_VALUE(v[i] >= 0 && v[i] < limit, op, ": ", name, "[", i, "] = ", v[i], " is outside [0, ", limit,
                       ")");
   }

@@ -129,22 +129,17 @@ int64_t row_limit(const char* op, const TTShape& s, int64_t num_rows) {
 void check_ecorec_saved(const char* op, const int64_t* uq, int64_t U, const int64_t* co, const int64_t* ob,
                         int64_t nnz, int64_t B, const int64_t* cb, int64_t m, int64_t limit) {
   TORCH_CHECK_VALUE(co[0] == 0 && co[U] == nnz, op, ": count_offsets must run from 0 to len(occ_bags) = ", nnz);
-  std::atomic<bool> bad_units{false}, bad_bags{false};
+  std::atomic<bool> bad_units{false};
   at::parallel_for(0, U, 1 << 14, [&](int64_t u0, int64_t u1) {
     bool bad = false;
     for (int64_t u = u0; u < u1; ++u) bad |= co[u + 1] < co[u] || (u > 0 && uq[u] <= uq[u - 1]);
     if (bad) bad_units = true;
   });
-  at::parallel_for(0, nnz, 1 << 15, [&](int64_t j0, int64_t j1) {
-    bool bad = false;
-    for (int64_t j = j0; j < j1; ++j) bad |= ob[j] < 0 || ob[j] >= B;
-    if (bad) bad_bags = true;
-  });
   for (int64_t u = 0; bad_units && u < U; ++u) {
     TORCH_CHECK_VALUE(co[u + 1] >= co[u], op, ": count_offsets decrease at ", u + 1);
     TORCH_CHECK_VALUE(u == 0 || uq[u] > uq[u - 1], op, ": unique ids must ascend; unique[", u, "] = ", uq[u]);
   }
-  if (bad_bags) check_range(op, "occ_bags", ob, nnz, B);
+  check_range(op, "occ_bags", ob, nnz, B);
   // ascending: the first and the last id bound them all (each names a row of the cores)
   TORCH_CHECK_VALUE(U == 0 || (uq[0] >= 0 && uq[U - 1] < limit), op, ": unique ids must lie in [0, ", limit,
                     "), got ", U ? uq[0] : 0, " .. ", U ? uq[U - 1] : 0);

@@ -144,13 +144,14 @@ inline int64_t widest_group(const std::vector<int64_t>& start) {
   return most;
 }
 
-// The pooled forward (cpu_kernels.h): every item's row from stage 2's registers into a small per-prefix buffer,
-// then added into the bag of each of its occurrences. Threads own chunks of the prefix walk (PrefixWalk), each
-// adding into its own copy of out, the copies summed in chunk order (cpu_util.h: chunked_scatter_add_in).
 // Item k's last digit is unique[k] - (its prefix id) * p_last: written for one prefix's items at a time, never for all.
 inline void last_digits(const int64_t* uq, int64_t k0, int64_t n, int64_t prefix, int64_t p_last, int64_t* out) {
   for (int64_t t = 0; t < n; ++t) out[t] = uq[k0 + t] - prefix * p_last;
 }
+
+// The pooled forward (cpu_kernels.h): every item's row from stage 2's registers into a small per-prefix buffer,
+// then added into the bag of each of its occurrences. Threads own chunks of the prefix walk (PrefixWalk), each
+// adding into its own copy of out, the copies summed in chunk order (cpu_util.h: chunked_scatter_add_in).
 
 void tt_stages_pooled_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& unique,
                           const at::Tensor& prefix_ids, const at::Tensor& group_start,
