@@ -68,7 +68,29 @@ def run_op(s, cores, values, offsets, B, m, min_chunk, grad, impl=torch.ops.dlrm
 @given(step_cases())
 def test_op_equals_the_float64_replay_and_states_its_micro_batches(isa, case):
     """Every ISA build of the stage kernels the op calls (set_cpu_isa holds for it as for the stage ops)."""
+    assert_matches_replay(case, isa)
+
+
+def test_ids_too_wide_to_pack_beside_their_bags_sort_with_the_bags_apart():
+    """A table of 2^55 rows and 1,024 bags: an id and its bag need 65 bits, so the ids sort alone with the bags
+    carried beside them (the other path of the dedup's sort), to the same answer."""
+    s = tt.TTShape.create(2**55, 1, [1, 1], p=[2**19, 2**18, 2**18], q=[1, 1, 1])
+    gen = torch.Generator().manual_seed(5)
+    B = 1024
+    lengths = torch.randint(0, 4, (B,), generator=gen)
+    n = int(lengths.sum())
+    values = torch.randint(0, 2**55, (n,), generator=gen)
+    values[n - n // 2:] = values[:n // 2].clone()  # every id of the first half again: duplicates across bags
+    values[0] = 2**55 - 1  # the last row
+    offsets = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)])
+    assert_matches_replay((s, values, offsets, B, 3, 1, 5))
+
+
+def assert_matches_replay(case, isa=None):
+    """The op's pooled rows and core gradients match the float64 replay; its unique ids, micro-batches, prefix groups
+    and occurrence bags are what they must be."""
     s, values, offsets, B, m, min_chunk, seed = case
+    isa = isa or ops.cpu_isa()
     cores = cores_of(s, seed)
     grad = torch.randn(B, s.dim, generator=torch.Generator().manual_seed(seed + 2))
     with ops.use_cpu_isa(isa):
@@ -157,7 +179,7 @@ def test_bad_input_is_refused_by_name():
         torch.ops.dlrmbench.ecorec_backward(cores, q, r, past_end, co, ob, cb, g, grads, s.num_embeddings)
     with pytest.raises(ValueError, match="num_rows = 28000 but the cores cover 27000 rows"):
         torch.ops.dlrmbench.ecorec_backward(cores, q, r, uq, co, ob, cb, g, grads, 28_000)
-    for bad in (-3, 2**62):  # 2**62 - (-3) needs more bits than fit beside a bag: the ids sort with the bags apart
+    for bad in (-3, 2**62):  # below the rows, and far past them: refused by name before any sorting
         wrong = values.clone()
         wrong[-1] = bad
         with pytest.raises((ValueError, IndexError), match=str(bad)):

@@ -1,6 +1,6 @@
-// sort_occurrences (ecorec_index.h). Every occurrence becomes one word, (id - the batch's smallest id) above its bag
-// (or the id alone with the bag carried beside it when the two do not fit in 64 bits), and a stable radix sort
-// on the id's bits only orders them by (id, position): the input is in position order. Then, over thread chunks of
+// sort_occurrences (ecorec_index.h). Every occurrence becomes one word, its id above its bag (or the id alone with the
+// bag carried beside it when the two may not fit in 64 bits), and a stable radix sort on the bits of the largest id
+// only orders them by (id, position): the input is in position order. Then, over thread chunks of
 // the sorted order, one pass counts where a new id starts, and a second numbers the unique ids and writes their
 // ids, first occurrences and the bag of each occurrence (the same for any thread count).
 #include "ecorec_index.h"
@@ -24,7 +24,7 @@ int bit_width(uint64_t x) { return x == 0 ? 0 : 64 - __builtin_clzll(x); }
 
 }  // namespace
 
-OccurrenceIndex sort_occurrences(const int64_t* v, const int64_t* off, int64_t B, int64_t nnz,
+OccurrenceIndex sort_occurrences(const int64_t* v, const int64_t* off, int64_t B, int64_t nnz, int64_t limit,
                                  const at::TensorOptions& opts) {
   OccurrenceIndex ix;
   const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), nnz / kMinChunk));
@@ -34,21 +34,10 @@ OccurrenceIndex sort_occurrences(const int64_t* v, const int64_t* off, int64_t B
       for (int64_t c = c0; c < c1; ++c) fn(c, std::min(nnz, c * per), std::min(nnz, (c + 1) * per));
     });
   };
-  std::vector<int64_t> lows(chunks, INT64_MAX), highs(chunks, INT64_MIN);
-  over_chunks([&](int64_t c, int64_t j0, int64_t j1) {
-    int64_t a = INT64_MAX, z = INT64_MIN;  // in registers: the chunks' entries share a cache line
-    for (int64_t j = j0; j < j1; ++j) {
-      a = std::min(a, v[j]);
-      z = std::max(z, v[j]);
-    }
-    lows[c] = a;
-    highs[c] = z;
-  });
-  const int64_t lo = nnz ? *std::min_element(lows.begin(), lows.end()) : 0;
-  const int64_t hi = nnz ? *std::max_element(highs.begin(), highs.end()) : 0;
-  const int bits = bit_width(static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo));
+  // One pass writes the words and finds the smallest and largest id (the words are packed on the bound the ids
+  // must keep, and thrown away if one does not keep it).
   const int bag_bits = bit_width(static_cast<uint64_t>(std::max<int64_t>(B - 1, 0)));
-  const bool packed = bits + bag_bits <= 64;
+  const bool packed = bit_width(static_cast<uint64_t>(std::max<int64_t>(limit - 1, 0))) + bag_bits <= 64;
   const int shift = packed ? bag_bits : 0;
   const uint64_t bag_mask = bag_bits == 64 ? ~uint64_t{0} : (uint64_t{1} << bag_bits) - 1;
 
@@ -60,14 +49,31 @@ OccurrenceIndex sort_occurrences(const int64_t* v, const int64_t* off, int64_t B
   std::unique_ptr<int64_t[]> bags_buf(new int64_t[packed ? 0 : nnz]), tmp_bags(new int64_t[packed ? 0 : nnz]);
   uint64_t* words_in = words_buf.get();
   int64_t* bags_in = bags_buf.get();
-  at::parallel_for(0, B, 256, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b)
-      for (int64_t j = off[b]; j < off[b + 1]; ++j) {
-        const uint64_t key = static_cast<uint64_t>(v[j]) - static_cast<uint64_t>(lo);
-        words_in[j] = packed ? (key << shift) | static_cast<uint64_t>(b) : key;
-        if (!packed) bags_in[j] = b;
-      }
+  const int64_t bag_chunks = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), B / 256));
+  const int64_t bags_per = (B + bag_chunks - 1) / bag_chunks;
+  std::vector<int64_t> lows(bag_chunks, INT64_MAX), highs(bag_chunks, INT64_MIN);
+  at::parallel_for(0, bag_chunks, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      int64_t a = INT64_MAX, z = INT64_MIN;  // in registers: the chunks' entries share a cache line
+      for (int64_t b = c * bags_per, b1 = std::min(B, (c + 1) * bags_per); b < b1; ++b)
+        for (int64_t j = off[b]; j < off[b + 1]; ++j) {
+          a = std::min(a, v[j]);
+          z = std::max(z, v[j]);
+          const uint64_t key = static_cast<uint64_t>(v[j]);
+          words_in[j] = packed ? (key << shift) | static_cast<uint64_t>(b) : key;
+          if (!packed) bags_in[j] = b;
+        }
+      lows[c] = a;
+      highs[c] = z;
+    }
   });
+  const int64_t lo = nnz ? *std::min_element(lows.begin(), lows.end()) : 0;
+  const int64_t hi = nnz ? *std::max_element(highs.begin(), highs.end()) : 0;
+  if (lo < 0 || hi >= limit) {
+    ix.in_range = false;
+    return ix;
+  }
+  const int bits = bit_width(static_cast<uint64_t>(hi));
   const auto sorted = radix_sort_in_place_or_tmp(nnz, shift, bits, chunks, words_in, tmp_buf.get(),
                                                  packed ? nullptr : bags_in, tmp_bags.get());
   const uint64_t* words = sorted.first;
@@ -96,7 +102,7 @@ OccurrenceIndex sort_occurrences(const int64_t* v, const int64_t* off, int64_t B
     int64_t u = base[c] - 1;  // the id running into this chunk
     for (int64_t j = j0; j < j1; ++j) {
       if (j == 0 || key_of(j) != key_of(j - 1)) {
-        uq[++u] = static_cast<int64_t>(key_of(j) + static_cast<uint64_t>(lo));
+        uq[++u] = static_cast<int64_t>(key_of(j));
         co[u] = j;
       }
       ob[j] = bag_of(j);

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <tuple>
 #include <vector>
 
@@ -50,50 +51,52 @@ void prefix_groups(Groups& g, const int64_t* uq, const std::vector<int64_t>& bou
   const int64_t n = bounds.back(), m = static_cast<int64_t>(bounds.size()) - 1;
   int64_t* pid = g.pid_buf.get();
   int64_t* st = g.start_buf.get();
-  // In chunks of the ids (the result is one function of the ids, whatever the chunks), twice: pass 1 counts the ids
-  // that start a group (the first of a micro-batch, or a prefix unlike the one before), pass 2 writes each group's
-  // prefix and first id from its chunk's offset. A prefix is found by a division only where the ascending ids cross
-  // a prefix boundary: about one per group, not one per id.
+  // One pass in chunks of the ids (the result is one function of the ids, whatever the chunks): chunk c writes its
+  // groups (prefix, first id) into slots from its own first id on (a chunk has no more groups than ids: the chunks'
+  // slots never overlap), then the chunks' groups move down, in chunk order, to lie end to end. A group starts at the
+  // first id of a micro-batch and wherever the prefix changes. Each id's prefix is a multiply (DivideBy), and
+  // whether it starts a group is written without a branch: which ids start groups follows no pattern a branch
+  // predictor could learn. A chunk is walked in segments cut at the micro-batch bounds, so no id tests for one.
+  const DivideBy divide(p_last);
   const int64_t C = std::max<int64_t>(1, std::min<int64_t>(64, n / 8192)), per = n ? (n + C - 1) / C : 1;
-  std::vector<int64_t> starts(C + 1, 0), first_group(m + 1, 0);
-  auto over = [&](auto fn) {
-    at::parallel_for(0, C, 1, [&](int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c) {
-        const int64_t i0 = std::min(n, c * per), i1 = std::min(n, (c + 1) * per);
-        size_t nb = std::lower_bound(bounds.begin(), bounds.end(), i0) - bounds.begin();  // the next micro-batch
-        int64_t pre = -1, lo = 0, hi = 0;  // ids in [lo, hi) have prefix pre
-        auto prefix_of = [&](int64_t id) {
-          if (id < lo || id >= hi) {
-            pre = id / p_last;
-            lo = pre * p_last;
-            hi = lo + p_last;
-          }
-          return pre;
-        };
-        int64_t prev = i0 > 0 ? prefix_of(uq[i0 - 1]) : -1;
-        for (int64_t i = i0; i < i1; ++i) {
-          const int64_t p = prefix_of(uq[i]);
-          const bool batch_start = nb < bounds.size() && bounds[nb] == i;
-          fn(c, i, p, batch_start, batch_start || p != prev, nb);
-          nb += batch_start;
+  std::vector<int64_t> next(C), first_group(m + 1, -1);  // next: chunk c's next slot
+  at::parallel_for(0, C, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t i1 = std::min(n, (c + 1) * per);
+      int64_t x = std::min(n, c * per), junk[2];  // an id that starts no group writes into junk (a select)
+      for (int64_t s0 = x; s0 < i1;) {  // ids [s0, s1) of micro-batch k
+        const int64_t k = std::upper_bound(bounds.begin(), bounds.end(), s0) - bounds.begin() - 1;
+        const int64_t s1 = std::min(i1, bounds[k + 1]);
+        if (s0 == bounds[k]) first_group[k] = x;
+        int64_t prev = s0 == bounds[k] ? -1 : divide(uq[s0 - 1]);
+        for (int64_t i = s0; i < s1; ++i) {
+          const int64_t p = divide(uq[i]);
+          const bool is_start = p != prev;
+          *(is_start ? pid + x : junk) = p;
+          *(is_start ? st + x : junk + 1) = i;
+          x += is_start;
           prev = p;
         }
+        s0 = s1;
       }
-    });
-  };
-  over([&](int64_t c, int64_t, int64_t, bool, bool is_start, size_t) { starts[c + 1] += is_start; });
-  for (int64_t c = 0; c < C; ++c) starts[c + 1] += starts[c];
-  std::vector<int64_t> next(starts.begin(), starts.end() - 1);  // chunk c's next group
-  over([&](int64_t c, int64_t i, int64_t p, bool batch_start, bool is_start, size_t nb) {
-    if (batch_start) first_group[nb] = next[c];
-    if (is_start) {
-      pid[next[c]] = p;
-      st[next[c]++] = i;
+      next[c] = x;
     }
   });
-  const int64_t e = starts[C];
+  int64_t e = 0;  // the groups so far, end to end
+  std::vector<int64_t> shift(C);  // how far down chunk c's groups moved
+  for (int64_t c = 0; c < C; ++c) {
+    const int64_t from = std::min(n, c * per), count = next[c] - from;
+    std::memmove(pid + e, pid + from, count * sizeof(int64_t));
+    std::memmove(st + e, st + from, count * sizeof(int64_t));
+    shift[c] = from - e;
+    e += count;
+  }
   st[e] = n;
+  for (int64_t k = 0; k < m; ++k)
+    if (first_group[k] >= 0) first_group[k] -= shift[bounds[k] / per];
   first_group[m] = e;
+  for (int64_t k = m - 1; k >= 0; --k)  // an empty micro-batch has no group: it starts where the next one does
+    if (first_group[k] < 0) first_group[k] = first_group[k + 1];
   for (int64_t k = 0; k < m; ++k) groups_per[k] = first_group[k + 1] - first_group[k];
   g.prefix_ids = at::from_blob(pid, {e}, opts);
   g.group_start = at::from_blob(st, {e + 1}, opts);
@@ -157,16 +160,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tenso
   const auto v_c = values.contiguous(), off_c = offsets.contiguous();
   const int64_t* off = off_c.data_ptr<int64_t>();
   check_bag_offsets(op, off, batch_size, nnz);
+  const int64_t limit = row_limit(op, s, num_rows);
   OccurrenceIndex ix;
   {
     RECORD_FUNCTION("ecorec.dedup", c10::ArrayRef<const c10::IValue>{});
-    ix = sort_occurrences(v_c.data_ptr<int64_t>(), off, batch_size, nnz, opts);
+    ix = sort_occurrences(v_c.data_ptr<int64_t>(), off, batch_size, nnz, limit, opts);
   }
+  if (!ix.in_range) name_bad_id(op, v_c.data_ptr<int64_t>(), off, batch_size, limit);
   const int64_t U = ix.unique.numel();
   const int64_t* uq = ix.unique.data_ptr<int64_t>();
-  const int64_t limit = row_limit(op, s, num_rows);
-  if (U > 0 && (uq[0] < 0 || uq[U - 1] >= limit))  // the smallest and largest ids: every id checked
-    name_bad_id(op, v_c.data_ptr<int64_t>(), off, batch_size, limit);
   const std::vector<int64_t> bounds = micro_batch_bounds(U, micro_batches, min_chunk);
   const int64_t m = static_cast<int64_t>(bounds.size()) - 1;
   auto chunk_bounds = at::empty({m + 1}, opts);

@@ -1,7 +1,9 @@
 // The stable LSD radix sort of 64-bit words that jagged_unique and EcoRec's step sort their ids with: as few
-// passes as the key's width needs, of equal digits of <= 10 bits (at most 1024 buckets: the histograms and write
-// streams stay cached), each pass split over threads with per-chunk histograms laid out bucket-major, so the
-// result (a stable sort has one) never depends on the chunking.
+// passes as the key's width needs, of equal digits of <= 12 bits (at most 4096 buckets: a 24-bit id sorts in two
+// passes, not three; a pass costs about the same either way, its time being the scatter's stores), each pass split
+// over threads with per-chunk histograms laid out bucket-major, so the result (a stable sort has one) never
+// depends on the chunking. Each pass's scatter counts the next pass's histograms as it places the words: only the
+// first pass reads its words for the counts alone.
 #pragma once
 
 #include <ATen/Parallel.h>
@@ -11,9 +13,11 @@
 #include <utility>
 #include <vector>
 
+#include "cpu_util.h"
+
 namespace dlrmbench {
 
-inline constexpr int kMaxDigitBits = 10;  // at most 1024 buckets per pass
+inline constexpr int kMaxDigitBits = 12;  // at most 4096 buckets per pass
 
 // Stable LSD radix sort of w[0..n) by bits [shift0, shift0 + bits) of each word, carrying pay[0..n) along when
 // it is given (tmp, tmp_pay: scratch of n). As few passes as the width needs, of equal digits. `chunks` > 1
@@ -28,18 +32,30 @@ inline std::pair<uint64_t*, int64_t*> radix_sort_in_place_or_tmp(int64_t n, int 
   const int digit = (bits + passes - 1) / passes;
   const int64_t B = int64_t{1} << digit;
   const int64_t per = (n + chunks - 1) / chunks;
-  std::vector<int64_t> hist(chunks * B);
+  const DivideBy chunk_of(std::max<int64_t>(per, 1));
+  // hist: chunk c's count, then its next slot, of each bucket in this pass; next: the next pass's counts, made by
+  // this pass's scatter (where a word lands says its chunk there), per (chunk it leaves, chunk it lands in, bucket)
+  // so no two threads count into one entry. Only the first pass reads its words for the counts alone.
+  std::vector<int64_t> hist(chunks * B), next(passes > 1 ? chunks * chunks * B : 0);
   uint64_t *src = w, *dst = tmp;
   int64_t *src_p = pay, *dst_p = tmp_pay;
   for (int pass = 0; pass < passes; ++pass) {
     const int shift = shift0 + pass * digit;
-    std::fill(hist.begin(), hist.end(), 0);
-    at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c) {
-        int64_t* h = hist.data() + c * B;
-        for (int64_t i = c * per, e = std::min(n, (c + 1) * per); i < e; ++i) ++h[(src[i] >> shift) & (B - 1)];
-      }
-    });
+    if (pass == 0) {
+      at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
+        for (int64_t c = c0; c < c1; ++c) {
+          int64_t* h = hist.data() + c * B;
+          for (int64_t i = c * per, e = std::min(n, (c + 1) * per); i < e; ++i) ++h[(src[i] >> shift) & (B - 1)];
+        }
+      });
+    } else {
+      for (int64_t c = 0; c < chunks; ++c)
+        for (int64_t b = 0; b < B; ++b) {
+          int64_t k = 0;
+          for (int64_t from = 0; from < chunks; ++from) k += next[(from * chunks + c) * B + b];
+          hist[c * B + b] = k;
+        }
+    }
     int64_t sum = 0;  // bucket-major, chunk-minor: every chunk writes its share of a bucket in order (stable)
     for (int64_t b = 0; b < B; ++b)
       for (int64_t c = 0; c < chunks; ++c) {
@@ -47,13 +63,18 @@ inline std::pair<uint64_t*, int64_t*> radix_sort_in_place_or_tmp(int64_t n, int 
         hist[c * B + b] = sum;
         sum += k;
       }
+    const bool count_next = pass + 1 < passes;
+    std::fill(next.begin(), next.end(), 0);
     at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
         int64_t* h = hist.data() + c * B;
+        int64_t* nx = next.data() + c * chunks * B;
         for (int64_t i = c * per, e = std::min(n, (c + 1) * per); i < e; ++i) {
-          const int64_t d = h[(src[i] >> shift) & (B - 1)]++;
-          dst[d] = src[i];
+          const uint64_t word = src[i];
+          const int64_t d = h[(word >> shift) & (B - 1)]++;
+          dst[d] = word;
           if (src_p) dst_p[d] = src_p[i];
+          if (count_next) ++nx[chunk_of(d) * B + ((word >> (shift + digit)) & (B - 1))];
         }
       }
     });
