@@ -479,6 +479,18 @@ def _name_keys(kept: np.ndarray, texts: np.ndarray, uniq: np.ndarray, values: li
     texts[at[hit]] = np.asarray(values, dtype=object)[hit]
 
 
+def split_said(schema: Schema, files: Sequence[Path], sizes: dict[str, int]) -> str:
+    """How the rows were split, in words: the rows per split, and for a split by files which files went where."""
+    sp = schema.split
+    rows = ", ".join(f"{s} {n:,}" for s, n in sizes.items())
+    if sp.kind != "files":
+        return f"split {sp}: {rows} rows"
+    names = [f.name for f in files]
+    cut = len(names) - sp.held
+    return (f"split {sp} (the last {sp.held} file(s) in the order given; a folder or glob is in name order): "
+            f"{rows} rows; training on {', '.join(names[:cut])}; held out: {', '.join(names[cut:])}")
+
+
 def prepare_tabular(files: Sequence[Path], schema: Schema, out: Path, name: str = "tabular", strict: bool = False,
                     progress: Callable[[int], None] | None = None) -> Prepared:
     files = [Path(f) for f in files]
@@ -547,7 +559,8 @@ def prepare_tabular(files: Sequence[Path], schema: Schema, out: Path, name: str 
                         [c.name for c in schema.categorical], len(schema.dense),
                         layout="multi-hot" if schema.multi_hot else "one-hot", raw=raw, key=key,
                         schema={"columns": schema.to_dict(), "dense_scale": scale,
-                                "dense_names": [d for d, _ in schema.dense]}, warnings=warnings)
+                                "dense_names": [d for d, _ in schema.dense],
+                                "split": split_said(schema, files, sizes)}, warnings=warnings)
         write_meta(partial, meta)
     return meta
 

@@ -14,16 +14,20 @@ from reproduce.cli.output import console
 STYLE = {"pass": "green", "fail": "bold red", "n/a": "yellow"}
 
 
-@click.command("check-system")
+CHECK_SYSTEM_HELP = (
+    "Hold SYSTEM to the interface: its forward against its own tables in float64, gradients against float64 "
+    "autograd, SGD and Adagrad steps against torch.optim, bad ids refused by name, empty bags and duplicates, "
+    "bit-identical reruns, its memory report, and 2 gloo ranks against one process. SYSTEM: " + IMPL_HELP)
+
+
+@click.command("check-system", help=CHECK_SYSTEM_HELP)  # a docstring cannot be built with +: click reads help here
 @click.argument("system", metavar="NAME|SPEC")
 @click.option("-o", "--option", "options", multiple=True, metavar="KEY=VALUE",
               help="an option the system runs under (default: the options that exercise its own structure on the "
                    "suite's small tables: its class's check_options, cases.py)")
 @click.option("--check", "only", multiple=True, help="run only this check (repeat for several)")
 def check_system(system, options, only) -> None:
-    """Hold SYSTEM to the interface: its forward against its own tables in float64, gradients against float64
-    autograd, SGD and Adagrad steps against torch.optim, bad ids refused by name, empty bags and duplicates,
-    bit-identical reruns, its memory report, and 2 gloo ranks against one process. SYSTEM: """ + IMPL_HELP
+    """The check-system command (CHECK_SYSTEM_HELP)."""
     from impls.api import get_impl
     from reproduce.conformance.cases import structure_options
     from reproduce.conformance.checks import CHECKS, FAIL, Subject, run_checks

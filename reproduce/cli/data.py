@@ -77,6 +77,8 @@ def data_prepare(name, raw, out, strict, max_ind_range, freq_threshold, schema_p
     console.print(f"prepared {meta.out}: rows {meta.rows}, {sum(meta.cardinalities):,} categories in "
                   f"{len(meta.cardinalities)} tables" + (f" {dict(zip(meta.tables, meta.cardinalities))}"
                                                          if len(meta.tables) <= 12 else ""))
+    if meta.schema and meta.schema.get("split"):
+        console.print(escape(meta.schema["split"]))
     if bar.n:
         console.print(f"read {bar.n / 2**20:,.1f} MiB in {secs:.1f} s ({bar.n / 2**20 / secs:,.1f} MiB/s over both passes)")
     else:

@@ -8,30 +8,42 @@ from reproduce.analysis.run_output import epoch_bar_desc, held_out_postfix
 
 
 class EpochBars:
-    """Call with each progress note of one run; ``close`` when the run ends. A note carries the last evaluation: one
-    that is new when the next epoch's first note arrives (the poll missed the note of the evaluation itself) is put
-    beside the epoch it ended before that bar closes."""
+    """Call with each progress note of one run; ``close`` when the run ends. A note carries the last held-out
+    evaluation of every epoch so far, each naming its epoch, so each bar shows its own epoch's evaluation however
+    many notes the launcher's poll missed: when a later epoch's note arrives, the open bar is filled (its epoch
+    ended) and shows its evaluation before it closes, and an epoch the poll missed whole still gets its bar."""
 
     def __init__(self, label: str) -> None:
         self.label, self.epoch, self.bar, self.shown = label, None, None, None
 
     def __call__(self, note: dict[str, Any]) -> None:
-        from tqdm import tqdm
-
-        held = note.get("eval")
-        if note["epoch"] != self.epoch:
-            if self.bar is not None and held != self.shown:
-                self._show(held)
+        evals = note.get("evals") or {}
+        epoch = note["epoch"]
+        if epoch != self.epoch:
+            if self.bar is not None:
+                self.bar.n = self.bar.total  # a later epoch began: this one ran to its end
+                self._show(evals.get(str(self.epoch)))
             self.close()
-            self.epoch = note["epoch"]
-            self.bar = tqdm(total=note["steps"], unit="step", leave=True,
-                            desc=epoch_bar_desc(self.label, note["epoch"], note["epochs"]))
-        elif held != self.shown:
-            self._show(held)
+            for missed in range((self.epoch or 0) + 1, epoch):  # epochs no note arrived in
+                self._open(missed, note)
+                self.bar.n = self.bar.total
+                self._show(evals.get(str(missed)))
+                self.close()
+            self._open(epoch, note)
+        self._show(evals.get(str(epoch)))
         self.bar.n = note["step"]
         self.bar.refresh()
 
+    def _open(self, epoch: int, note: dict[str, Any]) -> None:
+        from tqdm import tqdm
+
+        self.epoch, self.shown = epoch, None
+        self.bar = tqdm(total=note["steps"], unit="step", leave=True,
+                        desc=epoch_bar_desc(self.label, epoch, note["epochs"]))
+
     def _show(self, held: dict[str, Any] | None) -> None:
+        if held == self.shown:
+            return
         self.shown = held
         post = held_out_postfix(held)
         if post:

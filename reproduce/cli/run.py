@@ -88,6 +88,10 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
             check_writable(record_path(out, p, r))  # a link where a record or log would go: refused before any run
     except SymlinkRefused as exc:
         raise click.ClickException(str(exc)) from None
+    from reproduce.harness.noise import busy_machine, probe
+
+    quiet_probe = dict(size=768, runs=7, threads=fields.get("threads"))  # ~0.2 s: is the machine quiet?
+    before = probe(**quiet_probe)
     records, elsewhere = [], []
     for p, r in interleaved(points, repeats):
         where = f", {p.world_size} ranks" if p.world_size > 1 else ""
@@ -116,10 +120,15 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
         console.print(f"no record on this node: {len(elsewhere)} run(s) recorded by the node of global rank 0 "
                       f"(its --out folder); this node's logs: {out}/logs/")
         return
+    busy = busy_machine(before, probe(**quiet_probe))
     df = summarize(records, baseline=impls[0])
     console.print(comparison_table(df, "train" if fields.get("epochs") else "run"))
     for line in [*tt_lines(records), *quality_lines(records)]:
         console.print(line)
+    if busy:
+        console.print(f"[yellow]warning:[/] the machine was busy: {escape(busy)}. The step times and ratios above may "
+                      "measure the machine, not the systems: rerun on a quiet machine, with --threads below the idle "
+                      "cores, or with --repeats N (interleaved rounds, ratios paired within each)")
     console.print(f"records: {out}/  (peak RSS Δ = measured process peak over a pre-build baseline)")
     if any(r["status"] != "ok" for r in records):
         sys.exit(1)

@@ -160,3 +160,31 @@ def noise_level(probes: list[dict[str, Any]]) -> dict[str, Any] | None:
         "load_per_core": max(loads) if loads else None,
         "window": {kind: max(w["spread"][kind] for w in windows) for kind in WORK} if windows else None,
     }
+
+
+# a single run or train command: the machine is called busy when, before the runs, the load average over the last
+# minute exceeded this many runnable processes per core, or when a fixed SGEMM's rate moved by more than BUSY_SPREAD
+# within the probe before or after the runs or between them
+BUSY_LOAD, BUSY_SPREAD = 0.75, 0.25
+
+
+def busy_machine(before: dict[str, Any], after: dict[str, Any] | None) -> str | None:
+    """Why the step times measured between two probes (``probe`` before and after a command's runs) cannot be
+    trusted, in words, or None on a quiet machine. Only ``before``'s load average counts: by ``after`` the runs'
+    own work is in it."""
+    reasons = []
+    load = before["loadavg"][0] / before["threads"] if before.get("loadavg") else None
+    if load is not None and load > BUSY_LOAD:
+        reasons.append(f"{before['loadavg'][0]:.1f} processes were runnable on average over the minute before "
+                       f"(load {load:.2f} per core)")
+    probes = [before] + ([after] if after else [])
+    within = max(p["spread"] for p in probes)
+    if within > BUSY_SPREAD:
+        reasons.append(f"a fixed SGEMM's rate moved by {within:.0%} within one probe")
+    if after:
+        meds = before["gflops_median"], after["gflops_median"]
+        drift = abs(meds[0] - meds[1]) / min(meds)
+        if drift > BUSY_SPREAD:
+            reasons.append(f"its rate moved by {drift:.0%} from before the runs to after them "
+                           f"({meds[0]:.0f} -> {meds[1]:.0f} GFLOP/s)")
+    return "; ".join(reasons) or None

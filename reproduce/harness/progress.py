@@ -1,5 +1,5 @@
 """A training run's progress, for the launcher's bar per epoch: rank 0 of a run notes where it is (epoch, step in the
-epoch, the last held-out evaluation) in a small JSON file beside its record, at most twice a second and between steps
+epoch, the last held-out evaluation of every epoch so far) in a small JSON file beside its record, at most twice a second and between steps
 (outside their timed span); the launcher reads it while it waits for the run. The file is dropped with the run's
 other notes when the record is written."""
 from __future__ import annotations
@@ -16,26 +16,27 @@ def progress_path(out: str | Path) -> Path:
 
 
 class ProgressNote:
-    """Writes a run's progress to ``progress_path(out)``: ``{"epoch", "epochs", "step", "steps", "eval"}`` (1-based
-    epoch and step; ``eval`` the last held-out evaluation or None)."""
+    """Writes a run's progress to ``progress_path(out)``: ``{"epoch", "epochs", "step", "steps", "evals"}`` (1-based
+    epoch and step; ``evals`` the last held-out evaluation of each epoch so far, keyed by its epoch: an evaluation
+    names the epoch it ended or fell in, so a reader that missed notes still puts each beside its own epoch)."""
 
     def __init__(self, out: str | Path, epochs: int, steps: int, min_interval_s: float = 0.5) -> None:
         self.path, self.epochs, self.steps, self.min_interval_s = progress_path(out), epochs, steps, min_interval_s
-        self.last_eval: dict[str, Any] | None = None
+        self.evals: dict[str, dict[str, Any]] = {}
         self._written = float("-inf")
 
     def __call__(self, epoch: int, step: int, evaluation: dict[str, Any] | None = None) -> None:
-        """At ``step`` (1-based) of ``epoch`` (1-based); written when an evaluation came, an epoch ended, or at
-        least ``min_interval_s`` passed since the last note."""
+        """At ``step`` (1-based) of ``epoch`` (1-based); written when an evaluation came (it belongs to ``epoch``),
+        an epoch ended, or at least ``min_interval_s`` passed since the last note."""
         if evaluation is not None:
-            self.last_eval = evaluation
+            self.evals[str(epoch)] = {**evaluation, "epoch": epoch}
         now = time.monotonic()
         if evaluation is None and step < self.steps and now - self._written < self.min_interval_s:
             return
         self._written = now
         tmp = self.path.with_name(self.path.name + ".tmp")
         tmp.write_text(json.dumps({"epoch": epoch, "epochs": self.epochs, "step": step, "steps": self.steps,
-                                   "eval": self.last_eval}))
+                                   "evals": self.evals}))
         os.replace(tmp, self.path)  # a reader never sees half a note
 
 

@@ -87,6 +87,14 @@ def test_check_system_cli_names_the_failing_check(outside, folder):
     assert res.exit_code == 2 and "no check ['speed']" in res.output
 
 
+def test_check_system_help_says_what_it_checks():
+    res = CliRunner().invoke(cli, ["check-system", "--help"], terminal_width=200)
+    text = " ".join(res.output.split())
+    assert res.exit_code == 0 and "Hold SYSTEM to the interface" in text and "2 gloo ranks" in text, res.output
+    res = CliRunner().invoke(cli, ["--help"], terminal_width=200)
+    assert "check-system Hold SYSTEM to the interface" in " ".join(res.output.split()), res.output  # the command list
+
+
 def test_a_spec_is_refused_by_name(outside, tmp_path):
     with pytest.raises(ValueError, match="no file"):
         outside(f"{tmp_path}/absent.py:X")

@@ -88,6 +88,8 @@ def test_parquet_and_files_split(tmp_path):
                            tmp_path / "out")
     assert meta.rows == {"train": 3, "val": 2}
     assert PreparedSource(tmp_path / "out", "val").labels.tolist() == [1, 0]
+    said = meta.schema["split"]  # which files went where is said (and printed by `data prepare`)
+    assert "training on part0.parquet; held out: part1.parquet" in said and "train 3, val 2 rows" in said
 
 
 def test_bad_rows_are_reported_by_file_and_line_and_dropped(tmp_path):

@@ -27,33 +27,63 @@ def test_a_rising_held_out_loss_and_one_worse_than_the_base_rate_are_warned():
 
 
 def test_the_base_rate_log_loss_is_the_constant_predictors():
+    """It predicts the scored (held-out) split's own click rate, and docs/data.md says so."""
     import math
+    from pathlib import Path
 
     m = metrics([0.9, 0.1, 0.8, 0.3], [1, 0, 1, 1])
     assert math.isclose(m["base_logloss"], -(0.75 * math.log(0.75) + 0.25 * math.log(0.25)), rel_tol=1e-9)
+    doc = " ".join((Path(__file__).parents[2] / "docs" / "data.md").read_text().split())
+    assert "base-rate log loss (predicting the held-out split's own click rate" in doc
+    assert "training split's click rate" not in doc
 
 
-def _note(epoch, step, held=None):
-    return {"epoch": epoch, "epochs": 2, "step": step, "steps": 4, "eval": held}
+def _note(epoch, step, evals=None, epochs=2, steps=4):
+    return {"epoch": epoch, "epochs": epochs, "step": step, "steps": steps, "evals": evals or {}}
+
+
+def _bar_ends(err, label, epochs):
+    """The last drawing of each epoch's bar, and every drawing."""
+    lines = [seg.strip() for seg in err.replace("\r", "\n").splitlines() if seg.strip()]
+    ends = {}
+    for line in lines:
+        for e in range(1, epochs + 1):
+            if line.startswith(f"{label} epoch {e}/{epochs}"):
+                ends[e] = line
+    return ends, lines
 
 
 def test_a_bar_per_epoch_with_the_evaluation_that_ended_it(capsys):
     from reproduce.cli.epoch_bars import EpochBars
 
-    e1 = {"auc": 0.71, "logloss": 0.52, "base_logloss": 0.6}
-    e2 = {"auc": 0.73, "logloss": 0.5, "base_logloss": 0.6}
+    e1 = {"epoch": 1, "auc": 0.71, "logloss": 0.52, "base_logloss": 0.6}
+    e2 = {"epoch": 2, "auc": 0.73, "logloss": 0.5, "base_logloss": 0.6}
     bars = EpochBars("ecorec")
     # the poll missed epoch 1's evaluation note: epoch 2's first note carries it, and it goes beside epoch 1
-    for note in (_note(1, 2), _note(1, 4), _note(2, 1, e1), _note(2, 4, e1), _note(2, 4, e2)):
+    for note in (_note(1, 2), _note(1, 4), _note(2, 1, {"1": e1}), _note(2, 4, {"1": e1}),
+                 _note(2, 4, {"1": e1, "2": e2})):
         bars(note)
     bars.close()
-    err = capsys.readouterr().err
-    lines = [seg.strip() for seg in err.replace("\r", "\n").splitlines() if seg.strip()]
-    ends = {}
-    for line in lines:  # the last drawing of each epoch's bar
-        for e in (1, 2):
-            if line.startswith(f"ecorec epoch {e}/2"):
-                ends[e] = line
+    ends, lines = _bar_ends(capsys.readouterr().err, "ecorec", 2)
     assert "4/4" in ends[1] and "held-out AUC 0.7100, log loss 0.5200 (base rate 0.6000)" in ends[1]
     assert "4/4" in ends[2] and "held-out AUC 0.7300, log loss 0.5000" in ends[2]
     assert not any(line.startswith("ecorec epoch 2/2") and "0.7100" in line for line in lines)  # no stale evaluation
+
+
+def test_each_bar_shows_its_own_epochs_evaluation_when_the_poll_misses_notes(capsys):
+    """Small data (18 steps an epoch): the poll sees epoch 2 part-way, then epoch 4's first note, by which time
+    epochs 2 and 3 ended and were scored. Epoch 2's bar shows epoch 2's evaluation (not 3's), epoch 3 (no note
+    seen) still gets a full bar with its own, and epoch 4's bar none yet."""
+    from reproduce.cli.epoch_bars import EpochBars
+
+    ev = {e: {"epoch": e, "auc": 0.70 + e / 100, "logloss": 0.5 - e / 100, "base_logloss": 0.6} for e in (1, 2, 3)}
+    bars = EpochBars("dense")
+    for note in (_note(1, 18, {"1": ev[1]}, 4, 18), _note(2, 7, {"1": ev[1]}, 4, 18),
+                 _note(4, 1, {str(e): ev[e] for e in (1, 2, 3)}, 4, 18)):
+        bars(note)
+    bars.close()
+    ends, lines = _bar_ends(capsys.readouterr().err, "dense", 4)
+    for e in (1, 2, 3):
+        assert "18/18" in ends[e] and f"held-out AUC {0.70 + e / 100:.4f}" in ends[e], ends[e]
+    assert "1/18" in ends[4] and "held-out" not in ends[4]
+    assert not any(line.startswith("dense epoch 2/4") and "0.7300" in line for line in lines)

@@ -106,9 +106,12 @@ def test_a_training_run_notes_its_progress_per_epoch_for_the_launchers_bar(data,
     note(1, 2)  # within the interval: not written
     assert read_progress(progress_path(tmp_path / "r.json"))["step"] == 1
     note(1, 5)  # an epoch's end is always written
-    note(2, 1, {"auc": 0.7, "logloss": 0.5, "base_logloss": 0.6})  # so is an evaluation
+    note(1, 5, {"auc": 0.6, "logloss": 0.55, "base_logloss": 0.6})  # so is an evaluation, kept under its epoch
+    note(2, 1, {"auc": 0.7, "logloss": 0.5, "base_logloss": 0.6})
     assert read_progress(progress_path(tmp_path / "r.json")) == {
-        "epoch": 2, "epochs": 2, "step": 1, "steps": 5, "eval": {"auc": 0.7, "logloss": 0.5, "base_logloss": 0.6}}
+        "epoch": 2, "epochs": 2, "step": 1, "steps": 5,
+        "evals": {"1": {"auc": 0.6, "logloss": 0.55, "base_logloss": 0.6, "epoch": 1},
+                  "2": {"auc": 0.7, "logloss": 0.5, "base_logloss": 0.6, "epoch": 2}}}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json.progress"]  # no temporary left, no *.json
 
 
