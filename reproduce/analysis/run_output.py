@@ -22,9 +22,13 @@ def _bytes(x) -> str:
     return "–"
 
 
+SAVES_LITTLE = 1.5  # a TT table with fewer than this many times fewer bytes than its dense table saves little
+
+
 def tt_lines(records) -> list[str]:
     """What each TT system compressed: its TT tables with their compression against dense, how many stayed plain,
-    and a warning for a TT table larger than its dense one and for a TT system that compressed nothing."""
+    and a warning for a TT table larger than its dense one, for TT tables that save little (under SAVES_LITTLE x)
+    and for a TT system that compressed nothing."""
     lines, seen = [], set()
     for rec in records:
         extra = (rec.body.work or {}).get("extra") or {}
@@ -50,6 +54,12 @@ def tt_lines(records) -> list[str]:
         if kept:
             lines.append(f"{impl}: kept plain, their TT cores outweigh the dense table even at rank 1: "
                          f"{', '.join(kept[:8])}" + (f" and {len(kept) - 8} more" if len(kept) > 8 else ""))
+        little = [f"{name} {ratio:.3g}x" for name, ratio in tt.items() if 1 <= ratio < SAVES_LITTLE]
+        if little:
+            lines.append(f"[yellow]{impl}: TT saves little or nothing on {', '.join(little[:8])}"
+                         + (f" and {len(little) - 8} more" if len(little) > 8 else "")
+                         + f"[/] (under {SAVES_LITTLE:g}x fewer bytes than dense): those tables pay TT's cost in "
+                         "quality and time for almost no memory; -o tt_min_rows=N keeps tables under N rows plain")
         larger = [name for name, ratio in tt.items() if ratio < 1]
         if larger:
             lines.append(f"[yellow]{impl}: the TT cores of {', '.join(larger[:8])} are larger than the dense "

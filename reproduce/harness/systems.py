@@ -143,14 +143,21 @@ def _code_of(module) -> Path:
 
 def resolve(name_or_spec: str) -> str:
     """The registry name of a system given by name (ours, one loaded already, an installed entry point) or by spec
-    (loaded now); ValueError for a name nothing declares, with the names that are."""
+    (loaded now); ValueError for a name nothing declares, with the names that are, and for one of our names that an
+    installed entry point declares too (it would be shadowed without a word; a spec named like ours is refused the
+    same way)."""
     from impls.registry import registered_names
 
     if is_spec(name_or_spec):
         return load(name_or_spec)
-    if name_or_spec in registered_names():
-        return name_or_spec
     eps = installed()
+    if name_or_spec in registered_names():
+        if name_or_spec in eps and name_or_spec not in _loaded:  # one of ours, and a package declares it too
+            raise ValueError(f"the name {name_or_spec!r} is taken by a system of this suite, and an installed package "
+                             f"declares a system by it too ({GROUP} entry point {name_or_spec} = "
+                             f"{eps[name_or_spec].value}): rename that entry point, or run it by its spec, --impl "
+                             f"{eps[name_or_spec].value} (with a `name` of its own)")
+        return name_or_spec
     if name_or_spec in eps:
         return load(eps[name_or_spec].value, expect=name_or_spec)
     import difflib

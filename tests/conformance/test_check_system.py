@@ -154,6 +154,19 @@ def test_a_sweep_races_an_outside_system_in_the_slot_its_experiment_leaves(outsi
     assert res.exit_code == 0 and "1 points" in res.output, res.output
 
 
+def test_an_entry_point_named_like_one_of_ours_is_refused(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    info = site / "shadow-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: shadow\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[dlrmbench.systems]\necorec = shadow:EcoRec\n")
+    monkeypatch.syspath_prepend(str(site))
+    with pytest.raises(ValueError, match=r"'ecorec' is taken by a system of this suite, and an installed package "
+                                         r"declares a system by it too .*ecorec = shadow:EcoRec"):
+        systems.resolve("ecorec")
+    assert systems.resolve("elrec") == "elrec"  # the suite's other names are untouched
+
+
 def test_an_installed_package_declares_its_system_by_entry_point(outside, tmp_path, monkeypatch):
     pkg = tmp_path / "site" / "plainpkg"
     pkg.mkdir(parents=True)

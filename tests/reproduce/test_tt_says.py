@@ -1,6 +1,6 @@
 """A TT system says what it compressed: its TT tables with dense bytes over TT bytes, how many stayed plain, a
-warning when no table is TT (every table under tt_min_rows: it trains plain tables) and when a TT table's cores
-outweigh the dense table; parameter bytes show 3 significant digits. A TT table is never built larger than its
+warning when no table is TT (every table under tt_min_rows: it trains plain tables), when TT tables save little
+(under 1.5x) and when a TT table's cores outweigh the dense table; parameter bytes show 3 significant digits. A TT table is never built larger than its
 dense table unless asked (tt_oversize=allow): by default its rank is capped to fit, and said."""
 import pytest
 from click.testing import CliRunner
@@ -29,6 +29,7 @@ def test_a_tt_system_says_when_it_compresses_nothing_and_when_its_cores_are_larg
     assert tt.exit_code == 0 and "ecorec: 2 TT table(s), dense bytes / TT bytes: t0 1.06x, t1 1.06x; 0 plain" in said
     assert "rank capped so that the TT cores fit in the dense table's bytes (tt_oversize=shrink; =refuse raises " \
            "instead): t0 32->26, t1 32->26" in said
+    assert "ecorec: TT saves little or nothing on t0 1.06x, t1 1.06x (under 1.5x fewer bytes than dense)" in said
     allowed = CliRunner().invoke(cli, ["run", "--impl", "ecorec", *TINY, "-o", "tt_min_rows=0", "-o",
                                        "tt_oversize=allow", "--out", str(tmp_path / "c")], terminal_width=250)
     said = " ".join(allowed.output.split())
