@@ -125,3 +125,23 @@ class TrainStep:
         if self.model is None:
             raise ValueError("predict needs mode='dlrm'")
         return torch.sigmoid(self.model(batch))
+
+    def weights(self) -> dict[str, Tensor]:
+        """A copy of the model's state (every parameter and buffer of the MLPs and the embedding collection, by
+        ``state_dict``), to ``restore`` later (dlrm mode only). TypeError naming the entry for a state that is not
+        made of plain tensors."""
+        if self.model is None:
+            raise ValueError("weights needs mode='dlrm'")
+        out = {}
+        for key, value in self.model.state_dict().items():
+            if not isinstance(value, Tensor):
+                raise TypeError(f"the model's state entry {key!r} is a {type(value).__name__}, not a tensor: its "
+                                "weights cannot be copied and restored")
+            out[key] = value.detach().clone()
+        return out
+
+    def restore(self, weights: dict[str, Tensor]) -> None:
+        """Put back a copy ``weights`` made (every entry: load_state_dict, strict)."""
+        if self.model is None:
+            raise ValueError("restore needs mode='dlrm'")
+        self.model.load_state_dict(weights)

@@ -68,8 +68,9 @@ def tt_lines(records) -> list[str]:
 
 
 def quality_lines(records) -> list[str]:
-    """Per trained system: held-out AUC / log loss at the last evaluation and at the best one (which epoch), the
-    base-rate log loss beside them, and a warning when the held-out log loss rose at the last 2 evaluations or ends
+    """Per trained system: held-out AUC / log loss at the last evaluation and at the best one (which epoch; with the
+    best weights put back by early stop, the best is the result and the last is said beside it), the base-rate log
+    loss beside them, and a warning when the held-out log loss rose at the last 2 evaluations or ends
     above the base rate (the model overfits, or learned nothing)."""
     lines, seen = [], set()
     for rec in records:
@@ -79,15 +80,22 @@ def quality_lines(records) -> list[str]:
         seen.add(impl)
         best = (rec.body.train or {}).get("best") or min(curve, key=lambda c: c["logloss"], default=None)
         at = f" (epoch {curve[-1]['epoch']:.2f})" if curve and "epoch" in curve[-1] else ""
-        text = f"{impl}: held-out AUC {last['auc']:.4f}, log loss {last['logloss']:.4f} at the last evaluation{at}"
-        if best and curve and best.get("step") != curve[-1].get("step"):
-            text += f"; best log loss {best['logloss']:.4f} (AUC {best['auc']:.4f}) at epoch {best['epoch']:.2f}"
+        restored = (rec.body.train or {}).get("restored") is not None and bool(curve)
+        if restored:  # the result is the best evaluation, its weights put back
+            final = curve[-1]
+            text = (f"{impl}: held-out AUC {best['auc']:.4f}, log loss {best['logloss']:.4f} at the best evaluation "
+                    f"(epoch {best['epoch']:.2f}), whose weights --early-stop put back; the last evaluation: log loss "
+                    f"{final['logloss']:.4f} (AUC {final['auc']:.4f}) at epoch {final['epoch']:.2f}")
+        else:
+            text = f"{impl}: held-out AUC {last['auc']:.4f}, log loss {last['logloss']:.4f} at the last evaluation{at}"
+            if best and curve and best.get("step") != curve[-1].get("step"):
+                text += f"; best log loss {best['logloss']:.4f} (AUC {best['auc']:.4f}) at epoch {best['epoch']:.2f}"
         base = last.get("base_logloss")
         if base is not None:
             text += f"; base-rate log loss {base:.4f}"
         lines.append(text)
         losses = [c["logloss"] for c in curve]
-        if len(losses) >= 3 and losses[-1] > losses[-2] > losses[-3]:
+        if not restored and len(losses) >= 3 and losses[-1] > losses[-2] > losses[-3]:
             lines.append(f"[yellow]{impl}: the held-out log loss rose at the last 2 evaluations[/]: it overfits "
                          f"(fewer --epochs, or --early-stop 1 to stop at the best)")
         if base is not None and last["logloss"] > base:

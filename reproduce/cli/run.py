@@ -148,7 +148,8 @@ TRAIN_DEFAULTS = {"optimizer": "adagrad", "lr": 0.05, "mlp_optimizer": "adam", "
 @click.option("--eval-every", type=click.IntRange(min=0), default=0, show_default=True,
               help="score the whole held-out split every N steps (0: after every epoch); always at the end")
 @click.option("--early-stop", type=click.IntRange(min=0), default=0, show_default=True,
-              help="stop after N evaluations without a lower held-out log loss (0: never)")
+              help="stop after N evaluations without a lower held-out log loss, and put back the weights of the "
+                   "best one (0: never)")
 @click.option("--no-shuffle", is_flag=True, help="read the training split in file order (default: shuffled per epoch)")
 @click.option("--optimizer", type=click.Choice(["sgd", "adagrad"]), default=TRAIN_DEFAULTS["optimizer"],
               show_default=True, help="embedding tables' optimizer")

@@ -284,8 +284,10 @@ def train_loop(point, step, source, held_out, rank, clock: Clock, fault, rank_no
                note=None) -> LoopResult:
     """``point.epochs`` shuffled passes over ``source`` (whole global batches), scoring the whole ``held_out``
     split every ``eval_every`` steps (0: after every epoch) and at the end; early stop after ``early_stop``
-    evaluations without a lower eval log loss. ``note(epoch, step, evaluation=None)`` (progress.ProgressNote, or
-    None) hears where the run is after every step and evaluation, outside the steps' timed span."""
+    evaluations without a lower eval log loss; with early stop asked, the weights at the best evaluation are kept
+    (``step.weights()``, outside the timed span) and put back at the end when a later evaluation was worse
+    (``info["restored"]``: the best evaluation's step). ``note(epoch, step, evaluation=None)`` (progress.ProgressNote,
+    or None) hears where the run is after every step and evaluation, outside the steps' timed span."""
     from impls.data.loader import BatchIterator, Epoch
 
     res = LoopResult()
@@ -296,12 +298,13 @@ def train_loop(point, step, source, held_out, rank, clock: Clock, fault, rank_no
                          f"lower --batch-size")
     evaluation, n_eval = whole_split(held_out, B, rank_no, world)
     best: dict[str, Any] | None = None
+    best_weights = None  # with early stop: the weights at the best evaluation
     since_best, it, stop, window = 0, 0, "epochs done", []
     boom = Explosion(point.mode)
 
     def evaluate(epoch: int) -> str:
         """Score the held-out split; why to stop ("early stop", "diverged"), or "epochs done" to go on."""
-        nonlocal best, since_best
+        nonlocal best, best_weights, since_best
         try:
             m = score(step, (b.to(device) for b in evaluation), rank, keep=n_eval)
         except NonFinite as exc:  # every rank scores the same gathered predictions: all stop here
@@ -317,6 +320,12 @@ def train_loop(point, step, source, held_out, rank, clock: Clock, fault, rank_no
             note(epoch + 1, it - epoch * per_epoch, {k: m.get(k) for k in ("auc", "logloss", "base_logloss")})
         if best is None or m["logloss"] < best["logloss"]:
             best, since_best = dict(res.curve[-1]), 0
+            if point.early_stop:
+                try:
+                    best_weights = step.weights()
+                except TypeError as exc:
+                    raise TypeError(f"--early-stop keeps the weights of the best evaluation to put them back, but "
+                                    f"{exc} ({point.impl})") from None
         else:
             since_best += 1
         return "early stop" if point.early_stop and since_best >= point.early_stop else "epochs done"
@@ -365,6 +374,10 @@ def train_loop(point, step, source, held_out, rank, clock: Clock, fault, rank_no
                 break
     if stop == "epochs done" and (not res.curve or res.curve[-1]["step"] != it):
         stop = evaluate(point.epochs - 1)
+    restored = None
+    if best_weights is not None and not res.diverged and res.curve and best["step"] != res.curve[-1]["step"]:
+        step.restore(best_weights)  # early stop keeps the best weights, not the last
+        restored = best["step"]
     res.info = {"steps": it, "steps_per_epoch": per_epoch, "epochs": round(it / per_epoch, 4), "stop": stop,
-                "train_samples": source.num_rows, "eval_samples": n_eval, "best": best}
+                "train_samples": source.num_rows, "eval_samples": n_eval, "best": best, "restored": restored}
     return res

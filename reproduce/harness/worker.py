@@ -233,6 +233,8 @@ def make_record(point: RunPoint, site: Site, data: Inputs, emb, step, res, base:
     work = emb.work_report().to_dict()
     if point.epochs:
         evaluated = res.curve[-1] if res.curve and not res.diverged else None
+        if evaluated and res.info.get("restored") is not None:  # early stop put the best weights back: the result
+            evaluated = res.info["best"]
     else:
         evaluated = final_score(step, data.evaluation, site.rank, res)
     dist_part = None

@@ -111,3 +111,26 @@ def test_dcnv2_takes_mixed_dims_and_dot_refuses_them():
     TrainStep(emb, mode="dlrm", bottom=(8,), top=(8,), interaction="dcnv2")
     with pytest.raises(ValueError, match="one embedding dim"):
         TrainStep(emb, mode="dlrm", bottom=(8,), top=(8,))
+
+
+@pytest.mark.parametrize("impl", ["dense-torch", "dense-fbgemm", "ttrec", "elrec", "ecorec", "hash"])
+def test_weights_kept_and_put_back_predict_as_they_did(impl):
+    """What early stop keeps (TrainStep.weights) and puts back (restore): every parameter and buffer, so the model
+    predicts bit for bit as it did when they were kept, after more steps moved it (TT tables forced TT)."""
+    try:
+        cls = get_impl(impl)
+    except ImportError as exc:
+        pytest.skip(str(exc))
+    src = small_source()
+    opts = {"ttrec": {"tt_min_rows": 0, "ranks": 4}, "elrec": {"tt_min_rows": 0, "ranks": 4},
+            "ecorec": {"tt_min_rows": 0, "ranks": 4}, "hash": {"min_rows": 1}}.get(impl, {})
+    step = TrainStep(cls(src.tables, EmbeddingOptim("adagrad", lr=0.05), **opts), mode="dlrm", bottom=(16,), top=(16,))
+    batches = src.batches(4, 64)
+    step(batches[0])
+    kept, want = step.weights(), step.predict(batches[3])
+    for b in batches[:3]:
+        step(b)
+    assert not torch.equal(step.predict(batches[3]), want)
+    step.restore(kept)
+    assert torch.equal(step.predict(batches[3]), want)
+    step(batches[1])  # and it trains on from there

@@ -20,6 +20,15 @@ def test_the_last_and_best_evaluations_and_the_base_rate_are_said():
     assert "best log loss 0.5000 (AUC 0.7000) at epoch 2.00" in line and "base-rate log loss 0.6000" in line
 
 
+def test_with_the_best_weights_put_back_the_best_evaluation_is_the_result_and_the_last_is_said_beside():
+    rec = _record([0.55, 0.5, 0.52, 0.6])
+    rec.body.train["restored"] = 20
+    rec.body.eval = rec.body.train["best"]
+    (line,) = quality_lines([rec])  # no "rose" warning: the weights that rose were not kept
+    assert "held-out AUC 0.7000, log loss 0.5000 at the best evaluation (epoch 2.00), whose weights --early-stop put " \
+           "back; the last evaluation: log loss 0.6000 (AUC 0.7000) at epoch 4.00" in line
+
+
 def test_a_rising_held_out_loss_and_one_worse_than_the_base_rate_are_warned():
     lines = quality_lines([_record([0.5, 0.55, 0.65])])
     assert any("rose at the last 2 evaluations" in x for x in lines)

@@ -44,10 +44,17 @@ def test_an_epoch_reads_every_sample_once_in_shuffled_whole_batches(data):
 
 
 class WorseEveryStep:
-    """A stand-in step whose held-out predictions get worse after every update (log loss rises)."""
+    """A stand-in step whose held-out predictions get worse after every update (log loss rises); its weights are
+    the count of updates."""
 
     def __init__(self) -> None:
         self.updates = 0
+
+    def weights(self) -> dict:
+        return {"updates": self.updates}
+
+    def restore(self, weights: dict) -> None:
+        self.updates = weights["updates"]
 
     def prefetch(self, batch) -> None:
         pass
@@ -69,10 +76,12 @@ class WorseEveryStep:
 def test_early_stop_on_held_out_log_loss_and_whole_split_scoring(data):
     point = RunPoint(impl="dense-torch", data=str(data), batch_size=10, epochs=3, eval_every=2, early_stop=2,
                      warmup=0)
-    res = train_loop(point, WorseEveryStep(), PreparedSource(data), PreparedSource(data, "val"), None,
+    step = WorseEveryStep()
+    res = train_loop(point, step, PreparedSource(data), PreparedSource(data, "val"), None,
                      Clock(lambda: None), None, 0, 1, torch.device("cpu"))
     assert res.info["stop"] == "early stop" and res.info["steps"] == 6  # best at step 2, worse at 4 and 6
     assert [c["step"] for c in res.curve] == [2, 4, 6] and res.info["best"]["step"] == 2
+    assert res.info["restored"] == 2 and step.updates == 2  # the best weights put back, not the last
     assert all(c["samples"] == 30 for c in res.curve)  # every held-out sample once (the last batch padded)
     assert len(res.phases["total"]) == 6 and res.diverged is None
 
