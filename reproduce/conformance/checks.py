@@ -87,8 +87,15 @@ def check_forward(s: Subject) -> str:
     emb = s.build()
     out = emb(BATCH)
     tables = emb.tables
-    want = torch.cat([oracle.pooled(_rows(emb, tables, i), BATCH, i, t.pooling) for i, t in enumerate(tables)], 1)
-    close(out, want, "pooled bags vs its own tables in float64")
+    width = sum(t.dim for t in tables)
+    if tuple(out.shape) != (BATCH.batch_size, width):
+        raise Failed(f"pooled bags: shape {tuple(out.shape)}, expected {(BATCH.batch_size, width)} (bags x the "
+                     "tables' dims)")
+    at = 0
+    for i, t in enumerate(tables):  # table by table: a failure names the table
+        close(out[:, at:at + t.dim], oracle.pooled(_rows(emb, tables, i), BATCH, i, t.pooling),
+              f"table {t.name!r}: pooled bags (at (bag, column of the table)) vs its own tables in float64")
+        at += t.dim
     try:
         emb.materialize(tables[0].name)
     except NotImplementedError:

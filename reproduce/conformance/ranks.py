@@ -82,7 +82,6 @@ def _spawned(name: str, spec: str | None, options: dict) -> list[tuple]:
 
 def two_ranks(s) -> str:
     per_rank = _spawned(s.cls.name, s.spec, s.options)
-    out = torch.cat([r[0] for r in per_rank])
     before, after = per_rank[0][1], per_rank[0][2]
     batch = random_batch(TABLES, BATCH_SIZE, SEED)
     g = upstream(BATCH_SIZE, sum(t.dim for t in TABLES))
@@ -102,7 +101,14 @@ def two_ranks(s) -> str:
             at += t.dim
         want_out = torch.cat(want_out, 1)
         what = "the float64 dense model of its gathered tables"
-    close(out, want_out, f"the {WORLD} ranks' output rows vs {what}")
+    first, at = 0, 0  # rank by rank, table by table: a failure names both
+    for r, (rows, _, _) in enumerate(per_rank):
+        n = rows.shape[0]
+        for t in TABLES:
+            close(rows[:, at:at + t.dim], want_out[first:first + n, at:at + t.dim],
+                  f"rank {r}'s pooled rows of table {t.name!r} (bags {first}..{first + n - 1}) vs {what}")
+            at += t.dim
+        first, at = first + n, 0
     for t, a, w in zip(TABLES, after, want_after):
         close(a, w, f"table {t.name!r} after one SGD step over {WORLD} ranks vs {what}", rtol=1e-4)
     return f"{WORLD} gloo ranks (forward, one SGD step) = {what}"

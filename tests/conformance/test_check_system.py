@@ -79,6 +79,7 @@ def test_check_system_cli_names_the_failing_check(outside, folder):
     res = CliRunner().invoke(cli, ["check-system", f"{folder}:OffByOne", "--check", "forward", "--check", "interface"],
                              terminal_width=200)
     assert res.exit_code == 1 and "FAILS forward" in res.output, res.output
+    assert "table 'a': pooled bags" in " ".join(res.output.split())  # the failing table is named
     res = CliRunner().invoke(cli, ["check-system", f"{folder}:Template"], terminal_width=200)
     assert res.exit_code == 0 and "template: conforms" in res.output, res.output
     res = CliRunner().invoke(cli, ["check-system", f"{folder}:Nope"])
