@@ -56,6 +56,21 @@ def test_every_system_of_the_suite_conforms(name):
         assert verdicts["gradient"].status == NA and "inside backward" in verdicts["gradient"].why
 
 
+def test_memory_counts_a_tensor_that_tables_share_once():
+    """A system whose tables share a tensor (here: every table also lists the first table's) holds it once: the
+    memory check counts distinct tensors."""
+    base = get_impl("dense-torch")
+
+    class Shares(base):
+        def table_parameters(self, table):
+            own = list(super().table_parameters(table))
+            first = self.tables[0].name
+            return own if table == first else own + list(super().table_parameters(first))
+
+    (verdict,) = run_checks(Subject(Shares, {}), ["memory report"])
+    assert verdict.status == PASS, verdict
+
+
 def test_the_worked_example_conforms(outside):
     name = outside(EXAMPLE)
     verdicts = _verdicts(get_impl(name), systems.source(name).spec)
