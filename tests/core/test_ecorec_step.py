@@ -86,6 +86,16 @@ def test_ids_too_wide_to_pack_beside_their_bags_sort_with_the_bags_apart():
     assert_matches_replay((s, values, offsets, B, 3, 1, 5))
 
 
+def test_a_batch_without_ids_pools_zeros_whatever_the_rows():
+    """No id at all (every bag empty): nothing is out of range, even for a table of 0 rows."""
+    s, _, _, B = sc24_case(B=4)
+    cores, q, r = cores_of(s, 0), list(s.q), list(s.r)
+    for rows in (s.num_embeddings, 0):
+        out, uq, *_ = torch.ops.dlrmbench.ecorec_forward(cores, q, r, torch.zeros(0, dtype=torch.long),
+                                                         torch.zeros(B + 1, dtype=torch.long), B, 4, 1, rows)
+        assert torch.equal(out, torch.zeros(B, s.dim)) and uq.numel() == 0
+
+
 def assert_matches_replay(case, isa=None):
     """The op's pooled rows and core gradients match the float64 replay; its unique ids, micro-batches, prefix groups
     and occurrence bags are what they must be."""

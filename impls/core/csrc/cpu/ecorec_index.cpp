@@ -69,7 +69,7 @@ OccurrenceIndex sort_occurrences(const int64_t* v, const int64_t* off, int64_t B
   });
   const int64_t lo = nnz ? *std::min_element(lows.begin(), lows.end()) : 0;
   const int64_t hi = nnz ? *std::max_element(highs.begin(), highs.end()) : 0;
-  if (lo < 0 || hi >= limit) {
+  if (nnz > 0 && (lo < 0 || hi >= limit)) {
     ix.in_range = false;
     return ix;
   }
