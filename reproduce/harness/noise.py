@@ -173,7 +173,7 @@ def busy_machine(before: dict[str, Any], after: dict[str, Any] | None) -> str | 
     trusted, in words, or None on a quiet machine. Only ``before``'s load average counts: by ``after`` the runs'
     own work is in it."""
     reasons = []
-    load = before["loadavg"][0] / before["threads"] if before.get("loadavg") else None
+    load = before["loadavg"][0] / before["cores"] if before.get("loadavg") else None  # as noise_level counts it
     if load is not None and load > BUSY_LOAD:
         reasons.append(f"{before['loadavg'][0]:.1f} processes were runnable on average over the minute before "
                        f"(load {load:.2f} per core)")

@@ -10,10 +10,10 @@ SMALL = ["--impl", "dense-torch", "--data", "uniform", "--num-tables", "2", "--r
          "--dim", "4", "-b", "8", "--iters", "1", "--warmup", "0", "--mode", "embedding-only"]
 
 
-def _probe(gflops, load=0.1, threads=2):
+def _probe(gflops, load=0.1, cores=2):
     med = sorted(gflops)[len(gflops) // 2]
     return {"gflops": gflops, "gflops_median": med, "spread": (max(gflops) - min(gflops)) / med,
-            "loadavg": [load, load, load], "threads": threads}
+            "loadavg": [load, load, load], "cores": cores}
 
 
 def test_a_quiet_machine_is_not_called_busy():
