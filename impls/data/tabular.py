@@ -2,14 +2,15 @@
 (impls/data/tabular_schema.py), into the prepared layout every run reads (datasets/README.md).
 
 Two passes, as the Criteo / Avazu readers: pass 1 reads every row, drops and reports malformed ones (wrong column
-count, a label or dense value that is not a number, a bad time), counts each categorical column's values (memory
-bounded by the distinct values) and keeps the time column when the split is by time; the split is then fixed.
-Pass 2 reads again, categorifies, and writes each split: ``dense.npy`` float32 [n, num_dense], ``labels.npy`` int8
+count, a label or dense value that is not a number, a bad time), keeps the time column when the split is by time; the split is then fixed.
+Pass 2 reads again, categorifies with the vocabulary fitted on the training split (impls/data/vocabulary.py: id 0
+of every table is the out-of-vocabulary row of values the training split did not keep), and writes each split: ``dense.npy`` float32 [n, num_dense], ``labels.npy`` int8
 [n], and ``sparse.npy`` int32 [n, T] (one value per field) or, when a field is multi-hot, ``lengths.npy`` int32
 [n, T], ``row_offsets.npy`` int64 [n + 1] and ``values.bin`` (little-endian int64, sample-major), as `data synth`
 writes them. Dense values: missing -> 0 after the transform; ``standardize`` uses the training split's mean and
 std only (kept in meta.json). Categorical values are keyed by a 64-bit hash of their text (pandas' hash_array),
-so a vocabulary is the sorted keys (``vocab/<field>.npy``); a missing value is a value of its own. Written into
+so a vocabulary is the sorted kept keys (``vocab/<field>.keys.npy``, their text in ``vocab/<field>.npy``, ids from 1);
+a missing value is a value of its own (memory bounded by the distinct values). Written into
 ``<out>.partial`` and renamed with ``COMPLETE`` last (impls/data/staging.py)."""
 from __future__ import annotations
 
@@ -20,16 +21,19 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from impls.data.layout import SPLITS, Prepared, SplitWriter, load_prepared, write_meta, write_vocab
-from impls.data.prepare import SplitPlan, Vocab, categorify
-from impls.data.id_runs import run_index
+from impls.data.prepare import SplitPlan
+from impls.data.id_runs import run_values
 from impls.data.safe_write import preallocate
 from impls.data.staging import content_key, staged
 from impls.data.tabular_schema import OPS, Categorical, Schema
 from impls.data.textio import MAX_EXAMPLES, BadRows, MalformedInput, Problems
+from impls.data.vocabulary import TrainVocabulary, remap_columns, remap_values
 
 BLOCK_BYTES = 16 << 20
 F32_MAX = float(np.finfo(np.float32).max)
 MISSING = "\x00missing"  # the text a missing categorical value is keyed by
+# how ids are given (meta.json and the staging key: a dataset prepared another way is prepared again)
+VOCABULARY = "fitted on the training split; id 0 is the out-of-vocabulary row, ids 1.. the kept values by key"
 
 
 def raw_files(raw: str | Path) -> list[Path]:
@@ -416,10 +420,8 @@ def _rows(files: Sequence[Path], schema: Schema, problems: Problems, strict: boo
             problems.add_file(f"raw file {path.name}", "dropped (no valid rows)", strict)
 
 
-def _ids(c: Categorical, keys: np.ndarray, kept: np.ndarray | None) -> np.ndarray:
-    if c.hash:
-        return (keys.view(np.uint64) % np.uint64(c.hash)).astype(np.int64)
-    return categorify(keys, kept, c.min_count)
+def _hashed(c: Categorical, keys: np.ndarray) -> np.ndarray:
+    return (keys.view(np.uint64) % np.uint64(c.hash)).astype(np.int64)
 
 
 def split_ids(schema: Schema, per_file: Sequence[int], time: np.ndarray | None) -> np.ndarray:
@@ -464,19 +466,10 @@ class Writer(SplitWriter):
         T, order_keys, vals = len(fields), [], []
         for j, (lens, ids) in enumerate(fields):  # field j's values of rows idx, tagged (row, field)
             mine = lens[idx]
-            vals.append(ids[run_index((np.cumsum(lens) - lens)[idx], mine)])
+            vals.append(run_values(lens, ids, idx))
             order_keys.append(np.repeat(np.arange(m) * T + j, mine))
         order = np.argsort(np.concatenate(order_keys), kind="stable")  # sample-major, fields in order
         self.write(first + idx, dense[idx], labels[idx], lengths=L, values=np.concatenate(vals)[order])
-
-
-def _name_keys(kept: np.ndarray, texts: np.ndarray, uniq: np.ndarray, values: list) -> None:
-    """Write into ``texts`` (aligned with the sorted ``kept`` keys) the value of every key of ``uniq`` that is kept."""
-    if not len(kept) or not len(uniq):
-        return
-    at = np.searchsorted(kept, uniq).clip(max=len(kept) - 1)
-    hit = np.flatnonzero(kept[at] == uniq)
-    texts[at[hit]] = np.asarray(values, dtype=object)[hit]
 
 
 def split_said(schema: Schema, files: Sequence[Path], sizes: dict[str, int]) -> str:
@@ -497,20 +490,16 @@ def prepare_tabular(files: Sequence[Path], schema: Schema, out: Path, name: str 
     for f in files:
         _kind(f, schema.delimiter)
     raw = content_key(files)
-    key = {"format": "tabular", "raw files": raw, "schema": schema.to_dict(), "strict": strict}
+    key = {"format": "tabular", "raw files": raw, "schema": schema.to_dict(), "strict": strict, "vocabulary": VOCABULARY}
     with staged(Path(out), "prepared", key, files) as stage:
         if stage.reused:
             return load_prepared(Path(out))
         partial = stage.path
         problems = Problems()
-        vocabs = [Vocab() for _ in schema.categorical]
         per_file = [0] * len(files)
         times = []
         for k, rows in _rows(files, schema, problems, strict, progress):
             per_file[k] += len(rows)
-            for c, v, (_, keys) in zip(schema.categorical, vocabs, rows.fields):
-                if not c.hash:  # a hashed field keeps no vocabulary: pass 1's memory is the vocabularies' only
-                    v.update(keys)
             if rows.time is not None:
                 times.append(rows.time)
         total = sum(per_file)
@@ -525,21 +514,17 @@ def prepare_tabular(files: Sequence[Path], schema: Schema, out: Path, name: str 
             raise ValueError(f"{name}: split {schema.split} of {total} rows leaves {sizes}: a training and a held-out "
                              f"split need rows")
         plan = SplitPlan(sizes, ids=ids)
-        kept = [None if c.hash else v.kept(c.min_count) for c, v in zip(schema.categorical, vocabs)]
-        cards = [c.hash if c.hash else len(k) + (1 if c.min_count > 1 else 0) for c, k in zip(schema.categorical, kept)]
+        vocabs = {j: TrainVocabulary() for j, c in enumerate(schema.categorical) if not c.hash}  # hashed: none
         writers = {s: Writer(partial / s, n, schema) for s, n in sizes.items()}
         preallocate(partial)  # the arrays' room taken now: a full device is DiskFull, never SIGBUS
-        texts = [np.empty(len(k), dtype=object) if k is not None else None for k in kept]  # the value of each key
         pos = 0
         stats = np.zeros((3, len(schema.dense)))  # training rows: count, sum, sum of squares of present values
         for _, rows in _rows(files, schema, Problems(), False, None):
             n = len(rows)
-            fields = [(lens if lens is not None else np.ones(n, np.int64), _ids(c, keys, k))
-                      for c, (lens, keys), k in zip(schema.categorical, rows.fields, kept)]
+            fields = [(lens if lens is not None else np.ones(n, np.int64),
+                       vocabs[j].ids(keys, rows.values[j]) if j in vocabs else _hashed(c, keys))
+                      for j, (c, (lens, keys)) in enumerate(zip(schema.categorical, rows.fields))]
             dense = _transform(rows.dense, schema)
-            for j, k in enumerate(kept):
-                for uniq, values in rows.values[j] if k is not None else ():
-                    _name_keys(k, texts[j], uniq, values)
             for split, idx in plan.assign(pos, n):
                 if not len(idx):
                     continue
@@ -548,19 +533,25 @@ def prepare_tabular(files: Sequence[Path], schema: Schema, out: Path, name: str 
                     present = ~np.isnan(dense[idx])
                     x = np.where(present, dense[idx], 0.0)
                     stats += [present.sum(0), x.sum(0), (x * x).sum(0)]
+                    for j, v in vocabs.items():  # the vocabulary is fitted on the training rows only
+                        v.count(run_values(*fields[j], idx))
             pos += n
         if pos != total or {s: w.at for s, w in writers.items()} != sizes:
             raise ValueError(f"{name}: the second pass read {pos:,} rows, the first {total:,}; did a file change?")
         warnings = problems.files + _one_class(schema, {s: (w.positives, w.at) for s, w in writers.items()})
         scale = _finish_dense(writers, schema, stats)
-        vocab = [(c.name, k, t) for c, k, t in zip(schema.categorical, kept, texts) if k is not None]  # hashed: none
-        write_vocab(partial, [n for n, _, _ in vocab], [k for _, k, _ in vocab], [t for _, _, t in vocab])
+        fitted = {j: v.final(schema.categorical[j].min_count) for j, v in vocabs.items()}
+        _remap(partial, writers, {j: remap for j, (remap, _, _) in fitted.items()})
+        cards = [c.hash if c.hash else len(fitted[j][1]) + 1 for j, c in enumerate(schema.categorical)]
+        write_vocab(partial, [schema.categorical[j].name for j in fitted], [k for _, k, _ in fitted.values()],
+                    [t for _, _, t in fitted.values()])
         meta = Prepared(name, Path(out), sizes, cards, problems.count, problems.examples, None, 0,
                         [c.name for c in schema.categorical], len(schema.dense),
                         layout="multi-hot" if schema.multi_hot else "one-hot", raw=raw, key=key,
                         schema={"columns": schema.to_dict(), "dense_scale": scale,
                                 "dense_names": [d for d, _ in schema.dense],
-                                "split": split_said(schema, files, sizes)}, warnings=warnings)
+                                "split": split_said(schema, files, sizes), "vocabulary": VOCABULARY},
+                        warnings=warnings)
         write_meta(partial, meta)
     return meta
 
@@ -568,6 +559,23 @@ def prepare_tabular(files: Sequence[Path], schema: Schema, out: Path, name: str 
 # a label column where more lines than this share (and more than MAX_EXAMPLES lines) hold a value that is not a label
 # is read with the wrong rule: a few such lines are bad lines, dropped and counted
 LABEL_BAD_MAX = 0.01
+
+
+def _remap(partial: Path, writers: dict[str, "Writer"], maps: dict[int, np.ndarray]) -> None:
+    """Put every split's provisional ids of the vocabulary fields through their final map (the arrays are closed)."""
+    if not maps:
+        return
+    for split, w in writers.items():
+        d = partial / split
+        if not w.multi_hot:
+            sparse = np.load(d / "sparse.npy", mmap_mode="r+")
+            remap_columns(sparse, maps)
+            sparse.flush()
+        elif (d / "values.bin").stat().st_size:
+            values = np.memmap(d / "values.bin", dtype="<i8", mode="r+")
+            remap_values(values, np.load(d / "lengths.npy", mmap_mode="r"), np.load(d / "row_offsets.npy",
+                                                                                    mmap_mode="r"), maps)
+            values.flush()
 
 
 def _check_labels(schema: Schema, problems: Problems) -> None:

