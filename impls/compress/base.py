@@ -30,6 +30,15 @@ class CompressedCollection(EmbeddingCollection):
         self._state.append(self.optim.init_state(p.data))
         return len(self.params) - 1
 
+    def get_extra_state(self) -> dict:
+        """The optimizer state of every tensor (None under SGD): part of the state_dict a resumed run loads."""
+        return {"state": list(self._state)}
+
+    def set_extra_state(self, state: dict) -> None:
+        from impls.state import copy_state
+
+        copy_state(self._state, state.get("state"), self.name)
+
     def gradient_tensors(self) -> list[GradientTensor]:
         return [GradientTensor(p, s) for p, s in zip(self.params, self._row_sparse)]
 

@@ -376,6 +376,18 @@ class TTCollection(EmbeddingCollection):
                     table.optim.apply_dense(core.data, table.state[k], core.grad)
                     core.grad = None
 
+    def get_extra_state(self) -> dict:
+        """The optimizer state of the plain tables and of every TT table's cores (None under SGD): part of the
+        state_dict a resumed run loads."""
+        return {"dense": dict(self._dense_state), "cores": {k: list(t.state) for k, t in self.tt.items()}}
+
+    def set_extra_state(self, state: dict) -> None:
+        from impls.state import copy_state
+
+        copy_state(self._dense_state, state.get("dense"), f"{self.name} tables")
+        for k, t in self.tt.items():
+            copy_state(t.state, state.get("cores", {}).get(k), f"{self.name} table {k} cores")
+
     def tt_shape(self, table: str) -> tt.TTShape | None:
         key = str(self.table_index(table))
         return self.tt[key].shape if key in self.tt else None

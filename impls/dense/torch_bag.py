@@ -45,5 +45,12 @@ class DenseTorch(DenseCollection):
         self._opt.step()
         self._opt.zero_grad(set_to_none=True)
 
+    def get_extra_state(self) -> dict:
+        """torch.optim's state (Adagrad's sums, steps): part of the state_dict a resumed run loads."""
+        return self._opt.state_dict()
+
+    def set_extra_state(self, state: dict) -> None:
+        self._opt.load_state_dict(state)
+
     def materialize(self, table: str) -> Tensor:
         return self.weights[self.table_index(table)].detach()

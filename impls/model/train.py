@@ -126,22 +126,38 @@ class TrainStep:
             raise ValueError("predict needs mode='dlrm'")
         return torch.sigmoid(self.model(batch))
 
-    def weights(self) -> dict[str, Tensor]:
-        """A copy of the model's state (every parameter and buffer of the MLPs and the embedding collection, by
-        ``state_dict``), to ``restore`` later (dlrm mode only). TypeError naming the entry for a state that is not
-        made of plain tensors."""
+    def weights(self) -> dict[str, Any]:
+        """A copy of the model's state (every parameter and buffer of the MLPs and the embedding collection, and the
+        collection's optimizer state, by ``state_dict``), to ``restore`` later (dlrm mode only). TypeError naming
+        the entry for a state that is neither a plain tensor nor a collection's extra state."""
+        import copy
+
         if self.model is None:
             raise ValueError("weights needs mode='dlrm'")
-        out = {}
+        out: dict[str, Any] = {}
         for key, value in self.model.state_dict().items():
+            if key.endswith("_extra_state"):  # a collection's optimizer state (impls/state.py)
+                out[key] = copy.deepcopy(value)
+                continue
             if not isinstance(value, Tensor):
                 raise TypeError(f"the model's state entry {key!r} is a {type(value).__name__}, not a tensor: its "
                                 "weights cannot be copied and restored")
             out[key] = value.detach().clone()
         return out
 
-    def restore(self, weights: dict[str, Tensor]) -> None:
+    def restore(self, weights: dict[str, Any]) -> None:
         """Put back a copy ``weights`` made (every entry: load_state_dict, strict)."""
         if self.model is None:
             raise ValueError("restore needs mode='dlrm'")
         self.model.load_state_dict(weights)
+
+    def mlp_optimizer_state(self) -> dict[str, Any]:
+        """The MLP optimizer's state (Adam's moments and steps), for a resumed run."""
+        if self.dense_opt is None:
+            raise ValueError("the MLP optimizer needs mode='dlrm'")
+        return self.dense_opt.state_dict()
+
+    def load_mlp_optimizer_state(self, state: dict[str, Any]) -> None:
+        if self.dense_opt is None:
+            raise ValueError("the MLP optimizer needs mode='dlrm'")
+        self.dense_opt.load_state_dict(state)

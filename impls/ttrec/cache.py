@@ -105,6 +105,29 @@ class HotRowCache(nn.Module):
         self.hits = 0
         self.lookups = 0
 
+    def get_extra_state(self) -> dict:
+        """Everything but the cached rows (the parameter ``weight``): ids, optimizer state, accumulated gradient,
+        the frequency table and the counters, so a resumed run goes on as the uninterrupted one."""
+        f = self.freq
+        return {"ids": self.ids, "state": self.state, "grad_acc": self.grad_acc, "freq_keys": f.keys,
+                "freq_counts": f.counts, "freq_dropped": f.dropped, "forwards": self.forwards, "hits": self.hits,
+                "lookups": self.lookups}
+
+    def set_extra_state(self, state: dict) -> None:
+        dev = self.freq.keys.device
+        self.ids, self.grad_acc = state["ids"].to(dev), state["grad_acc"].to(dev)
+        self.state = None if state["state"] is None else state["state"].to(dev)
+        self.freq.keys.copy_(state["freq_keys"])
+        self.freq.counts.copy_(state["freq_counts"])
+        self.freq.dropped, self.forwards = int(state["freq_dropped"]), int(state["forwards"])
+        self.hits, self.lookups = int(state["hits"]), int(state["lookups"])
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
+        w = state_dict.get(prefix + "weight")  # the cache's row count is what the run populated, not the build's
+        if w is not None and w.shape != self.weight.shape:
+            self.weight = nn.Parameter(torch.empty(w.shape, dtype=w.dtype, device=self.weight.device))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
     @property
     def active(self) -> bool:
         return self.ids.numel() > 0

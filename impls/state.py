@@ -1,0 +1,40 @@
+"""A collection's optimizer state inside its ``state_dict`` (nn.Module's extra state): what a resumed run needs
+besides the weights. Saved as the tensors themselves; loaded by copying into the tensors the build allocated, so a
+kernel that holds them keeps them."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+
+@torch.no_grad()
+def copy_state(into: Any, saved: Any, where: str) -> Any:
+    """Copy ``saved`` (tensors, None, numbers, in dicts and lists) into ``into`` of the same structure, in place
+    where ``into`` is a tensor; the structure loaded (a tensor's place keeps ``into``'s tensor). ValueError naming
+    the entry whose kind or shape differs."""
+    if isinstance(into, Tensor):
+        if not isinstance(saved, Tensor) or saved.shape != into.shape:
+            got = tuple(saved.shape) if isinstance(saved, Tensor) else type(saved).__name__
+            raise ValueError(f"optimizer state {where}: the model holds shape {tuple(into.shape)}, the saved state "
+                             f"{got}")
+        into.copy_(saved)
+        return into
+    if isinstance(into, dict):
+        if not isinstance(saved, dict) or set(saved) != set(into):
+            raise ValueError(f"optimizer state {where}: the saved entries {sorted(saved) if isinstance(saved, dict) else saved!r} "
+                             f"are not the model's {sorted(into)}")
+        for k in into:
+            into[k] = copy_state(into[k], saved[k], f"{where}.{k}")
+        return into
+    if isinstance(into, list):
+        if not isinstance(saved, list) or len(saved) != len(into):
+            raise ValueError(f"optimizer state {where}: {len(into)} entries in the model, not as saved")
+        for k in range(len(into)):
+            into[k] = copy_state(into[k], saved[k], f"{where}[{k}]")
+        return into
+    if into is None and saved is not None or into is not None and saved is None:
+        raise ValueError(f"optimizer state {where}: the model holds {into!r}, the saved state {type(saved).__name__} "
+                         f"(another optimizer?)")
+    return saved
