@@ -51,6 +51,22 @@ class PreparedSource:
         self.tables = tuple(TableSpec(name, max(int(n), 1), int(dd), hotness=float(h))
                             for name, n, dd, h in zip(meta.tables, meta.cardinalities, dims, hot))
 
+    @classmethod
+    def from_arrays(cls, tables, dense: np.ndarray, labels: np.ndarray, sparse: np.ndarray | None = None,
+                    lengths: np.ndarray | None = None, row_offsets: np.ndarray | None = None,
+                    values: np.ndarray | None = None) -> "PreparedSource":
+        """Rows held in memory in the prepared layout (one-hot ``sparse`` [n, T], or multi-hot ``lengths`` /
+        ``row_offsets`` / ``values``), read as a split is: raw rows prepared to be scored (impls/data/raw_rows.py)."""
+        self = cls.__new__(cls)
+        self.meta, self.split, self.num_dense = None, "rows", dense.shape[1]
+        self.dense, self.labels, self.tables = dense, labels, tuple(tables)
+        self.multi_hot = sparse is None
+        if self.multi_hot:
+            self.lengths, self.row_offsets, self.values = lengths, row_offsets, values
+        else:
+            self.sparse = sparse
+        return self
+
     @property
     def num_rows(self) -> int:
         return len(self.labels)

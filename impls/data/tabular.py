@@ -128,7 +128,10 @@ class Chunk:
         return f"{self.where}:{line}"
 
 
-def _chunks(path: Path, schema: Schema, problems: Problems, strict: bool) -> Iterator[Chunk]:
+def _chunks(path: Path, schema: Schema, problems: Problems, strict: bool, optional: Sequence[str] = ()
+            ) -> Iterator[Chunk]:
+    """The blocks of rows of one file; a column of ``optional`` the file lacks is left out (new rows to score may
+    hold no label)."""
     import pyarrow as pa
     import pyarrow.csv as pcsv
     import pyarrow.parquet as pq
@@ -137,6 +140,7 @@ def _chunks(path: Path, schema: Schema, problems: Problems, strict: bool) -> Ite
     cols = schema.columns
     if kind == "parquet":
         f = pq.ParquetFile(path)
+        cols = [c for c in cols if c not in optional or c in f.schema_arrow.names]
         missing = [c for c in cols if c not in f.schema_arrow.names]
         if missing:
             raise ValueError(f"{path.name}: no column(s) {missing}; it has {f.schema_arrow.names}")
@@ -147,6 +151,7 @@ def _chunks(path: Path, schema: Schema, problems: Problems, strict: bool) -> Ite
             row += rb.num_rows
         return
     header = _header(path, kind)
+    cols = [c for c in cols if c not in optional or c in header]
     missing = [c for c in cols if c not in header]
     if missing:
         raise ValueError(f"{path.name}: no column(s) {missing} in its header {header}")
@@ -352,15 +357,18 @@ class Parsed:
             rows = np.zeros(n, bool)
             rows[list(chunk.not_utf8)] = True
             bad.flag(rows, lambda i: chunk.not_utf8[i])
-        labels, badl = _labels(chunk, schema)
-        col = chunk.columns[schema.label.column]
-        bad.flag(badl, lambda i: f"label {schema.label} cannot be read from {col[i].as_py()!r}")
         problems.rows += n
-        unread = badl & ~np.asarray(col.is_null().to_numpy(zero_copy_only=False), bool)  # a value, not a label
-        problems.label_bad += int(unread.sum())
-        for i in np.flatnonzero(unread)[:MAX_EXAMPLES]:
-            if len(problems.label_values) < MAX_EXAMPLES and repr(col[int(i)].as_py()) not in problems.label_values:
-                problems.label_values.append(repr(col[int(i)].as_py()))
+        self.labelled = schema.label.column in chunk.columns  # rows to score may come without their label
+        labels = np.zeros(n, np.int8)
+        if self.labelled:
+            labels, badl = _labels(chunk, schema)
+            col = chunk.columns[schema.label.column]
+            bad.flag(badl, lambda i: f"label {schema.label} cannot be read from {col[i].as_py()!r}")
+            unread = badl & ~np.asarray(col.is_null().to_numpy(zero_copy_only=False), bool)  # a value, not a label
+            problems.label_bad += int(unread.sum())
+            for i in np.flatnonzero(unread)[:MAX_EXAMPLES]:
+                if len(problems.label_values) < MAX_EXAMPLES and repr(col[int(i)].as_py()) not in problems.label_values:
+                    problems.label_values.append(repr(col[int(i)].as_py()))
         if strict:  # a NUL byte is no text a click log holds (and the key of a missing value carries one)
             for name, arr in chunk.columns.items():
                 if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
@@ -382,6 +390,7 @@ class Parsed:
             bad.flag(badt, lambda i: f"time {name} {chunk.columns[name][i].as_py()!r} is not a number or an ISO date")
         bad.report(problems, chunk.at, np.arange(n), strict)
         keep = ~bad.mask
+        self.kept_rows, self.chunk = np.flatnonzero(keep), chunk  # where each good row came from: chunk.at(i)
         self.labels, self.dense = labels[keep], dense[keep]
         self.time = time[keep] if time is not None else None
         self.fields: list[tuple[np.ndarray | None, np.ndarray]] = []  # (bag sizes or None, keys) per field
@@ -397,7 +406,7 @@ class Parsed:
 
 
 def _rows(files: Sequence[Path], schema: Schema, problems: Problems, strict: bool,
-          progress: Callable[[int], None] | None) -> Iterator[tuple[int, Parsed]]:
+          progress: Callable[[int], None] | None, optional: Sequence[str] = ()) -> Iterator[tuple[int, Parsed]]:
     """Each file's good rows, a chunk at a time. A file that cannot be read whole (truncated, corrupt) is a problem of
     the file (``problems.files``; strict: raised): the rows read before the break are kept, the rest is lost, and the
     file is named with how many rows it gave."""
@@ -406,7 +415,7 @@ def _rows(files: Sequence[Path], schema: Schema, problems: Problems, strict: boo
     for k, path in enumerate(files):
         seen, broken = 0, False
         try:
-            for chunk in _chunks(path, schema, problems, strict):
+            for chunk in _chunks(path, schema, problems, strict, optional):
                 rows = Parsed(chunk, schema, problems, strict)
                 seen += len(rows)
                 yield k, rows
@@ -420,7 +429,7 @@ def _rows(files: Sequence[Path], schema: Schema, problems: Problems, strict: boo
             problems.add_file(f"raw file {path.name}", "dropped (no valid rows)", strict)
 
 
-def _hashed(c: Categorical, keys: np.ndarray) -> np.ndarray:
+def hashed(c: Categorical, keys: np.ndarray) -> np.ndarray:
     return (keys.view(np.uint64) % np.uint64(c.hash)).astype(np.int64)
 
 
@@ -462,14 +471,21 @@ class Writer(SplitWriter):
         if not self.multi_hot:
             self.write(first + idx, dense[idx], labels[idx], sparse=np.stack([ids[idx] for _, ids in fields], axis=1))
             return
-        L = np.stack([lens[idx] for lens, _ in fields], axis=1)  # [m, T]
-        T, order_keys, vals = len(fields), [], []
-        for j, (lens, ids) in enumerate(fields):  # field j's values of rows idx, tagged (row, field)
-            mine = lens[idx]
-            vals.append(run_values(lens, ids, idx))
-            order_keys.append(np.repeat(np.arange(m) * T + j, mine))
-        order = np.argsort(np.concatenate(order_keys), kind="stable")  # sample-major, fields in order
-        self.write(first + idx, dense[idx], labels[idx], lengths=L, values=np.concatenate(vals)[order])
+        L, values = sample_major(fields, idx)
+        self.write(first + idx, dense[idx], labels[idx], lengths=L, values=values)
+
+
+def sample_major(fields: list[tuple[np.ndarray, np.ndarray]], idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(bag sizes [m, T], values sample-major with the fields in order) of rows ``idx``; ``fields``: per field (bag
+    sizes [n], ids row-major)."""
+    m, T = len(idx), len(fields)
+    L = np.stack([lens[idx] for lens, _ in fields], axis=1)  # [m, T]
+    order_keys, vals = [], []
+    for j, (lens, ids) in enumerate(fields):  # field j's values of rows idx, tagged (row, field)
+        vals.append(run_values(lens, ids, idx))
+        order_keys.append(np.repeat(np.arange(m) * T + j, lens[idx]))
+    order = np.argsort(np.concatenate(order_keys), kind="stable")  # sample-major, fields in order
+    return L, np.concatenate(vals)[order]
 
 
 def split_said(schema: Schema, files: Sequence[Path], sizes: dict[str, int]) -> str:
@@ -522,9 +538,9 @@ def prepare_tabular(files: Sequence[Path], schema: Schema, out: Path, name: str 
         for _, rows in _rows(files, schema, Problems(), False, None):
             n = len(rows)
             fields = [(lens if lens is not None else np.ones(n, np.int64),
-                       vocabs[j].ids(keys, rows.values[j]) if j in vocabs else _hashed(c, keys))
+                       vocabs[j].ids(keys, rows.values[j]) if j in vocabs else hashed(c, keys))
                       for j, (c, (lens, keys)) in enumerate(zip(schema.categorical, rows.fields))]
-            dense = _transform(rows.dense, schema)
+            dense = transformed(rows.dense, schema)
             for split, idx in plan.assign(pos, n):
                 if not len(idx):
                     continue
@@ -603,7 +619,7 @@ def _one_class(schema: Schema, counts: dict[str, tuple[int, int]]) -> list[str]:
             for s, (p, n) in counts.items() if p in (0, n)]
 
 
-def _transform(raw: np.ndarray, schema: Schema) -> np.ndarray:
+def transformed(raw: np.ndarray, schema: Schema) -> np.ndarray:
     out = raw.copy()
     for j, (_, tf) in enumerate(schema.dense):
         if tf == "log1p":
@@ -619,9 +635,15 @@ def _finish_dense(writers: dict[str, Writer], schema: Schema, stats: np.ndarray)
     std = np.where(std > 0, std, 1.0)
     shift = np.array([mean[j] if tf == "standardize" else 0.0 for j, (_, tf) in enumerate(schema.dense)])
     div = np.array([std[j] if tf == "standardize" else 1.0 for j, (_, tf) in enumerate(schema.dense)])
+    scale = {"mean": shift.tolist(), "std": div.tolist()}
     for w in writers.values():
         for lo in range(0, len(w.dense), 1 << 20):
-            block = np.asarray(w.dense[lo : lo + (1 << 20)], dtype=np.float64)
-            w.dense[lo : lo + (1 << 20)] = np.nan_to_num((block - shift) / div, nan=0.0)
+            w.dense[lo : lo + (1 << 20)] = standardized(w.dense[lo : lo + (1 << 20)], scale)
         w.close()
-    return {"mean": shift.tolist(), "std": div.tolist()}
+    return scale
+
+
+def standardized(features: np.ndarray, scale: dict[str, list[float]]) -> np.ndarray:
+    """float32 features (after their transform) standardized with the training split's (mean, std), missing -> 0."""
+    block = np.asarray(features, dtype=np.float32).astype(np.float64)
+    return np.nan_to_num((block - np.asarray(scale["mean"])) / np.asarray(scale["std"]), nan=0.0).astype(np.float32)

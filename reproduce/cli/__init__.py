@@ -1,13 +1,13 @@
 """The `dlrmbench` command line, one module per command group: run and train (run.py), sweep, plot and report
 (experiments.py: also summarize), reproduce, model, figures and bench (pipeline.py), data prepare / synth / reorder /
-stats (data.py), plan (plan.py), calibrate (calibrate.py), check-system (check_system.py), redundancy, tt-params and
+stats (data.py), predict and evaluate (kept.py), plan (plan.py), calibrate (calibrate.py), check-system (check_system.py), redundancy, tt-params and
 env (studies.py). Commands parse and print; the work is in reproduce.harness, reproduce.analysis and
 reproduce.pipeline."""
 from __future__ import annotations
 
 import click
 
-from reproduce.cli import calibrate, check_system, data, experiments, pipeline, plan, run, studies
+from reproduce.cli import calibrate, check_system, data, experiments, kept, pipeline, plan, run, studies
 
 
 class _Group(click.Group):
@@ -30,7 +30,8 @@ def cli() -> None:
 
 for command in (run.run, run.train, experiments.sweep, experiments.summarize, experiments.plot, experiments.report,
                 pipeline.reproduce, pipeline.model, pipeline.figures, pipeline.bench, data.data, plan.plan,
-                calibrate.calibrate, check_system.check_system, studies.redundancy, studies.tt_params, studies.env):
+                calibrate.calibrate, check_system.check_system, studies.redundancy, studies.tt_params, studies.env,
+                kept.predict, kept.evaluate):
     cli.add_command(command)
 
 

@@ -41,13 +41,39 @@ def run(impls, out, timeout, repeats, no_check_bounds, options, **kw) -> None:
     _compare(impls, out, timeout, repeats, options, dict(check_bounds=not no_check_bounds, **kw))
 
 
+def kept_folders(impls, save: Path | None, resume: Path | None, world_size: int) -> dict[str, list[str]]:
+    """Each system's worker arguments that keep its model (--save DIR: DIR itself for one system, DIR/<system> for
+    several) or go on from one (--resume DIR: one system)."""
+    if not (save or resume):
+        return {}
+    if world_size > 1:
+        raise click.UsageError("--save / --resume keep a model trained in one process: a model sharded over "
+                               "ranks is not kept yet (leave out -n / --world-size)")
+    if resume is not None and len(impls) != 1:
+        raise click.UsageError(f"--resume {resume} goes on with the one system kept there: name one --impl")
+    if save is not None:
+        writable_folder(save.parent, f"--save {save}: its folder")
+    out = {}
+    for impl in impls:
+        args = []
+        if save is not None:
+            where = save if len(impls) == 1 else save / "".join(c if c.isalnum() or c in "-_." else "_" for c in impl)
+            args += ["--save", str(where.resolve())]
+        if resume is not None:
+            args += ["--resume", str(resume.resolve())]
+        out[impl] = args
+    return out
+
+
 def default_out(machine: str) -> Path:
     """Where `run` and `train` write records without --out: results/runs/<machine> under the current folder."""
     return Path.cwd() / "results" / "runs" / machine
 
 
-def _compare(impls, out, timeout, repeats, options, fields) -> None:
-    """Check, run and tabulate one point per implementation (``fields``: the RunPoint fields they share)."""
+def _compare(impls, out, timeout, repeats, options, fields, save: Path | None = None,
+             resume: Path | None = None) -> None:
+    """Check, run and tabulate one point per implementation (``fields``: the RunPoint fields they share); a training
+    run's model kept in ``save`` / gone on with from ``resume`` (kept_folders)."""
     from reproduce.analysis.aggregate import summarize
     from reproduce.harness.resolve import interleaved
     from reproduce.harness.options import check_point, check_scoped_options, check_shared_options, options_for
@@ -79,6 +105,7 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
         points = [with_profile(p, ".", this_machine()) for p in points]
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    keep = kept_folders(impls, save, resume, fields.get("world_size", 1))
     missing = missing_profiles(points)
     if missing:
         raise click.UsageError("no calibration profile at " + "; ".join(missing))
@@ -101,7 +128,8 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
         bars = EpochBars(p.impl) if p.epochs else None  # a training run shows a bar per epoch
         earlier = finished_record(record_path(out, p, r))
         try:
-            rec = run_point_isolated(p, out, timeout, repeat=r, on_progress=bars)  # a launcher error: its failure
+            rec = run_point_isolated(p, out, timeout, repeat=r, on_progress=bars,  # a launcher error: its failure
+                                     keep=keep.get(p.impl, ()))
         except (RunLocked, DiskFull) as exc:
             raise click.ClickException(str(exc)) from None
         except RecordedElsewhere as exc:  # this node ran its ranks; rank 0's node wrote the record
@@ -116,6 +144,10 @@ def _compare(impls, out, timeout, repeats, options, fields) -> None:
             console.print(f"  replaced the earlier {earlier.what} of this point: {earlier.path}")
         if not rec.ok:
             console.print(f"  [red]{rec.status.value}[/]: {escape(str(rec.reason))} (log: {rec.log})")
+        elif (rec.body.train or {}).get("saved"):
+            saved = rec.body.train["saved"]
+            console.print(f"  kept the model in {escape(saved)}: dlrmbench predict --model {escape(saved)} --raw FILE "
+                          f"--out SCORES, or evaluate --model {escape(saved)} --data DIR")
     if not records:
         console.print(f"no record on this node: {len(elsewhere)} run(s) recorded by the node of global rank 0 "
                       f"(its --out folder); this node's logs: {out}/logs/")
@@ -171,11 +203,17 @@ TRAIN_DEFAULTS = {"optimizer": "adagrad", "lr": 0.05, "mlp_optimizer": "adam", "
 @click.option("--timeout", type=float, default=None, callback=positive, help="seconds per implementation")
 @click.option("-o", "--option", "options", multiple=True, metavar="[IMPL.]KEY=VALUE",
               help="implementation option, e.g. tt_min_rows=1000 (every impl that takes it) or ecorec.ranks=16")
-def train(impls, data, epochs, eval_every, early_stop, no_shuffle, no_check_bounds, out, timeout, options,
-          **kw) -> None:
+@click.option("--save", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="keep the trained model in this folder (several systems: a folder each inside), for predict, "
+                   "evaluate and --resume")
+@click.option("--resume", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="go on from the model kept in this folder: the same command with more --epochs trains as the run "
+                   "that never stopped")
+def train(impls, data, epochs, eval_every, early_stop, no_shuffle, no_check_bounds, out, timeout, options, save,
+          resume, **kw) -> None:
     """Train the DLRM on DATA's training split with each implementation (one fresh process each) and report
     held-out AUC and log loss beside step time. The records keep the eval curve (AUC, log loss, train loss per
     evaluation); a NaN / inf loss stops a run as `diverged`, keeping its timings and curve."""
     fields = dict(kw, data=str(Path(data).resolve()), epochs=epochs, eval_every=eval_every, early_stop=early_stop, shuffle=not no_shuffle,
                   check_bounds=not no_check_bounds, mode="dlrm", iters=1, num_batches=1)
-    _compare(impls, out, timeout, 1, options, fields)
+    _compare(impls, out, timeout, 1, options, fields, save, resume)

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from impls.registry import registered_names
 from reproduce.harness.point import RunPoint
@@ -45,13 +45,14 @@ def skip_unregistered(point: RunPoint, out_dir: Path, repeat: int = 0) -> Record
 
 def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None, repeat: int = 0,
                  on_progress: Callable[[dict[str, Any]], None] | None = None,
-                 cores: tuple[int, ...] | None = None) -> Record:
+                 cores: tuple[int, ...] | None = None, keep: Sequence[str] = ()) -> Record:
     """Run repeat ``repeat`` of ``point`` in ``python -m reproduce.harness.worker`` (an outside system's: in
     reproduce.harness.outside_worker, which loads it first); its output goes to ``out_dir/logs``.
     A point whose implementation is not registered yet is recorded as `skipped` without launching anything. Raises
     RunLocked when another live process runs it, RecordedElsewhere when rank 0 wrote the record on another node.
     ``on_progress`` hears each new progress note of a training run (progress.py) while it runs. ``cores``: the run
-    and every rank it starts are held to these cores (a duet: another run holds the others; the record says so)."""
+    and every rank it starts are held to these cores (a duet: another run holds the others; the record says so).
+    ``keep``: the worker's --save DIR / --resume DIR arguments (a training run's kept model, kept_model.py)."""
     out_dir = Path(out_dir)
     rec_path = record_path(out_dir, point, repeat)
     skipped = skip_unregistered(point, out_dir, repeat)
@@ -67,7 +68,8 @@ def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None,
         check_overwritable(rec_path)  # so is a file that is not a record
         pending, pending_log = pending_path(rec_path), pending_path(log)
         clear_pending(rec_path)  # what a launcher killed part-way left (we hold the lock)
-        worker = [*launch_module(point.impl), "--point-json", json.dumps(point.to_dict()), "--out", str(pending)]
+        worker = [*launch_module(point.impl), "--point-json", json.dumps(point.to_dict()), "--out", str(pending),
+                  *keep]
         env = {**os.environ, **worker_env(point),
                **({SCHEDULE_ENV: "duet", MACHINE_CORES_ENV: str(machine_cores())} if cores else {})}
         if point.world_size > 1:

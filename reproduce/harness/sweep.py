@@ -10,7 +10,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from impls.registry import registered_names
 from reproduce.harness.resolve import Sweep
@@ -128,12 +128,12 @@ class Outcome:
 
 def run_point_isolated(point: RunPoint, out_dir: Path, timeout_s: float | None, repeat: int = 0,
                        on_progress: Callable[[dict[str, Any]], None] | None = None,
-                       cores: tuple[int, ...] | None = None) -> Record:
+                       cores: tuple[int, ...] | None = None, keep: Sequence[str] = ()) -> Record:
     """Launch one repeat; a launcher error (e.g. an unreachable rendezvous) is recorded as its failure. A run that
     another live process is running raises RunLocked, one recorded on another node RecordedElsewhere (nothing is
     written here). ``on_progress``: launch_point's."""
     try:
-        return launch_point(point, out_dir, timeout_s, repeat, on_progress, cores)
+        return launch_point(point, out_dir, timeout_s, repeat, on_progress, cores, keep)
     except (RunLocked, RecordedElsewhere, DiskFull):
         raise  # a full disk cannot take the failure's record either: the command says so and stops
     except SymlinkRefused as exc:  # its record cannot be written where the link is: a failure of this run, not kept

@@ -30,6 +30,8 @@ class LoopResult:
     info: dict[str, Any] = field(default_factory=dict)  # a training run's epochs, steps, stop reason, best eval
     loop: dict[str, Any] = field(default_factory=dict)  # a benchmark's warm-up and timed-step counts and their rule
     syncs: dict[str, Any] | None = None  # on a GPU: host-device syncs of warm-up step 1 (syncs.py)
+    state: dict[str, Any] | None = None  # a training run's position at its end, for a resumed run (kept_model.py)
+    last_weights: dict[str, Any] | None = None  # the weights at the end when early stop put the best ones back
 
 
 EXPLODED = 10 * math.log(2)  # nats per sample: ten times the log loss of predicting 0.5 (no constant does worse)
@@ -281,13 +283,17 @@ def whole_split(source, batch_size: int, rank_id: int, world: int):
 
 
 def train_loop(point, step, source, held_out, rank, clock: Clock, fault, rank_no: int, world: int, device,
-               note=None) -> LoopResult:
+               note=None, start: dict[str, Any] | None = None, best_weights=None) -> LoopResult:
     """``point.epochs`` shuffled passes over ``source`` (whole global batches), scoring the whole ``held_out``
     split every ``eval_every`` steps (0: after every epoch) and at the end; early stop after ``early_stop``
     evaluations without a lower eval log loss; with early stop asked, the weights at the best evaluation are kept
     (``step.weights()``, outside the timed span) and put back at the end when a later evaluation was worse
     (``info["restored"]``: the best evaluation's step). ``note(epoch, step, evaluation=None)`` (progress.ProgressNote,
-    or None) hears where the run is after every step and evaluation, outside the steps' timed span."""
+    or None) hears where the run is after every step and evaluation, outside the steps' timed span. ``start``: the
+    ``state`` a run that ended after its epochs left (its weights and optimizer state loaded into ``step``, and with
+    early stop ``best_weights``, the weights of its best evaluation): the loop goes on from the next epoch as the
+    run that never stopped would, its curve carried on. ``res.state`` is the position at the end, and
+    ``res.last_weights`` the weights at the end when the best ones were put back."""
     from impls.data.loader import BatchIterator, Epoch
 
     res = LoopResult()
@@ -297,10 +303,13 @@ def train_loop(point, step, source, held_out, rank, clock: Clock, fault, rank_no
         raise ValueError(f"the training split has {source.num_rows} samples, fewer than one global batch of {B}: "
                          f"lower --batch-size")
     evaluation, n_eval = whole_split(held_out, B, rank_no, world)
-    best: dict[str, Any] | None = None
-    best_weights = None  # with early stop: the weights at the best evaluation
-    since_best, it, stop, window = 0, 0, "epochs done", []
+    start = start or {}
+    best: dict[str, Any] | None = start.get("best")
+    since_best, it, stop, window = start.get("since_best", 0), start.get("it", 0), "epochs done", start.get("window", [])
+    res.curve = list(start.get("curve", []))
+    first_step, first_epoch = it, start.get("epoch", 0)
     boom = Explosion(point.mode)
+    boom.run, boom.first = start.get("boom", (0, None))
 
     def evaluate(epoch: int) -> str:
         """Score the held-out split; why to stop ("early stop", "diverged"), or "epochs done" to go on."""
@@ -330,7 +339,7 @@ def train_loop(point, step, source, held_out, rank, clock: Clock, fault, rank_no
             since_best += 1
         return "early stop" if point.early_stop and since_best >= point.early_stop else "epochs done"
 
-    for epoch in range(point.epochs):
+    for epoch in range(first_epoch, point.epochs):
         batches = BatchIterator(Epoch(source, point.seed, epoch, point.shuffle), B, per_epoch, 0, rank_no, world)
         with batches:
             stream = iter(batches)
@@ -358,7 +367,7 @@ def train_loop(point, step, source, held_out, rank, clock: Clock, fault, rank_no
                 window.append(value)
                 if note:
                     note(epoch + 1, k + 1)
-                if it > point.warmup:
+                if it - first_step > point.warmup:
                     for key, v in zip(res.phases, times):
                         res.phases[key].append(v)
                     res.losses.append(value)
@@ -374,10 +383,15 @@ def train_loop(point, step, source, held_out, rank, clock: Clock, fault, rank_no
                 break
     if stop == "epochs done" and (not res.curve or res.curve[-1]["step"] != it):
         stop = evaluate(point.epochs - 1)
+    res.state = {"epoch": -(-it // per_epoch), "it": it, "curve": res.curve, "best": best, "since_best": since_best,
+                 "window": window, "boom": (boom.run, boom.first), "stop": stop}
     restored = None
     if best_weights is not None and not res.diverged and res.curve and best["step"] != res.curve[-1]["step"]:
+        res.last_weights = step.weights()
         step.restore(best_weights)  # early stop keeps the best weights, not the last
         restored = best["step"]
     res.info = {"steps": it, "steps_per_epoch": per_epoch, "epochs": round(it / per_epoch, 4), "stop": stop,
                 "train_samples": source.num_rows, "eval_samples": n_eval, "best": best, "restored": restored}
+    if start:
+        res.info["resumed_at_step"] = first_step
     return res

@@ -160,36 +160,59 @@ class MemoryBase:
 
 def build(point: RunPoint, site: Site, data: Inputs):
     """The embedding collection (sharded over the ranks of a launch) and the training step around it."""
+    stats = None
+    if site.rank and site.rank_no == 0:
+        stats = data.source.batch(0, data.global_batch).sparse  # greedy placement's sample
+    step = build_step(point, data.source.tables, data.source.num_dense, site.device, site.rank, data.global_batch,
+                      stats)
+    return step.embeddings, step
+
+
+def build_step(point: RunPoint, tables, num_dense: int, device, rank: Rank | None = None,
+               global_batch: int | None = None, stats=None):
+    """The training step of ``point``'s model over ``tables`` on ``device`` (over ranks: the collection sharded,
+    ``stats`` rank 0's sample for a greedy placement); a kept model is rebuilt through it (kept_model.py)."""
     from impls.api import EmbeddingOptim, get_impl
     from impls.model.train import TrainStep
 
-    cls, tables = get_impl(point.impl), data.source.tables
+    cls = get_impl(point.impl)
     optim = EmbeddingOptim(point.optimizer, lr=point.lr)
-    common = dict(device=site.device, check_bounds=point.check_bounds, seed=point.seed, **point.impl_options)
-    if site.rank:
+    common = dict(device=device, check_bounds=point.check_bounds, seed=point.seed, **point.impl_options)
+    if rank:
         from impls.sharding.build import build_sharded
 
-        stats = data.source.batch(0, data.global_batch).sparse if site.rank_no == 0 else None  # greedy placement's sample
-        emb = build_sharded(cls, tables, optim, site.rank.ctx, site.rank.comm, stats=stats, **common)
+        emb = build_sharded(cls, tables, optim, rank.ctx, rank.comm, stats=stats, **common)
     else:
         emb = cls(tables, optim, **common)
-    step = TrainStep(emb, mode=point.mode, num_dense=data.source.num_dense, seed=point.seed,
-                     comm=site.rank.comm if site.rank else None, global_batch=data.global_batch,
+    step = TrainStep(emb, mode=point.mode, num_dense=num_dense, seed=point.seed,
+                     comm=rank.comm if rank else None, global_batch=global_batch or None,
                      mlp_optimizer=point.mlp_optimizer, mlp_lr=point.mlp_lr, bottom=point.bottom, top=point.top,
                      interaction=point.interaction)
     if step.model is not None:
-        step.model.to(site.device)
-    return emb, step
+        step.model.to(device)
+    return step
 
 
-def run_point(point: RunPoint, out: str | None = None) -> Record | None:
+def run_point(point: RunPoint, out: str | None = None, save: str | None = None,
+              resume: str | None = None) -> Record | None:
     """Measure (``epochs`` > 0: train) one point; return its record (rank 0; None on the other ranks): `ok`, or
-    `diverged` with what was measured before the loss went bad (other exceptions propagate to the caller)."""
+    `diverged` with what was measured before the loss went bad (other exceptions propagate to the caller). A training
+    run goes on from the model kept in ``resume`` and is kept in ``save`` at its end (kept_model.py)."""
     from impls.api import get_impl
     from reproduce.harness.memory import check_fits
 
+    if (save or resume) and (not point.epochs or point.world_size > 1 or point.mode != "dlrm"):
+        raise ValueError("--save / --resume keep a model trained in one process (dlrm mode, `train` without "
+                         "-n / --world-size): a sharded model is not kept yet")
+    kept = None
+    if resume:
+        from reproduce.harness.kept_model import load
+
+        kept = load(Path(resume))
     site = Site.join(point, out)
     data = Inputs.load(point, site)
+    if kept is not None and kept.info["preparation_digest"] is not None:
+        kept.check_data(Path(point.data))
     if site.rank is None:  # one process holds every table; over ranks, per-rank capacity is the sharding planners' job
         need = get_impl(point.impl).table_param_bytes(data.source.tables, point.impl_options)
         check_fits(sum(need), site.device, f"{point.impl} on {point.data}")
@@ -203,8 +226,21 @@ def run_point(point: RunPoint, out: str | None = None) -> Record | None:
         allocator.retain_freed_memory("every step (no warm-up: the peak covers the timed steps)")
     # warm-up, then the timed steps (a benchmark), or the epochs with their evaluations (a training run)
     if point.epochs:
+        start, best = None, None
+        if kept is not None:
+            from reproduce.harness.kept_model import resume_state
+
+            start, best = resume_state(kept, point, step)
         res = train_loop(point, step, data.source, data.held, site.rank, site.clock, site.fault, site.rank_no,
-                         site.world, site.device, note=progress_note(point, site, data, out))
+                         site.world, site.device, note=progress_note(point, site, data, out), start=start,
+                         best_weights=best)
+        if save and not res.diverged:
+            from reproduce.harness.kept_model import save as keep
+
+            keep(Path(save), point, data.source.tables, data.source.num_dense, point.data, step, res)
+            res.info["saved"] = str(save)
+        if resume:
+            res.info["resumed_from"] = str(resume)
     else:
         res = bench_loop(point, step, data.batches, data.evaluation, site.rank, site.clock, site.fault, site.rank_no,
                          count_syncs=site.device.type == "cuda")
@@ -285,13 +321,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="run one dlrmbench point (internal; use `dlrmbench run`)")
     ap.add_argument("--point-json", required=True)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--save", default=None, help="keep the trained model in this folder")
+    ap.add_argument("--resume", default=None, help="go on from the model kept in this folder")
     args = ap.parse_args(argv)
     die_with_parent()  # a rank under torchrun, or a worker whose launcher is killed outright, goes with it
     allocator.apply("eager", "memory window: the build, and the first step when a warm-up or training follows")
     point_dict = json.loads(args.point_json)
     rank_no = rank_of_env()
     try:
-        record = run_point(RunPoint.from_dict(point_dict), args.out)
+        record = run_point(RunPoint.from_dict(point_dict), args.out, args.save, args.resume)
     except Exception as exc:  # noqa: BLE001 - every failure becomes a `failed` record
         traceback.print_exc()
         msg = str(exc).lower()

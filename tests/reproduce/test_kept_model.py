@@ -1,0 +1,105 @@
+"""A model you can keep (`train --save`), use (`predict` on new raw rows, `evaluate` on a prepared split) and go on
+training (`train --resume`): end to end through the command line on a click log prepared from two raw files, the
+second held out (reproduce/harness/kept_model.py, impls/data/raw_rows.py)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from reproduce.cli import cli
+from tests.data.clicklog import write_clicklog
+
+pytest.importorskip("pyarrow")
+TRAIN = ["-b", "128", "--bottom", "16", "--top", "16", "--threads", "1", "--dim", "8"]
+
+
+def _invoke(*args):
+    res = CliRunner().invoke(cli, [str(a) for a in args])
+    return res, " ".join(res.output.split())
+
+
+@pytest.fixture(scope="module")
+def log(tmp_path_factory):
+    """A click log in two files (the second held out by --split files:1), prepared."""
+    d = tmp_path_factory.mktemp("kept")
+    lines = write_clicklog(d / "all.csv", 3_000).read_text().splitlines()
+    (d / "raw").mkdir()
+    (d / "raw" / "a.csv").write_text("\n".join(lines[:2_401]) + "\n")
+    (d / "raw" / "b.csv").write_text("\n".join(lines[:1] + lines[2_401:]) + "\n")
+    res, said = _invoke("data", "prepare", "tabular", "--raw", d / "raw", "--label", "rating>=4", "--dense", "hour",
+                        "--categorical", "user,item,genre:sep=|", "--split", "files:1", "--out", d / "prepared")
+    assert res.exit_code == 0, said
+    return d
+
+
+def _train(log, out, *extra):
+    res, said = _invoke("train", "--impl", "dense-torch", "--data", log / "prepared", *TRAIN, "--out", log / "runs",
+                        *extra)
+    assert res.exit_code == 0, said
+    return said
+
+
+def _auc(said: str) -> float:
+    return float(re.search(r"AUC (\d\.\d+)", said).group(1))
+
+
+def test_a_kept_model_scores_held_back_raw_rows_as_evaluate_scores_their_split(log):
+    said = _train(log, "runs", "--epochs", "1", "--save", log / "m")
+    assert f"kept the model in {log / 'm'}" in said
+    res, evaluated = _invoke("evaluate", "--model", log / "m", "--data", log / "prepared")
+    assert res.exit_code == 0, evaluated
+    assert "split val" in evaluated and "over 600 rows" in evaluated
+    res, predicted = _invoke("predict", "--model", log / "m", "--raw", log / "raw" / "b.csv", "--out", log / "s.csv")
+    assert res.exit_code == 0, predicted
+    assert "scored 600 rows" in predicted and _auc(predicted) == _auc(evaluated) > 0.6
+    rows = (log / "s.csv").read_text().splitlines()
+    assert rows[0] == "source,score,label" and len(rows) == 601 and rows[1].startswith("b.csv:2,")
+    assert not (log / "s.csv.partial").exists()
+
+
+def test_new_values_read_the_out_of_vocabulary_row_and_a_changed_schema_is_refused(log):
+    _train(log, "runs", "--epochs", "1", "--save", log / "m2")
+    header, first = (log / "raw" / "b.csv").read_text().splitlines()[:2]
+    unseen = first.split(",")
+    unseen[1], unseen[2] = "nobody", "nothing"  # a user and an item the training split never held
+    (log / "new.csv").write_text(f"{header.replace(',rating', '')}\n{','.join(unseen[:-1])}\n")  # and no label
+    res, said = _invoke("predict", "--model", log / "m2", "--raw", log / "new.csv", "--out", log / "new_s.csv")
+    assert res.exit_code == 0, said
+    assert (log / "new_s.csv").read_text().splitlines()[0] == "source,score" and "AUC" not in said
+    (log / "bad.csv").write_text(header.replace("genre", "genres") + "\n" + first + "\n")
+    res, said = _invoke("predict", "--model", log / "m2", "--raw", log / "bad.csv", "--out", log / "bad_s.csv")
+    assert res.exit_code != 0 and "no column(s) ['genre']" in said and not (log / "bad_s.csv").exists()
+
+
+def test_a_resumed_run_equals_the_run_that_never_stopped_bit_for_bit(log):
+    _train(log, "runs", "--epochs", "2", "--save", log / "whole")
+    _train(log, "runs", "--epochs", "1", "--save", log / "half")
+    _train(log, "runs", "--epochs", "2", "--resume", log / "half", "--save", log / "resumed")
+    whole = torch.load(log / "whole" / "model.pt", weights_only=False)
+    resumed = torch.load(log / "resumed" / "model.pt", weights_only=False)
+    tensors = [k for k in whole["weights"] if not k.endswith("_extra_state")]
+    assert tensors and all(torch.equal(whole["weights"][k], resumed["weights"][k]) for k in tensors)
+    assert whole["loop"]["curve"] == resumed["loop"]["curve"] and len(whole["loop"]["curve"]) == 2
+    res, said = _invoke("train", "--impl", "dense-torch", "--data", log / "prepared", *TRAIN, "--out", log / "runs",
+                        "--epochs", "3", "--lr", "0.01", "--resume", log / "half")
+    assert res.exit_code != 0 and "lr: 0.05 saved, 0.01 now" in said
+
+
+def test_a_changed_kept_model_or_another_dataset_is_refused(log, tmp_path):
+    import shutil
+
+    _train(log, "runs", "--epochs", "1", "--save", log / "m3")
+    shutil.copytree(log / "m3", tmp_path / "m")
+    with open(tmp_path / "m" / "model.pt", "ab") as f:
+        f.write(b"\0")
+    res, said = _invoke("evaluate", "--model", tmp_path / "m", "--data", log / "prepared")
+    assert res.exit_code != 0 and "model.pt is missing or changed" in said
+    res, said = _invoke("data", "prepare", "tabular", "--raw", log / "raw", "--label", "rating>=4", "--categorical",
+                        "user,item", "--split", "files:1", "--out", tmp_path / "other")
+    assert res.exit_code == 0, said
+    res, said = _invoke("evaluate", "--model", log / "m3", "--data", tmp_path / "other")
+    assert res.exit_code != 0 and "was not prepared as the data" in said
