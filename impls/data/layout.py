@@ -61,6 +61,11 @@ def load_prepared(out: Path) -> Prepared | None:
     read (cut short, edited, of another tool) raises ValueError naming it and what is wrong."""
     if not (out / MARKER).exists():
         return None
+    return read_meta(out)
+
+
+def read_meta(out: Path) -> Prepared:
+    """The metadata in ``out``'s meta.json, complete or not (a kept model's copy of it has no marker)."""
     path = Path(out) / META
     try:
         d = json.loads(path.read_text())
@@ -103,6 +108,26 @@ def write_vocab(folder: Path, names, keys, values=None) -> None:
             continue
         np.save(vocab / f"{name}.npy", np.asarray(["" if v is None else str(v) for v in values[i]], dtype=str))
         np.save(vocab / f"{name}.keys.npy", k)
+
+
+def vocab_keys(folder: Path, name: str) -> np.ndarray:
+    """Field ``name``'s kept keys, sorted (a click log's hashes beside its values; else the values themselves)."""
+    vocab = Path(folder) / "vocab"
+    hashed = vocab / f"{name}.keys.npy"
+    return np.load(hashed if hashed.is_file() else vocab / f"{name}.npy")
+
+
+def id_arrays(d: Path, multi_hot: bool) -> dict[str, np.ndarray]:
+    """A written split's ids opened for update in place (``sparse``, or ``values`` with ``lengths`` and
+    ``row_offsets``; no ``values`` when every bag is empty)."""
+    d = Path(d)
+    if not multi_hot:
+        return {"sparse": np.load(d / "sparse.npy", mmap_mode="r+")}
+    out = {"lengths": np.load(d / "lengths.npy", mmap_mode="r"), "row_offsets": np.load(d / "row_offsets.npy",
+                                                                                       mmap_mode="r")}
+    if (d / "values.bin").stat().st_size:
+        out["values"] = np.memmap(d / "values.bin", dtype="<i8", mode="r+")
+    return out
 
 
 class SplitWriter:

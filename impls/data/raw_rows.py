@@ -7,13 +7,13 @@ line, as `data prepare` reports them; every scored row says where it came from."
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Iterator, Sequence
 
 import numpy as np
 
 from impls.api import TableSpec
+from impls.data.layout import read_meta, vocab_keys
 from impls.data.prepared_source import PreparedSource
 from impls.data.tabular import hashed, raw_files, sample_major, standardized, transformed, _rows
 from impls.data.tabular_schema import Schema, SplitSpec
@@ -26,8 +26,8 @@ class Preparation:
 
     def __init__(self, folder: Path) -> None:
         folder = Path(folder)
-        meta = json.loads((folder / "meta.json").read_text())
-        prepared = meta.get("schema") or {}
+        meta = read_meta(folder)
+        prepared = meta.schema or {}
         if "columns" not in prepared or "vocabulary" not in prepared:
             raise ValueError(f"{folder}: not a click log prepared by this version's `data prepare tabular` (raw rows "
                              f"can be scored only through such a preparation; a synthetic or Criteo / Avazu dataset "
@@ -35,9 +35,8 @@ class Preparation:
         schema = Schema.from_dict(prepared["columns"])
         self.schema = dataclasses.replace(schema, split=SplitSpec("random"))  # a split needs no column here
         self.scale = prepared["dense_scale"]
-        self.kept = {c.name: np.load(folder / "vocab" / f"{c.name}.keys.npy") for c in schema.categorical
-                     if not c.hash}
-        self.multi_hot = meta["layout"] == "multi-hot"
+        self.kept = {c.name: vocab_keys(folder, c.name) for c in schema.categorical if not c.hash}
+        self.multi_hot = meta.layout == "multi-hot"
 
     def sources(self, raw: str | Path, tables: Sequence[TableSpec], problems: Problems
                 ) -> Iterator[tuple[list[str], PreparedSource, bool]]:

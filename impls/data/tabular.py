@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from impls.data.layout import SPLITS, Prepared, SplitWriter, load_prepared, write_meta, write_vocab
+from impls.data.layout import SPLITS, Prepared, SplitWriter, id_arrays, load_prepared, write_meta, write_vocab
 from impls.data.prepare import SplitPlan
 from impls.data.id_runs import run_values
 from impls.data.safe_write import preallocate
@@ -466,7 +466,6 @@ class Writer(SplitWriter):
                    fields: list[tuple[np.ndarray, np.ndarray]]) -> None:
         """Rows ``idx`` of a chunk whose first row is the source's good row ``first``; ``fields``: per field (bag
         sizes [n], ids row-major)."""
-        m = len(idx)
         self.positives += int(labels[idx].sum())
         if not self.multi_hot:
             self.write(first + idx, dense[idx], labels[idx], sparse=np.stack([ids[idx] for _, ids in fields], axis=1))
@@ -582,16 +581,14 @@ def _remap(partial: Path, writers: dict[str, "Writer"], maps: dict[int, np.ndarr
     if not maps:
         return
     for split, w in writers.items():
-        d = partial / split
-        if not w.multi_hot:
-            sparse = np.load(d / "sparse.npy", mmap_mode="r+")
-            remap_columns(sparse, maps)
-            sparse.flush()
-        elif (d / "values.bin").stat().st_size:
-            values = np.memmap(d / "values.bin", dtype="<i8", mode="r+")
-            remap_values(values, np.load(d / "lengths.npy", mmap_mode="r"), np.load(d / "row_offsets.npy",
-                                                                                    mmap_mode="r"), maps)
-            values.flush()
+        arrays = id_arrays(partial / split, w.multi_hot)
+        if "sparse" in arrays:
+            remap_columns(arrays["sparse"], maps)
+        elif "values" in arrays:
+            remap_values(arrays["values"], arrays["lengths"], arrays["row_offsets"], maps)
+        for a in arrays.values():
+            if isinstance(a, np.memmap) and a.mode == "r+":
+                a.flush()
 
 
 def _check_labels(schema: Schema, problems: Problems) -> None:

@@ -84,7 +84,7 @@ class KeptModel:
         """The training step of the model (the system resolved, its state loaded): ``predict`` scores batches."""
         import torch
 
-        from reproduce.harness.worker import build_step
+        from reproduce.harness.model_build import build_step
 
         point = self.point
         step = build_step(point, self.tables, self.info["num_dense"], torch.device(device))

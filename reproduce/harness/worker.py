@@ -28,6 +28,7 @@ from reproduce.harness.rank import Rank, rank_error_path, rank_of_env
 from reproduce.harness.environment import environment
 from reproduce.harness.record_store import ids_from_name, write_record
 from reproduce.harness.records import Body, Record
+from reproduce.harness.model_build import build_step
 from reproduce.harness.training import Clock, bench_loop, final_score, train_loop
 
 
@@ -166,31 +167,6 @@ def build(point: RunPoint, site: Site, data: Inputs):
     step = build_step(point, data.source.tables, data.source.num_dense, site.device, site.rank, data.global_batch,
                       stats)
     return step.embeddings, step
-
-
-def build_step(point: RunPoint, tables, num_dense: int, device, rank: Rank | None = None,
-               global_batch: int | None = None, stats=None):
-    """The training step of ``point``'s model over ``tables`` on ``device`` (over ranks: the collection sharded,
-    ``stats`` rank 0's sample for a greedy placement); a kept model is rebuilt through it (kept_model.py)."""
-    from impls.api import EmbeddingOptim, get_impl
-    from impls.model.train import TrainStep
-
-    cls = get_impl(point.impl)
-    optim = EmbeddingOptim(point.optimizer, lr=point.lr)
-    common = dict(device=device, check_bounds=point.check_bounds, seed=point.seed, **point.impl_options)
-    if rank:
-        from impls.sharding.build import build_sharded
-
-        emb = build_sharded(cls, tables, optim, rank.ctx, rank.comm, stats=stats, **common)
-    else:
-        emb = cls(tables, optim, **common)
-    step = TrainStep(emb, mode=point.mode, num_dense=num_dense, seed=point.seed,
-                     comm=rank.comm if rank else None, global_batch=global_batch or None,
-                     mlp_optimizer=point.mlp_optimizer, mlp_lr=point.mlp_lr, bottom=point.bottom, top=point.top,
-                     interaction=point.interaction)
-    if step.model is not None:
-        step.model.to(device)
-    return step
 
 
 def run_point(point: RunPoint, out: str | None = None, save: str | None = None,
