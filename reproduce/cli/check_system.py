@@ -16,8 +16,9 @@ STYLE = {"pass": "green", "fail": "bold red", "n/a": "yellow"}
 
 CHECK_SYSTEM_HELP = (
     "Hold SYSTEM to the interface: its forward against its own tables in float64, gradients against float64 "
-    "autograd, SGD and Adagrad steps against torch.optim, bad ids refused by name, empty bags and duplicates, "
-    "bit-identical reruns, its memory report, and 2 gloo ranks against one process. SYSTEM: " + IMPL_HELP)
+    "autograd and two SGD and Adagrad steps against torch.optim (all tables at once: tables may share tensors), bad "
+    "ids refused by name, empty bags and duplicates, bit-identical reruns, its memory report (each distinct tensor "
+    "once), and 2 gloo ranks against one process. SYSTEM: " + IMPL_HELP)
 
 
 @click.command("check-system", help=CHECK_SYSTEM_HELP)  # a docstring cannot be built with +: click reads help here
@@ -26,7 +27,10 @@ CHECK_SYSTEM_HELP = (
               help="an option the system runs under (default: the options that exercise its own structure on the "
                    "suite's small tables: its class's check_options, cases.py)")
 @click.option("--check", "only", multiple=True, help="run only this check (repeat for several)")
-def check_system(system, options, only) -> None:
+@click.option("--sharding", type=click.Choice(["table-wise", "data-parallel"]), default=None,
+              help="how the ranks check shards the system over its 2 ranks (default: its class's dist_defaults; a "
+                   "system that shards itself ignores it)")
+def check_system(system, options, only, sharding) -> None:
     """The check-system command (CHECK_SYSTEM_HELP)."""
     from impls.api import get_impl
     from reproduce.conformance.cases import structure_options
@@ -46,7 +50,7 @@ def check_system(system, options, only) -> None:
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     outside = source(name)
-    subject = Subject(cls, given if options else structure_options(cls), outside.spec if outside else None)
+    subject = Subject(cls, given if options else structure_options(cls), outside.spec if outside else None, sharding)
     table = Table(title=f"check-system {name} (options {subject.options or 'its defaults'})")
     for col in ("check", "result", "why"):
         table.add_column(col, overflow="fold")

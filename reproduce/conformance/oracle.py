@@ -1,8 +1,9 @@
 """The float64 oracles a system is held to: its pooled forward from its own dense tables (``materialize``), and one
 optimizer step on its own trainable tensors (``table_parameters``) with gradients from float64 autograd through
 ``materialize_from`` and the update of torch.optim (SGD; Adagrad with the system's eps and initial accumulator):
-what a dense model built from the same tensors would do. A TT table's cores step at the system's core rate
-(TTCollection.core_optim), its other tensors at the tables' rate."""
+what a dense model built from the same tensors would do, over all tables at once (a tensor shared by several tables
+is one tensor). A TT table's cores step at the system's core rate (TTCollection.core_optim), its other tensors at
+the tables' rate."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -20,17 +21,35 @@ def pooled(weight: Tensor, sf: SparseFeatures, i: int, mode: str) -> Tensor:
     return F.embedding_bag(v, weight, o, mode=mode, include_last_offset=True)
 
 
+def distinct_key(p: Tensor) -> tuple:
+    """What one tensor is, however many tables hold it (ROBE-style: one flat array behind every table)."""
+    return (p.data_ptr(), tuple(p.shape), tuple(p.stride()), p.dtype)
+
+
 def table_gradients(emb, tables: Sequence[TableSpec], sf: SparseFeatures, upstream: Tensor
                     ) -> list[tuple[list[Tensor], list[Tensor]]]:
-    """Per table: (its ``table_parameters`` in float64, their gradients) of sum(forward * upstream)."""
-    out, at = [], 0
-    for i, t in enumerate(tables):
-        params = [p.detach().double().clone().requires_grad_(True) for p in emb.table_parameters(t.name)]
+    """Per table: (its ``table_parameters`` in float64, their gradients) of sum(forward * upstream), differentiated
+    over all tables at once: a tensor several tables share is one float64 leaf, and its gradient sums what every
+    table that reads it sends (the same leaf and gradient in each of those tables' lists)."""
+    leaves: dict[tuple, Tensor] = {}
+    held = []
+    for t in tables:
+        mine = []
+        for p in emb.table_parameters(t.name):
+            key = distinct_key(p)
+            if key not in leaves:
+                leaves[key] = p.detach().double().clone().requires_grad_(True)
+            mine.append(leaves[key])
+        held.append(mine)
+    loss, at = 0.0, 0
+    for i, (t, params) in enumerate(zip(tables, held)):
         rows = pooled(emb.materialize_from(t.name, params), sf, i, t.pooling)
-        grads = torch.autograd.grad((rows * upstream[:, at:at + t.dim].double()).sum(), params, allow_unused=True)
-        out.append((params, [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]))
+        loss = loss + (rows * upstream[:, at:at + t.dim].double()).sum()
         at += t.dim
-    return out
+    every = list(leaves.values())
+    grads = torch.autograd.grad(loss, every, allow_unused=True)
+    grad_of = {id(p): torch.zeros_like(p) if g is None else g for p, g in zip(every, grads)}
+    return [(params, [grad_of[id(p)] for p in params]) for params in held]
 
 
 def rates(emb, table: str, count: int, optim: EmbeddingOptim) -> list[EmbeddingOptim]:
@@ -47,19 +66,39 @@ def torch_optimizer(params: list[Tensor], opt: EmbeddingOptim) -> torch.optim.Op
     return torch.optim.Adagrad(params, lr=opt.lr, eps=opt.eps, initial_accumulator_value=opt.initial_accumulator)
 
 
-def reference_step(emb, tables: Sequence[TableSpec], sf: SparseFeatures, upstream: Tensor, optim: EmbeddingOptim
-                   ) -> list[tuple[list[Tensor], list[Tensor]]]:
-    """Per table: (its tensors after one torch.optim step on the float64 gradients, those gradients)."""
-    out = []
-    for t, (params, grads) in zip(tables, table_gradients(emb, tables, sf, upstream)):
-        stepped = []
-        for p, g, opt in zip(params, grads, rates(emb, t.name, len(params), optim)):
-            q = p.detach().clone().requires_grad_(True)
-            q.grad = g
-            torch_optimizer([q], opt).step()  # dense Adagrad: an entry with zero gradient keeps its value and state
-            stepped.append(q.detach())
-        out.append((stepped, grads))
-    return out
+def reference_steps(emb, tables: Sequence[TableSpec], batches: Sequence[SparseFeatures], upstreams: Sequence[Tensor],
+                    optim: EmbeddingOptim) -> list[tuple[list[Tensor], list[Tensor]]]:
+    """Per table: (its tensors after one torch.optim step per batch, each on float64 gradients over all tables at
+    once, and where any step's gradient reached them); a tensor several tables share is one tensor, stepping at the
+    rate of the first table that holds it. Two steps hold an optimizer to its state (Adagrad's sums), not only to
+    its first update."""
+    leaves: dict[tuple, Tensor] = {}
+    opts: dict[tuple, torch.optim.Optimizer] = {}
+    held = []
+    for t in tables:
+        keys = []
+        params = emb.table_parameters(t.name)
+        for p, opt in zip(params, rates(emb, t.name, len(params), optim)):
+            key = distinct_key(p)
+            if key not in leaves:
+                leaves[key] = p.detach().double().clone().requires_grad_(True)
+                opts[key] = torch_optimizer([leaves[key]], opt)
+            keys.append(key)
+        held.append(keys)
+    reached = {key: torch.zeros_like(leaf, dtype=torch.bool) for key, leaf in leaves.items()}
+    for sf, upstream in zip(batches, upstreams):
+        loss, at = 0.0, 0
+        for i, (t, keys) in enumerate(zip(tables, held)):
+            rows = pooled(emb.materialize_from(t.name, [leaves[k] for k in keys]), sf, i, t.pooling)
+            loss = loss + (rows * upstream[:, at:at + t.dim].double()).sum()
+            at += t.dim
+        grads = torch.autograd.grad(loss, list(leaves.values()), allow_unused=True)
+        for (key, leaf), g in zip(leaves.items(), grads):
+            leaf.grad = torch.zeros_like(leaf) if g is None else g
+            opts[key].step()  # dense Adagrad: an entry with zero gradient keeps its value and state
+            reached[key] |= leaf.grad != 0
+            leaf.grad = None
+    return [([leaves[k].detach() for k in keys], [reached[k] for k in keys]) for keys in held]
 
 
 def materialized_after(emb, table: str, stepped: list[Tensor]) -> Tensor:

@@ -1,6 +1,7 @@
 """check-system's `ranks` check: a system over 2 gloo processes equals one process. Each rank builds it through the
 sharding layer (impls.sharding.build: its own ``build_distributed`` for a system that shards itself, else the
-table-wise wrapper over its interface), pools its slice of one global batch, backpropagates its slice of one upstream
+sharding its ``dist_defaults`` name - table-wise unless it says data-parallel - or the one check-system's
+--sharding chooses), pools its slice of one global batch, backpropagates its slice of one upstream
 gradient and takes one SGD step; the ranks' output rows and the whole tables after the step (``gather_table``) come
 back to this process. The reference is the same system in one process on the whole batch; for a system that runs over
 ranks only, the float64 dense model of its own tables as gathered before the step."""
@@ -81,7 +82,14 @@ def _spawned(name: str, spec: str | None, options: dict) -> list[tuple]:
 
 
 def two_ranks(s) -> str:
-    per_rank = _spawned(s.cls.name, s.spec, s.options)
+    from impls.api import ShardedCollection
+
+    sharding = s.sharding or s.cls.dist_defaults.get("sharding", "table-wise")
+    said = f"{sharding} sharding" + ("" if s.sharding else " (its dist_defaults)")
+    dist = {"sharding": s.sharding} if s.sharding else {}
+    if issubclass(s.cls, ShardedCollection):  # it shards itself (build_distributed)
+        said, dist = "its own sharding (build_distributed)", {}
+    per_rank = _spawned(s.cls.name, s.spec, {**s.options, **dist})
     before, after = per_rank[0][1], per_rank[0][2]
     batch = random_batch(TABLES, BATCH_SIZE, SEED)
     g = upstream(BATCH_SIZE, sum(t.dim for t in TABLES))
@@ -106,9 +114,9 @@ def two_ranks(s) -> str:
         n = rows.shape[0]
         for t in TABLES:
             close(rows[:, at:at + t.dim], want_out[first:first + n, at:at + t.dim],
-                  f"rank {r}'s pooled rows of table {t.name!r} (bags {first}..{first + n - 1}) vs {what}")
+                  f"rank {r}'s pooled rows of table {t.name!r} (bags {first}..{first + n - 1}, {said}) vs {what}")
             at += t.dim
         first, at = first + n, 0
     for t, a, w in zip(TABLES, after, want_after):
-        close(a, w, f"table {t.name!r} after one SGD step over {WORLD} ranks vs {what}", rtol=1e-4)
-    return f"{WORLD} gloo ranks (forward, one SGD step) = {what}"
+        close(a, w, f"table {t.name!r} after one SGD step over {WORLD} ranks ({said}) vs {what}", rtol=1e-4)
+    return f"{WORLD} gloo ranks, {said} (forward, one SGD step) = {what}"

@@ -2,19 +2,22 @@
 apply says why), four broken variants each fail on the check that names their fault, and a system written in a folder
 outside the checkout runs under `run`, `sweep` and `check-system` by its spec."""
 import json
+import re
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from impls import registry
-from impls.api import get_impl, registered_names
+from impls.api import EmbeddingOptim, get_impl, registered_names
 from reproduce.cli import cli
-from reproduce.conformance.cases import structure_options
+from reproduce.conformance.cases import TABLES, structure_options
 from reproduce.conformance.checks import CHECKS, FAIL, NA, PASS, Subject, run_checks
 from reproduce.harness import fingerprint, systems
 from tests.conformance.outside_systems import BROKEN, source
 
 EXAMPLE = "examples/lowrank.py:LowRankEmbedding"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -197,3 +200,63 @@ def test_an_installed_package_declares_its_system_by_entry_point(outside, tmp_pa
     assert systems.resolve("template") == "template"  # loaded when named
     src = systems.source("template")
     assert src.spec == "plainpkg:Template" and src.version == "1.2.3" and src.files() == [(pkg / "__init__.py").resolve()]
+
+
+ROBE = "examples/robe.py:RobeEmbedding"
+PLANTED = '''
+
+class RobeWrongGradient(RobeEmbedding):
+    name = "robe-wrong-gradient"
+
+    def forward(self, features):
+        out = super().forward(features)
+        return 2 * out - out.detach()  # the right value, twice the gradient
+
+
+class RobeStaleAdagrad(RobeEmbedding):
+    name = "robe-stale-adagrad"
+
+    @torch.no_grad()
+    def optimizer_step(self):
+        kept = [None if s is None else s.clone() for s in self._state]
+        super().optimizer_step()  # steps with this step's sums, then forgets them
+        for s, was in zip(self._state, kept):
+            if s is not None:
+                s.copy_(was)
+'''
+
+
+def test_a_system_whose_tables_share_one_array_conforms(outside):
+    """examples/robe.py: every table reads one flat array (table_parameters of each is the same tensor). The
+    gradient, SGD and Adagrad checks differentiate and step all tables at once, the memory check counts the array
+    once, and the ranks check runs it over its own dist_defaults (data-parallel)."""
+    name = outside(ROBE)
+    cls = get_impl(name)
+    emb = cls(list(TABLES), EmbeddingOptim("sgd", lr=0.1), size=96)
+    assert len({p.data_ptr() for t in emb.tables for p in emb.table_parameters(t.name)}) == 1
+    verdicts = _verdicts(cls, systems.source(name).spec)
+    assert {o.status for o in verdicts.values()} == {PASS}, verdicts
+    assert "data-parallel sharding (its dist_defaults)" in verdicts["ranks"].why
+    assert "all tables at once" in verdicts["adagrad"].why
+
+
+def test_planted_bugs_in_the_shared_array_system_still_fail(outside, tmp_path):
+    path = tmp_path / "robe_planted.py"
+    path.write_text((ROOT / "examples" / "robe.py").read_text() + PLANTED)
+    wrong = get_impl(outside(f"{path}:RobeWrongGradient"))
+    verdicts = {o.check: o for o in run_checks(Subject(wrong, {"size": 96}), ["gradient", "sgd", "forward"])}
+    assert verdicts["gradient"].status == FAIL and verdicts["forward"].status == PASS, verdicts
+    stale = get_impl(outside(f"{path}:RobeStaleAdagrad"))
+    verdicts = {o.check: o for o in run_checks(Subject(stale, {"size": 96}), ["gradient", "sgd", "adagrad"])}
+    assert verdicts["adagrad"].status == FAIL and "two adagrad steps" in verdicts["adagrad"].why, verdicts
+    assert verdicts["sgd"].status == PASS and verdicts["gradient"].status == PASS
+
+
+def test_the_ranks_check_over_another_sharding_names_the_rank_and_the_table(outside):
+    """Table-wise sharding gives each rank an array of its own tables (another model): check-system --sharding
+    table-wise says so, naming the rank and the table whose rows differ."""
+    res = CliRunner().invoke(cli, ["check-system", ROBE, "--check", "ranks", "--sharding", "table-wise"],
+                             terminal_width=240)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 1 and "FAILS ranks" in said, said
+    assert re.search(r"rank \d's pooled rows of table '\w' \(bags [\d.]+, table-wise sharding\)", said), said
