@@ -4,7 +4,6 @@ second held out (reproduce/harness/kept_model.py, impls/data/raw_rows.py)."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 import torch
