@@ -67,6 +67,33 @@ def tt_lines(records) -> list[str]:
     return lines
 
 
+BUDGET_RULES_DIFFER = 1.1  # systems under one `budget` whose parameter bytes differ by more than this factor
+
+
+def budget_lines(records) -> list[str]:
+    """A word when systems run under one ``budget`` option hold parameter bytes that differ by more than
+    BUDGET_RULES_DIFFER: each sizes to the budget by its own rule (which tables count, what a method holds at least),
+    so the comparison is not at equal bytes; each system's bytes and share of the dense tables are named."""
+    by_budget: dict[float, dict[str, float]] = {}
+    for rec in records:
+        budget = (rec.point.get("impl_options") or {}).get("budget")
+        dense = (rec.body.tables or {}).get("dense_bytes")
+        params = ((rec.body.memory or {}).get("analytic") or {}).get("params")  # its report: no optimizer state
+        if budget is None or not dense or not params:
+            continue
+        by_budget.setdefault(float(budget), {})[rec.point["impl"]] = params
+    lines = []
+    for budget, held in by_budget.items():
+        if len(held) < 2 or max(held.values()) <= BUDGET_RULES_DIFFER * min(held.values()):
+            continue
+        dense = next(r.body.tables["dense_bytes"] for r in records
+                     if (r.point.get("impl_options") or {}).get("budget") == budget and r.body.tables)
+        said = ", ".join(f"{impl} {_bytes(b)} ({b / dense:.3g} of the dense bytes)" for impl, b in held.items())
+        lines.append(f"[yellow]warning:[/] budget {budget:g} is sized by each system's own rule, and they hold "
+                     f"different bytes: {said}; compare them at equal bytes with -o IMPL.budget=... per system")
+    return lines
+
+
 def quality_lines(records) -> list[str]:
     """Per trained system: held-out AUC / log loss at the last evaluation and at the best one (which epoch; with the
     best weights put back by early stop, the best is the result and the last is said beside it), the base-rate log

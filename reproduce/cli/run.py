@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from reproduce.analysis.run_output import comparison_table, quality_lines, tt_lines
+from reproduce.analysis.run_output import budget_lines, comparison_table, quality_lines, tt_lines
 from reproduce.cli.options import (IMPL_HELP, collect_data_options, data_options, dist_options, mlp_options,
                                    model_options, parse_impl_options, point_default, positive, reorder_option,
                                    resolve_systems, timing_options, writable_folder)
@@ -155,7 +155,7 @@ def _compare(impls, out, timeout, repeats, options, fields, save: Path | None = 
     busy = busy_machine(before, probe(**quiet_probe))
     df = summarize(records, baseline=impls[0])
     console.print(comparison_table(df, "train" if fields.get("epochs") else "run"))
-    for line in [*tt_lines(records), *quality_lines(records)]:
+    for line in [*tt_lines(records), *budget_lines(records), *quality_lines(records)]:
         console.print(line)
     if busy:
         console.print(f"[yellow]warning:[/] the machine was busy: {escape(busy)}. The step times and ratios above may "

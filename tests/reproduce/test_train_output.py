@@ -96,3 +96,20 @@ def test_each_bar_shows_its_own_epochs_evaluation_when_the_poll_misses_notes(cap
         assert "18/18" in ends[e] and f"held-out AUC {0.70 + e / 100:.4f}" in ends[e], ends[e]
     assert "1/18" in ends[4] and "held-out" not in ends[4]
     assert not any(line.startswith("dense epoch 2/4") and "0.7300" in line for line in lines)
+
+
+def _budget_record(impl, budget, params, dense=1 << 20):
+    return Record.measured({"impl": impl, "data": "d", "batch_size": 8, "impl_options": {"budget": budget}}, impl,
+                           Body(tables={"dense_bytes": dense}, memory={"analytic": {"params": params}}))
+
+
+def test_systems_that_size_one_budget_by_different_rules_are_named():
+    """-o budget=0.1: hash held twice what the shared-array system held; the run says each one's bytes and share."""
+    from reproduce.analysis.run_output import budget_lines
+
+    recs = [_budget_record("hash", 0.1, 209_715), _budget_record("robe", 0.1, 104_857)]
+    (line,) = budget_lines(recs)
+    assert "budget 0.1 is sized by each system's own rule" in line
+    assert "hash 205 KiB (0.2 of the dense bytes)" in line and "robe 102 KiB (0.1 of the dense bytes)" in line
+    assert budget_lines([_budget_record("hash", 0.1, 104_000), _budget_record("qr", 0.1, 104_857)]) == []
+    assert budget_lines([_budget_record("hash", 0.1, 209_715), _budget_record("robe", 0.2, 104_857)]) == []
