@@ -25,7 +25,7 @@ from impls.data.prepare import SplitPlan
 from impls.data.id_runs import run_values
 from impls.data.safe_write import preallocate
 from impls.data.staging import content_key, staged
-from impls.data.tabular_schema import OPS, Categorical, Schema
+from impls.data.tabular_schema import OPS, Categorical, Schema, is_pattern
 from impls.data.textio import MAX_EXAMPLES, BadRows, MalformedInput, Problems
 from impls.data.vocabulary import TrainVocabulary, remap_columns, remap_values
 
@@ -499,11 +499,89 @@ def split_said(schema: Schema, files: Sequence[Path], sizes: dict[str, int]) -> 
             f"{rows} rows; training on {', '.join(names[:cut])}; held out: {', '.join(names[cut:])}")
 
 
+SAMPLE_ROWS = 1000  # rows of the first file read to tell which columns hold numbers (--dense "*")
+
+
+def _sample(path: Path, delimiter: str | None) -> dict[str, Any]:
+    """The first rows of a raw file, every column (text columns as text)."""
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    kind = _kind(path, delimiter)
+    if kind == "parquet":
+        batch = next(pq.ParquetFile(path).iter_batches(batch_size=SAMPLE_ROWS), None)
+        return {} if batch is None else {n: batch.column(n) for n in batch.schema.names}
+    header = _header(path, kind)
+    reader = pcsv.open_csv(
+        pa.input_stream(str(path), compression="gzip" if _gzipped(path) else None),
+        read_options=pcsv.ReadOptions(use_threads=False, block_size=1 << 20),
+        parse_options=pcsv.ParseOptions(delimiter=kind, invalid_row_handler=lambda row: "skip"),
+        convert_options=pcsv.ConvertOptions(column_types={c: pa.string() for c in header}, strings_can_be_null=True))
+    try:
+        batch = reader.read_next_batch()
+    except StopIteration:
+        return {c: pa.array([], pa.string()) for c in header}
+    return {n: batch.column(n).slice(0, SAMPLE_ROWS) for n in batch.schema.names}
+
+
+def _not_numeric(arr) -> str | None:
+    """None when every present value of a sampled column is a number (and one is present), else an example why."""
+    vals, bad = _floats(arr)
+    if bad.any():
+        return f"{arr[int(np.flatnonzero(bad)[0])].as_py()!r} is not a number"
+    if np.isnan(vals).all():
+        return "no value in the sampled rows"
+    return None
+
+
+def resolve_dense(schema: Schema, files: Sequence[Path]) -> tuple[Schema, str | None]:
+    """The schema with its dense patterns (``*``: every numeric column not named otherwise; a glob such as ``f_*``:
+    the columns it matches, each of which must hold numbers) put as the columns of the first file's header, in
+    header order, numeric told by its first SAMPLE_ROWS rows; and what they became, in words (None: no pattern)."""
+    import fnmatch
+
+    patterns = [(n, tf) for n, tf in schema.dense if is_pattern(n)]
+    if not patterns:
+        return schema, None
+    sample = _sample(Path(files[0]), schema.delimiter)
+    named = {schema.label.column, *(c.name for c in schema.categorical), *(n for n, _ in schema.dense
+                                                                           if not is_pattern(n))}
+    if schema.split.kind == "time":
+        named.add(schema.split.column)
+    dense, said, taken = [(n, tf) for n, tf in schema.dense if not is_pattern(n)], [], set(named)
+    for pattern, tf in patterns:
+        got = []
+        for col in sample:
+            if col in taken or not fnmatch.fnmatchcase(col, pattern):
+                continue
+            why = _not_numeric(sample[col])
+            if why is not None:
+                if pattern == "*":
+                    continue  # every numeric column: this one is not
+                raise ValueError(f"--dense {pattern!r} matches column {col!r}, which does not hold numbers in "
+                                 f"{Path(files[0]).name}'s first rows ({why}): narrow the pattern, or name it as "
+                                 f"categorical")
+            got.append(col)
+        if not got:
+            raise ValueError(f"--dense {pattern!r} matches no {'numeric ' if pattern == '*' else ''}column not named "
+                             f"otherwise; {Path(files[0]).name} has {list(sample)}")
+        taken.update(got)
+        dense += [(c, tf) for c in got]
+        shown = ", ".join(got[:10]) + (f" and {len(got) - 10} more" if len(got) > 10 else "")
+        said.append(f"dense {pattern!r} ({tf}): {len(got)} column(s): {shown}")
+    import dataclasses
+
+    return dataclasses.replace(schema, dense=tuple(dense)), "; ".join(said)
+
+
 def prepare_tabular(files: Sequence[Path], schema: Schema, out: Path, name: str = "tabular", strict: bool = False,
                     progress: Callable[[int], None] | None = None) -> Prepared:
+    """Prepare ``files`` as ``schema`` says (its dense patterns resolved against the first file: resolve_dense)."""
     files = [Path(f) for f in files]
     for f in files:
         _kind(f, schema.delimiter)
+    schema, dense_said = resolve_dense(schema, files)
     raw = content_key(files)
     key = {"format": "tabular", "raw files": raw, "schema": schema.to_dict(), "strict": strict, "vocabulary": VOCABULARY}
     with staged(Path(out), "prepared", key, files) as stage:
@@ -565,7 +643,8 @@ def prepare_tabular(files: Sequence[Path], schema: Schema, out: Path, name: str 
                         layout="multi-hot" if schema.multi_hot else "one-hot", raw=raw, key=key,
                         schema={"columns": schema.to_dict(), "dense_scale": scale,
                                 "dense_names": [d for d, _ in schema.dense],
-                                "split": split_said(schema, files, sizes), "vocabulary": VOCABULARY},
+                                "split": split_said(schema, files, sizes), "vocabulary": VOCABULARY,
+                                **({"dense_resolved": dense_said} if dense_said else {})},
                         warnings=warnings)
         write_meta(partial, meta)
     return meta

@@ -11,6 +11,7 @@ schema.toml::
     [dense]                        # column = "standardize" | "log1p" | "none"
     hour = "log1p"
     age = "standardize"
+    "f_*" = "standardize"          # a glob: the columns it matches; "*": every numeric column not named otherwise
     [categorical]                  # column = {} or { min_count = N, hash = BUCKETS, sep = "|" }
     user = {}
     item = { min_count = 2 }
@@ -238,6 +239,11 @@ class Schema:
             cats.append(Categorical(name, **opts))
         return Schema(LabelRule.parse(label), tuple(dense_cols), tuple(cats), SplitSpec.parse(split or "random"),
                       delimiter)
+
+
+def is_pattern(column: str) -> bool:
+    """A dense column given as a pattern (``*``, a glob), put as columns when the raw files' header is read."""
+    return any(c in column for c in "*?[")
 
 
 def _items(text: str | None) -> list[str]:

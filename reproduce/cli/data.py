@@ -32,7 +32,9 @@ def data() -> None:
 @click.option("--schema", "schema_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="tabular: a schema.toml (label, dense, categorical, split); or the four flags below")
 @click.option("--label", default=None, help="tabular: the 0/1 label column, or a rule such as 'rating>=4'")
-@click.option("--dense", default=None, help="tabular: dense columns, e.g. hour:log1p,age (standardize by default)")
+@click.option("--dense", default=None,
+              help="tabular: dense columns, e.g. hour:log1p,age (standardize by default); '*' every numeric column "
+                   "not named otherwise, or a glob such as 'f_*:log1p'")
 @click.option("--categorical", default=None,
               help="tabular: categorical columns, e.g. user,item:min_count=2,genre:sep=| (multi-hot)")
 @click.option("--split", default=None,
@@ -79,6 +81,8 @@ def data_prepare(name, raw, out, strict, max_ind_range, freq_threshold, schema_p
                                                          if len(meta.tables) <= 12 else ""))
     if meta.schema and meta.schema.get("split"):
         console.print(escape(meta.schema["split"]))
+    if meta.schema and meta.schema.get("dense_resolved"):
+        console.print(escape(meta.schema["dense_resolved"]))
     if bar.n:
         console.print(f"read {bar.n / 2**20:,.1f} MiB in {secs:.1f} s ({bar.n / 2**20 / secs:,.1f} MiB/s over both passes)")
     else:

@@ -287,3 +287,24 @@ def test_a_click_logs_vocabulary_keeps_its_raw_values_and_their_hashes(tmp_path)
         ids = np.asarray(src.sparse)[:, 0]  # id k >= 1 is the value at k - 1 (id 0: out of the vocabulary)
         rows = np.load(tmp_path / "out" / split / "rows.npy")
         assert users[ids - 1].tolist() == [ROWS[r][1] for r in rows], split
+
+
+def test_dense_star_takes_every_numeric_column_not_named_otherwise_and_a_glob_its_matches(tmp_path):
+    """--dense "*": the numeric columns that are not the label, a categorical or the time column (read from the first
+    file's header and first rows), in header order; a glob takes what it matches and refuses a column that holds
+    no numbers; a pattern that matches nothing is refused naming the header."""
+    header = "ts,user,f_a,note,f_b,rating,g_c"
+    rows = [(t, f"u{t % 3}", t * 0.5, f"text {t}", "" if t == 2 else t, t % 5, -t) for t in range(10)]
+    f = write_csv(tmp_path / "c.csv", rows, header)
+    s = Schema.from_flags("rating>=3", "*", "user", "time:ts:0.8")
+    meta = prepare_tabular([f], s, tmp_path / "out")
+    assert meta.schema["dense_names"] == ["f_a", "f_b", "g_c"] and meta.num_dense == 3
+    assert meta.schema["dense_resolved"].startswith("dense '*' (standardize): 3 column(s): f_a, f_b, g_c")
+    s = Schema.from_flags("rating>=3", "g_c:none,f_*:log1p", "user", "time:ts:0.8")
+    meta = prepare_tabular([f], s, tmp_path / "out2")
+    assert meta.schema["dense_names"] == ["g_c", "f_a", "f_b"]
+    assert meta.schema["columns"]["dense"] == {"g_c": "none", "f_a": "log1p", "f_b": "log1p"}
+    with pytest.raises(ValueError, match=r"--dense 'n\*' matches column 'note', which does not hold numbers"):
+        prepare_tabular([f], Schema.from_flags("rating>=3", "n*", "user", "time:ts:0.8"), tmp_path / "out3")
+    with pytest.raises(ValueError, match=r"--dense 'x\*' matches no column not named otherwise; c.csv has"):
+        prepare_tabular([f], Schema.from_flags("rating>=3", "x*", "user", "time:ts:0.8"), tmp_path / "out4")
