@@ -25,7 +25,7 @@ def _kept(model_dir: Path):
 
     try:
         kept = load(model_dir)
-        resolve_systems([kept.info["system"]], "--model")
+        resolve_systems([kept.info.get("spec") or kept.info["system"]], "--model")  # an outside one is loaded
         return kept, kept.build()
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None

@@ -114,7 +114,8 @@ def save(folder: Path, point, tables, num_dense: int, data: str, step, res) -> N
         digest = preparation_digest(partial / PREPARATION)
     else:
         digest = None  # a synthetic stream: no preparation to keep
-    info = {"format": FORMAT, "system": point.impl, "point": point.to_dict(), "data": data,
+    info = {"format": FORMAT, "system": point.impl, "spec": outside_spec(point.impl), "point": point.to_dict(),
+            "data": data,
             "tables": [asdict(t) for t in tables], "num_dense": num_dense, "model_digest": _sha256(partial / MODEL),
             "preparation_digest": digest, "stop": res.state["stop"], "steps": res.state["it"],
             "epochs": res.state["epoch"], "eval": res.curve[-1] if res.curve else None,
@@ -126,6 +127,20 @@ def save(folder: Path, point, tables, num_dense: int, data: str, step, res) -> N
         folder.rename(old)  # the earlier model stays whole until the new one is in place
     partial.rename(folder)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def outside_spec(name: str) -> str | None:
+    """The spec that loads an outside system (a file's path made absolute, so the model loads from any folder);
+    None for one of ours."""
+    from reproduce.harness.systems import source
+
+    src = source(name)
+    if src is None:
+        return None
+    target, _, cls = src.spec.rpartition(":")
+    if target.endswith(".py"):
+        target = str(Path(target).resolve())
+    return f"{target}:{cls}"
 
 
 def load(folder: Path) -> KeptModel:

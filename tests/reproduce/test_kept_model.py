@@ -4,6 +4,7 @@ second held out (reproduce/harness/kept_model.py, impls/data/raw_rows.py)."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -35,7 +36,7 @@ def log(tmp_path_factory):
     return d
 
 
-def _train(log, out, *extra):
+def _train(log, *extra):
     res, said = _invoke("train", "--impl", "dense-torch", "--data", log / "prepared", *TRAIN, "--out", log / "runs",
                         *extra)
     assert res.exit_code == 0, said
@@ -47,7 +48,7 @@ def _auc(said: str) -> float:
 
 
 def test_a_kept_model_scores_held_back_raw_rows_as_evaluate_scores_their_split(log):
-    said = _train(log, "runs", "--epochs", "1", "--save", log / "m")
+    said = _train(log, "--epochs", "1", "--save", log / "m")
     assert f"kept the model in {log / 'm'}" in said
     res, evaluated = _invoke("evaluate", "--model", log / "m", "--data", log / "prepared")
     assert res.exit_code == 0, evaluated
@@ -61,7 +62,7 @@ def test_a_kept_model_scores_held_back_raw_rows_as_evaluate_scores_their_split(l
 
 
 def test_new_values_read_the_out_of_vocabulary_row_and_a_changed_schema_is_refused(log):
-    _train(log, "runs", "--epochs", "1", "--save", log / "m2")
+    _train(log, "--epochs", "1", "--save", log / "m2")
     header, first = (log / "raw" / "b.csv").read_text().splitlines()[:2]
     unseen = first.split(",")
     unseen[1], unseen[2] = "nobody", "nothing"  # a user and an item the training split never held
@@ -75,9 +76,9 @@ def test_new_values_read_the_out_of_vocabulary_row_and_a_changed_schema_is_refus
 
 
 def test_a_resumed_run_equals_the_run_that_never_stopped_bit_for_bit(log):
-    _train(log, "runs", "--epochs", "2", "--save", log / "whole")
-    _train(log, "runs", "--epochs", "1", "--save", log / "half")
-    _train(log, "runs", "--epochs", "2", "--resume", log / "half", "--save", log / "resumed")
+    _train(log, "--epochs", "2", "--save", log / "whole")
+    _train(log, "--epochs", "1", "--save", log / "half")
+    _train(log, "--epochs", "2", "--resume", log / "half", "--save", log / "resumed")
     whole = torch.load(log / "whole" / "model.pt", weights_only=False)
     resumed = torch.load(log / "resumed" / "model.pt", weights_only=False)
     tensors = [k for k in whole["weights"] if not k.endswith("_extra_state")]
@@ -91,7 +92,7 @@ def test_a_resumed_run_equals_the_run_that_never_stopped_bit_for_bit(log):
 def test_a_changed_kept_model_or_another_dataset_is_refused(log, tmp_path):
     import shutil
 
-    _train(log, "runs", "--epochs", "1", "--save", log / "m3")
+    _train(log, "--epochs", "1", "--save", log / "m3")
     shutil.copytree(log / "m3", tmp_path / "m")
     with open(tmp_path / "m" / "model.pt", "ab") as f:
         f.write(b"\0")
@@ -102,3 +103,26 @@ def test_a_changed_kept_model_or_another_dataset_is_refused(log, tmp_path):
     assert res.exit_code == 0, said
     res, said = _invoke("evaluate", "--model", log / "m3", "--data", tmp_path / "other")
     assert res.exit_code != 0 and "was not prepared as the data" in said
+
+
+def test_an_outside_system_is_kept_through_its_state_dict_and_loads_from_any_folder(log, tmp_path, monkeypatch):
+    """examples/robe.py (its optimizer state in its state_dict by CompressedCollection's extra state): saved by its
+    spec, evaluated from another folder, where its relative spec would not load."""
+    from impls import registry
+    from reproduce.harness import systems
+
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(root)
+    before = set(registry._REGISTRY)
+    try:
+        res, said = _invoke("train", "--impl", "examples/robe.py:RobeEmbedding", "--data", log / "prepared", *TRAIN,
+                            "--out", log / "runs", "--epochs", "1", "--save", log / "robe")
+        assert res.exit_code == 0, said
+        monkeypatch.chdir(tmp_path)
+        res, evaluated = _invoke("evaluate", "--model", log / "robe", "--data", log / "prepared")
+        assert res.exit_code == 0 and "robe on" in evaluated, evaluated
+        assert f"held-out AUC {_auc(evaluated):.4f}" in said  # what the run scored at its end
+    finally:
+        for name in set(registry._REGISTRY) - before:
+            del registry._REGISTRY[name]
+            systems._loaded.pop(name, None)
