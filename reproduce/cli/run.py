@@ -53,11 +53,17 @@ def kept_folders(impls, save: Path | None, resume: Path | None, world_size: int)
         raise click.UsageError(f"--resume {resume} goes on with the one system kept there: name one --impl")
     if save is not None:
         writable_folder(save.parent, f"--save {save}: its folder")
+    from reproduce.harness.kept_model import check_replaceable
+
     out = {}
     for impl in impls:
         args = []
         if save is not None:
             where = save if len(impls) == 1 else save / "".join(c if c.isalnum() or c in "-_." else "_" for c in impl)
+            try:
+                check_replaceable(where)  # before any run: nothing of the user's is replaced
+            except ValueError as exc:
+                raise click.UsageError(str(exc)) from None
             args += ["--save", str(where.resolve())]
         if resume is not None:
             args += ["--resume", str(resume.resolve())]

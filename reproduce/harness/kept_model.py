@@ -92,11 +92,23 @@ class KeptModel:
         return step
 
 
+def check_replaceable(folder: Path) -> None:
+    """Refuse to put a model where a folder holds anything but a kept model (its files would be replaced), or where
+    a file is."""
+    folder = Path(folder)
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        raise ValueError(f"--save {folder}: a file or link is there; name a folder")
+    if folder.is_dir() and any(folder.iterdir()) and not (folder / INFO).is_file():
+        raise ValueError(f"--save {folder}: the folder holds files and no kept model ({INFO}); name a new folder "
+                         f"(or a kept model's, to replace it)")
+
+
 def save(folder: Path, point, tables, num_dense: int, data: str, step, res) -> None:
-    """Keep a finished training run (``res``: its LoopResult) in ``folder``."""
+    """Keep a finished training run (``res``: its LoopResult) in ``folder`` (check_replaceable)."""
     import torch
 
     folder = Path(folder)
+    check_replaceable(folder)
     if res.state is None:
         raise ValueError("only a training run (epochs > 0) can be kept")
     partial = folder.with_name(folder.name + ".partial")

@@ -126,3 +126,12 @@ def test_an_outside_system_is_kept_through_its_state_dict_and_loads_from_any_fol
         for name in set(registry._REGISTRY) - before:
             del registry._REGISTRY[name]
             systems._loaded.pop(name, None)
+
+
+def test_save_refuses_a_folder_that_holds_anything_but_a_kept_model(log, tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "thesis.tex").write_text("precious")
+    res, said = _invoke("train", "--impl", "dense-torch", "--data", log / "prepared", *TRAIN, "--out", log / "runs",
+                        "--save", tmp_path / "mine")
+    assert res.exit_code != 0 and "holds files and no kept model" in said
+    assert (tmp_path / "mine" / "thesis.tex").read_text() == "precious"
