@@ -161,8 +161,8 @@ def summarize(records: Iterable[dict[str, Any]], baseline: str | None = None) ->
 
 def summarize_runs(reps: pd.DataFrame, baseline: str | None = None) -> pd.DataFrame:
     """One row per point (medians over its repeats; the A/A twin left out), plus ``speedup`` = baseline total time /
-    this total time within each (data, batch_size, mode, optimizer, world size) group: the median over rounds of the
-    ratio within each round, with its interval (``speedup_lo`` / ``speedup_hi``: stats.paired_ratio). The baseline is
+    this total time within each (data, batch_size, mode, optimizer, world size) group: the Hodges-Lehmann estimate
+    over rounds of the ratio within each round, with its interval (``speedup_lo`` / ``speedup_hi``: stats.paired_ratio). The baseline is
     ``baseline`` or the first impl."""
     if reps.empty:
         return reps

@@ -37,7 +37,7 @@ def repeats_of(root: Path, experiment: str, machine: str) -> pd.DataFrame | None
 
 def claim_pairs(reps: pd.DataFrame, c: dict) -> list[tuple[tuple, dict, dict, float]]:
     """Per group: (group key, numerator rounds, denominator rounds, power) (round -> value): the group's value is the
-    paired ratio (median over rounds of num / den within the round) ** power. The A/A twin is left out."""
+    paired ratio (the Hodges-Lehmann estimate over rounds of num / den within the round) ** power. The A/A twin is left out."""
     by = c.get("by", "label")
     ok = without_twins(reps[(reps["status"] == "ok") & reps[c["metric"]].notna()])
     if "oversubscribed" in ok:  # a point that ran more ranks x threads than cores never carries a claim's value

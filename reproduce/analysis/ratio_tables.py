@@ -11,7 +11,7 @@ import pandas as pd
 
 from reproduce.analysis.aggregate import without_twins
 from reproduce.analysis.resolving import band, noise_note, within_noise
-from reproduce.analysis.stats import NAN3, by_round, interval_name, median_interval, paired_ratio
+from reproduce.analysis.stats import NAN3, by_round, median_interval, paired_interval_name, paired_ratio
 
 
 TIME_METRICS = ("total_ms", "cpu_ms")
@@ -98,8 +98,9 @@ def table_notes(ok: pd.DataFrame, runs: list[int], aa, marks: dict[str, bool]) -
     if not runs:
         return []
     lo, hi = min(runs), max(runs)
-    what = interval_name(lo) if lo == hi else f"{interval_name(lo)} to {interval_name(hi)}"
-    notes = [f"Ratios: the median over rounds of the ratio within each round; intervals: {what}."]
+    what = paired_interval_name(lo) if lo == hi else f"{paired_interval_name(lo)} to {paired_interval_name(hi)}"
+    notes = [f"Ratios: the Hodges-Lehmann estimate over rounds of the (log) ratio within each round; intervals: "
+             f"{what}."]
     spread = repeat_spread(ok)
     if spread:
         notes.append(spread)

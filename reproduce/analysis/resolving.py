@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from reproduce.analysis.stats import by_round, half_width, interval_name, is_ci, paired_ratio
+from reproduce.analysis.stats import by_round, half_width, is_paired_ci, paired_interval_name, paired_ratio
 from reproduce.harness.evidence import GROUP, Rounds, is_twin_label, original_label
 
 Band = tuple[float, float]
@@ -33,11 +33,11 @@ class Ratio:
     @property
     def met(self) -> bool:
         """Its 95 % interval (6 rounds at least: fewer give only a range of lower confidence) is within target."""
-        return self.target is not None and is_ci(self.rounds) and self.half_width <= self.target
+        return self.target is not None and is_paired_ci(self.rounds) and self.half_width <= self.target
 
     @property
     def interval(self) -> str:
-        return interval_name(self.rounds)
+        return paired_interval_name(self.rounds)
 
     def where(self) -> str:
         g = self.group

@@ -140,12 +140,13 @@ def _ci(r, col: str) -> str:
 def comparison_table(df, command: str = "run") -> Table:
     import pandas as pd
 
-    from reproduce.analysis.stats import interval_name
+    from reproduce.analysis.stats import paired_interval_name
 
     n = int(df["runs"].max()) if "runs" in df and len(df) else 1
     held = "; AUC / log loss: held-out, at the last evaluation" if "auc" in df.columns else ""
     t = Table(title=f"dlrmbench {command} (medians over timed iterations" + (
-        f", then over {n} interleaved rounds; speedup: within each round, median over rounds; \\[{interval_name(n)}]"
+        f", then over {n} interleaved rounds; speedup: within each round, Hodges-Lehmann over rounds; "
+        f"\\[{paired_interval_name(n)}]"
         if n > 1 else "; one run each: no interval")
         + held + ")")
     quality = [c for c in ("syncs_per_step", "epochs", "auc", "logloss") if c in df.columns]

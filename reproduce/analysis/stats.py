@@ -1,9 +1,14 @@
 """Intervals over rounds. A sweep runs every point once per round (rounds interleaved: A B C, C B A), so the runs of
 two points in one round share the machine's state: a ratio is taken WITHIN each round (paired) and summarized over
-rounds by the median of those per-round ratios, with the order-statistic interval of that median (distribution-free
-and exact: no resampling, so the same records always give the same report). A system over itself is exactly 1 with
-no interval. From 6 rounds the interval is a 95 % confidence interval of the median; with fewer it is the range of
-the rounds, and ``interval_name`` states the confidence that range has (5 rounds: 94 %), never calling it 95 %.
+rounds by the Hodges-Lehmann estimate of the log ratio (the median of the Walsh averages (d_i + d_j) / 2, i <= j, of
+the per-round log ratios d), with its exact Wilcoxon signed-rank interval: distribution-free for noise symmetric
+about the ratio - which the difference of two runs' log times is when their noise is alike, however skewed each is -,
+robust like the median and about 95 % efficient under normal noise, where the median's order-statistic interval is
+about 64 % (so about twice as wide at 10 rounds). Exact: no resampling, so the same records always give the same
+report. A system over itself is exactly 1 with no interval. From 6 rounds the interval is a 95 % confidence
+interval; with fewer it is the range of the Walsh averages, and ``paired_interval_name`` states the confidence that
+range has (5 rounds: 94 %), never calling it 95 %. A point's own metric (a step time) is summarized by its median
+over rounds with the order-statistic interval of the median (``median_interval``, ``interval_name``).
 An aggregate over groups (the max, median or mean of several settings' ratios) takes a bootstrap over rounds (the
 max / min: of those very settings) or over groups and rounds (the median / mean: its interval spans the settings)."""
 from __future__ import annotations
@@ -64,6 +69,65 @@ def median_interval(x: Sequence[float]) -> Interval:
     return float(np.median(v)), float(v[k - 1]), float(v[len(v) - k])
 
 
+def _signed_rank_counts(n: int) -> list[int]:
+    """How many subsets of the ranks 1..n sum to t, for t = 0..n(n+1)/2 (the Wilcoxon signed-rank statistic's null
+    distribution times 2^n)."""
+    counts = [1] + [0] * (n * (n + 1) // 2)
+    for r in range(1, n + 1):
+        for t in range(len(counts) - 1, r - 1, -1):
+            counts[t] += counts[t - r]
+    return counts
+
+
+def _walsh_coverage(n: int, k: int) -> float:
+    """The confidence of [W_(k), W_(M+1-k)] (1-based order statistics of the M = n(n+1)/2 Walsh averages) for the
+    center of a symmetric distribution: 1 - 2 P(T < k), T the signed-rank statistic."""
+    counts = _signed_rank_counts(n)
+    return 1 - 2 * sum(counts[:k]) / 2 ** n
+
+
+def walsh_k(n: int) -> int:
+    """The largest k whose interval [W_(k), W_(M+1-k)] still holds the center with LEVEL confidence (1 when none
+    does: the range of the Walsh averages, whose confidence ``paired_interval_name`` states)."""
+    m = n * (n + 1) // 2
+    k = 1
+    while k + 1 <= (m + 1) // 2 and _walsh_coverage(n, k + 1) >= LEVEL:
+        k += 1
+    return k
+
+
+def walsh_averages(x: np.ndarray) -> np.ndarray:
+    """(x_i + x_j) / 2 for every i <= j, over the last axis (a batch of samples: one row each)."""
+    i, j = np.triu_indices(x.shape[-1])
+    return (x[..., i] + x[..., j]) / 2
+
+
+def hodges_lehmann(x: Sequence[float]) -> Interval:
+    """The Hodges-Lehmann estimate of the center of ``x`` (the median of its Walsh averages) and its exact Wilcoxon
+    signed-rank interval (``walsh_k``); NaNs left out."""
+    v = np.asarray([a for a in x if a == a], dtype=float)
+    if len(v) == 0:
+        return NAN3
+    w = np.sort(walsh_averages(v))
+    k = walsh_k(len(v))
+    return float(np.median(w)), float(w[k - 1]), float(w[len(w) - k])
+
+
+def is_paired_ci(rounds: int) -> bool:
+    """Whether the signed-rank interval over ``rounds`` paired rounds is a LEVEL (95 %) confidence interval."""
+    return rounds > 1 and _walsh_coverage(rounds, walsh_k(rounds)) >= LEVEL
+
+
+def paired_interval_name(rounds: int) -> str:
+    """What the interval of a paired ratio over ``rounds`` rounds is."""
+    if rounds <= 1:
+        return "one round: no interval"
+    if is_paired_ci(rounds):
+        return f"Hodges-Lehmann, exact Wilcoxon signed-rank 95 % CI over {rounds} rounds"
+    cover = _walsh_coverage(rounds, walsh_k(rounds))
+    return f"range of the Walsh averages of {rounds} rounds ({cover * 100:.0f} % CI)"
+
+
 def by_round(runs: pd.DataFrame, metric: str) -> dict[int, float]:
     """round (the ``repeat`` column) -> ``metric`` of the runs given (one point's, or one side of a comparison; two
     runs in one round give their median); NaNs left out."""
@@ -79,11 +143,22 @@ def round_ratios(num: Mapping[int, float], den: Mapping[int, float]) -> np.ndarr
     return np.asarray([num[r] / den[r] for r in rounds], dtype=float)
 
 
+def ratio_interval(r: Sequence[float]) -> Interval:
+    """The Hodges-Lehmann estimate of per-round ratios ``r`` (on their logs) and its signed-rank interval, as
+    ratios."""
+    r = np.asarray(r, dtype=float)
+    r = r[(r == r) & (r > 0)]
+    if len(r) == 0:
+        return NAN3
+    est, lo, hi = hodges_lehmann(np.log(r))
+    return math.exp(est), math.exp(lo), math.exp(hi)
+
+
 def paired_ratio(num: Mapping[int, float], den: Mapping[int, float]) -> tuple[float, float, float, int]:
-    """The median over rounds of the within-round ratio num[r] / den[r], its order-statistic interval and the number
-    of rounds paired (``num`` and ``den``: round -> value)."""
+    """The Hodges-Lehmann estimate over rounds of the within-round ratio num[r] / den[r] (on the log ratios), its
+    exact signed-rank interval and the number of rounds paired (``num`` and ``den``: round -> value)."""
     r = round_ratios(num, den)
-    return (*median_interval(r), len(r))
+    return (*ratio_interval(r), len(r))
 
 
 def half_width(value: float, lo: float, hi: float) -> float:
@@ -105,7 +180,7 @@ Group = tuple[Mapping[int, float], Mapping[int, float], float]  # numerator roun
 def aggregate_name(how: str, groups: int, rounds: int) -> str:
     """What ``aggregate_interval`` gives for ``groups`` groups of at least ``rounds`` paired rounds."""
     if groups == 1:
-        return interval_name(rounds)
+        return paired_interval_name(rounds)
     if rounds <= 1 and how in ("max", "min"):
         return "one round: no interval"
     over = "rounds" if how in ("max", "min") else "groups and rounds"
@@ -116,8 +191,8 @@ def aggregate_interval(groups: Sequence[Group], how: str,
                        transform: Callable[[np.ndarray], np.ndarray] = lambda r: r,
                        seed: int = SEED) -> tuple[float, float, float, list[float]]:
     """An aggregate (``how``: median, max, mean, min) over groups of ``transform(paired ratio ** power)``, its
-    interval and the per-group values. One group: its order-statistic interval. Several: a bootstrap (seeded) that
-    redraws each group's rounds (max / min: of the same groups) or the groups themselves and then their rounds
+    interval and the per-group values (each group's ratio: its Hodges-Lehmann estimate). One group: its signed-rank
+    interval. Several: a bootstrap (seeded) that redraws each group's rounds (max / min: of the same groups) or the groups themselves and then their rounds
     (median / mean: the interval spans what the settings disagree on, not only repeat noise)."""
     if how not in AGGREGATES:
         raise ValueError(f"aggregate must be one of {sorted(AGGREGATES)}, got {how!r}")
@@ -127,14 +202,18 @@ def aggregate_interval(groups: Sequence[Group], how: str,
     if not ratios:
         return float("nan"), float("nan"), float("nan"), []
     f = lambda r, p: np.asarray(transform(np.asarray(r, dtype=float) ** p), dtype=float)  # noqa: E731
-    values = [float(f(np.median(r), p)) for r, p in ratios]
+    values = [float(f(ratio_interval(r)[0], p)) for r, p in ratios]
     if len(ratios) == 1:
         r, p = ratios[0]
-        ends = sorted(float(f(x, p)) for x in median_interval(r)[1:])
+        ends = sorted(float(f(x, p)) for x in ratio_interval(r)[1:])
         return values[0], ends[0], ends[1], values
     rng = np.random.default_rng(seed)
-    draws = np.stack([f(np.median(r[rng.integers(0, len(r), size=(RESAMPLES, len(r)))], axis=1), p)
-                      for r, p in ratios])  # groups x resamples
+
+    def estimates(r: np.ndarray) -> np.ndarray:  # the Hodges-Lehmann estimate of each resample of r
+        logs = np.log(r[rng.integers(0, len(r), size=(RESAMPLES, len(r)))])
+        return np.exp(np.median(walsh_averages(logs), axis=1))
+
+    draws = np.stack([f(estimates(r), p) for r, p in ratios])  # groups x resamples
     if how in ("median", "mean"):
         pick = rng.integers(0, len(ratios), size=(RESAMPLES, len(ratios)))
         draws = np.take_along_axis(draws, pick.T, axis=0)

@@ -35,7 +35,7 @@ from reproduce.cli.output import console
 def run(impls, out, timeout, repeats, no_check_bounds, options, **kw) -> None:
     """Run each implementation on the same data, each in its own fresh process, and compare them (with
     --repeats N, N rounds of every implementation in turn: medians, ratios within each round, and the
-    order-statistic interval of their median over rounds)."""
+    exact signed-rank interval of their Hodges-Lehmann estimate over rounds)."""
     if kw.pop("eval_flag") and not kw["eval_batches"]:
         kw["eval_batches"] = 8
     _compare(impls, out, timeout, repeats, options, dict(check_bounds=not no_check_bounds, **kw))

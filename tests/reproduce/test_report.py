@@ -43,21 +43,22 @@ def test_ratio_interval_and_two_sided_verdicts(tmp_path):
     _runs(tmp_path, "e", _rows("a", 1, [300, 310, 290]) + _rows("b", 1, [100, 101, 99])
           + _rows("a", 2, [200, 210, 190]) + _rows("b", 2, [100, 102, 98]) + _rows("a", 4, [100, 101, 99]))
     up_to = evaluate_claim({**BASE, "paper_value": 3.0, "phrase": "up to"}, tmp_path, M)
-    assert up_to["aggregate"] == "max" and up_to["value"] == pytest.approx(3.0)
+    # the Hodges-Lehmann estimate of the round ratios 3.0, 3.07, 2.93 (geometric: on their logs)
+    assert up_to["aggregate"] == "max" and up_to["value"] == pytest.approx(3.0, rel=1e-3)
     assert up_to["lo"] < 3.0 < up_to["hi"] and up_to["runs"] == 3 and len(up_to["groups"]) == 2  # world 4: no b
     assert up_to["verdict"] == "reproduced"
     med = evaluate_claim({**BASE, "paper_value": 3.0}, tmp_path, M)
-    assert med["aggregate"] == "median" and med["value"] == pytest.approx(2.5)
+    assert med["aggregate"] == "median" and med["value"] == pytest.approx(2.5, rel=1e-3)
     assert med["verdict"] == "reproduced"  # 2.5 in [2.4, 3.75]
     assert evaluate_claim({**BASE, "paper_value": 1.0}, tmp_path, M)["verdict"] == "exceeds"
     below = evaluate_claim({**BASE, "paper_value": 10.0}, tmp_path, M)
     assert below["verdict"] == "below" and "under [8, 12.5]" in below["why"]
     other = evaluate_claim({**BASE, "paper_value": 10.0, "comparable": False, "not_comparable": "32 GPUs"},
                            tmp_path, M)
-    assert other["verdict"] == "not comparable" and other["why"] == "32 GPUs" and other["value"] == pytest.approx(2.5)
+    assert other["verdict"] == "not comparable" and other["why"] == "32 GPUs" and other["value"] == pytest.approx(2.5, rel=1e-3)
     red = evaluate_claim({**BASE, "kind": "reduction", "numerator": "b", "denominator": "a", "paper_value": 0.6},
                          tmp_path, M)
-    assert red["value"] == pytest.approx(1 - (1 / 3 + 1 / 2) / 2) and red["verdict"] == "reproduced"
+    assert red["value"] == pytest.approx(1 - (1 / 3 + 1 / 2) / 2, rel=1e-3) and red["verdict"] == "reproduced"
 
 
 def test_growth_is_per_doubling(tmp_path):
@@ -84,7 +85,7 @@ def test_modeled_values_never_give_a_verdict_and_noise_warns(tmp_path):
             for r in _rows("b", 1, [108, 93, 100])]
     _runs(tmp_path, "e", _rows("a", 1, [105, 104, 106]) + _rows("b", 1, [100, 101, 99]) + twin)
     r = evaluate_claim({**BASE, "paper_value": 1.05}, tmp_path, M)
-    assert r["value"] == pytest.approx(1.05) and "overlaps the set's A/A control [0.921, 1.080]" in r["noise"]
+    assert r["value"] == pytest.approx(1.05, rel=1e-4) and "overlaps the set's A/A control [0.921, 1.080]" in r["noise"]
     shutil.rmtree(tmp_path / "results" / "e")
     _runs(tmp_path, "e", _rows("a", 1, [105, 104, 106]) + _rows("b", 1, [100, 101, 99]))
     assert evaluate_claim({**BASE, "paper_value": 1.05}, tmp_path, M)["noise"] == ""  # no control: the interval only

@@ -16,7 +16,7 @@ PAIRS = (("elrec", "EL-Rec / EcoRec"), ("ttrec", "TT-Rec (FBTT) / EcoRec"))
 
 def measured_ratios(runs: pd.DataFrame) -> pd.DataFrame:
     """Per (device, batch): each system's step time over EcoRec's, paired by round (the median of the per-round ratios
-    and its order-statistic interval: stats.paired_ratio)."""
+    and its signed-rank interval: stats.paired_ratio)."""
     from reproduce.analysis.stats import by_round, paired_ratio
 
     rows = []
@@ -59,6 +59,6 @@ def fig11_ratios(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     gpu = bool((ok["device_kind"] == "cuda").any()) if "device_kind" in ok else False
     verdict = "a GPU run: comparable with the artifact" if gpu else "no GPU run: ours are not comparable with the artifact"
     fig.suptitle(f"EcoRec Fig 11 as ratios over EcoRec, 28 Meta-like tables, D 32, R 32 ({verdict})\n"
-                 f"{style.caption(df, whiskers=style.has_whiskers(fig))}", y=1.04, fontsize=10)
+                 f"{style.caption(df, whiskers=style.has_whiskers(fig), paired=True)}", y=1.04, fontsize=10)
     style.footnote(df, fig)
     return style.save(fig, out_dir, "fig11_ratios")

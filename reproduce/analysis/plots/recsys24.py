@@ -35,7 +35,7 @@ def measured(df: pd.DataFrame, out_dir: Path) -> list[Path]:
 
 
 def speedup(df: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """Each plan's speedup over table_row_wise per workload and rank count, paired by round with the order-statistic
+    """Each plan's speedup over table_row_wise per workload and rank count, paired by round with the signed-rank
     interval of the median, and the paper's 1.5x average / 1.77x maximum as reference lines."""
     style.setup()
     ok = df[df["status"] == "ok"]
@@ -62,7 +62,7 @@ def speedup(df: pd.DataFrame, out_dir: Path) -> list[Path]:
         ax.tick_params(axis="x", labelrotation=20, labelsize=7)
     g.set_axis_labels("", "speedup over table_row_wise (×)")
     g.figure.suptitle(f"EMBark plans over table_row_wise (measured embedding step; {style.hardware(ok)}){planner_ran(ok)}"
-                      f"\n{style.caption(ok, whiskers=style.has_whiskers(g.figure))}", y=1.08, fontsize=9)
+                      f"\n{style.caption(ok, whiskers=style.has_whiskers(g.figure), paired=True)}", y=1.08, fontsize=9)
     return style.save(g.figure, out_dir, "measured_speedup")
 
 

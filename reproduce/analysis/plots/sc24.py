@@ -27,7 +27,7 @@ def speedup(df: pd.DataFrame, out_dir: Path) -> list[Path]:
         ax.axhline(1.0, color="black", lw=0.8, ls="--")
         style.whiskers(ax, ok, "batch_size", "speedup", "speedup_lo", "speedup_hi")
     g.figure.suptitle(f"Training-step speedup (measured; {style.hardware(ok)})\n"
-                      f"{style.caption(ok, whiskers=True)}", y=1.08,
+                      f"{style.caption(ok, whiskers=True, paired=True)}", y=1.08,
                       fontsize=9)
     style.footnote(df, g.figure)
     return style.save(g.figure, out_dir, "speedup")
@@ -57,7 +57,7 @@ def memory(df: pd.DataFrame, out_dir: Path) -> list[Path]:
 def datasets(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     """SC24 Fig 10 analogue: EcoRec's speedup over EL-Rec and over TT-Rec on each dataset, at the world size
     measured on most datasets (full tables, main configurations; ablation variants left out), paired by round with
-    the order-statistic interval of the median (the paper's values as reference lines only where the claims call this
+    the signed-rank interval of the Hodges-Lehmann estimate (the paper's values as reference lines only where the claims call this
     comparable)."""
     style.setup()
     ok = _ok(df)
@@ -89,6 +89,6 @@ def datasets(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     g.set_axis_labels("dataset", "EcoRec speedup (×)")
     g.figure.suptitle(f"EcoRec speedup per dataset at {n} ranks, local batch {int(sp['batch_size'].iloc[0])} "
                       f"(measured; {style.hardware(ok)}; paper Fig 10: 32 GPUs)\n"
-                      f"{style.caption(ok, whiskers=True)}", y=1.08,
+                      f"{style.caption(ok, whiskers=True, paired=True)}", y=1.08,
                       fontsize=9)
     return style.save(g.figure, out_dir, "datasets_speedup")

@@ -77,10 +77,11 @@ def commits(df) -> str:
     return f"{len(counts)} commits (results/REPORT.md lists them)"
 
 
-def caption(df, *, whiskers: bool) -> str:
-    """Machine, commit, repeats and what the whiskers are, for a figure of measured medians; ``whiskers``: whether
-    the figure draws them (tests/reproduce/test_figure_captions.py holds every figure to it)."""
-    from reproduce.analysis.stats import interval_name
+def caption(df, *, whiskers: bool, paired: bool = False) -> str:
+    """Machine, commit, repeats and what the whiskers are, for a figure of measured medians (``paired``: of ratios
+    paired by round, their Hodges-Lehmann estimates); ``whiskers``: whether the figure draws them
+    (tests/reproduce/test_figure_captions.py holds every figure to it)."""
+    from reproduce.analysis.stats import interval_name, paired_interval_name
 
     machine = df["machine"].dropna().iloc[0] if "machine" in df and df["machine"].notna().any() else None
     reps = df["repeats"].dropna().astype(int) if "repeats" in df else None
@@ -94,7 +95,8 @@ def caption(df, *, whiskers: bool) -> str:
     elif reps is None or reps.empty or reps.max() <= 1:
         what = "one run per point: no interval"
     else:
-        what = f"medians, whiskers: {interval_name(int(reps.min()))}"
+        what = (f"ratios paired by round, whiskers: {paired_interval_name(int(reps.min()))}" if paired
+                else f"medians, whiskers: {interval_name(int(reps.min()))}")
     return f"machine {machine or '?'}; {commits(df)}; {n}; {what}{oversubscribed(df)}"
 
 
