@@ -44,6 +44,7 @@ def _installed(dist: str) -> str | None:
         return None
 
 
+LAUNCHED_ENV = "DLRMBENCH_LAUNCHED_AT"  # the launcher's clock (time.time()) when it started the run's process
 SCHEDULE_ENV = "DLRMBENCH_SCHEDULE"  # set by the launcher for a co-scheduled (duet) run: "duet"
 
 

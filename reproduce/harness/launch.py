@@ -22,7 +22,7 @@ from reproduce.harness.machine import MACHINE_CORES_ENV, cores as machine_cores
 from reproduce.harness.rank import rank_files
 from reproduce.harness.systems import launch_module
 from impls.data.safe_write import open_for_write
-from reproduce.harness.environment import SCHEDULE_ENV
+from reproduce.harness.environment import LAUNCHED_ENV, SCHEDULE_ENV
 from reproduce.harness.record_store import (DiskFull, check_overwritable, check_writable, lock_run, log_path,
                                             pending_files, pending_path, promote_log, read_record, record_path,
                                             release_lock, says_disk_full, write_record)
@@ -78,6 +78,7 @@ def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None,
             cmd = [sys.executable, *worker]
         t0 = time.monotonic()
         kills = oom_kills()
+        env[LAUNCHED_ENV] = repr(time.time())  # the worker's start-up is measured from here (worker.py)
         with open_for_write(pending_log, "w", "the run's log") as f:
             code = run_in_group(cmd, f, timeout_s, env, poll=_progress_poll(pending, on_progress), cores=cores)
         oom = kills is not None and (oom_kills() or 0) > kills

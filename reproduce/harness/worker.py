@@ -169,8 +169,21 @@ def build(point: RunPoint, site: Site, data: Inputs):
     return step.embeddings, step
 
 
+def startup_seconds() -> float | None:
+    """Seconds from the launcher starting this process to now (the interpreter, its imports; over ranks torchrun's
+    start too); None without the launcher's clock."""
+    import os
+
+    from reproduce.harness.environment import LAUNCHED_ENV
+
+    try:
+        return max(0.0, time.time() - float(os.environ[LAUNCHED_ENV]))
+    except (KeyError, ValueError):
+        return None
+
+
 def run_point(point: RunPoint, out: str | None = None, save: str | None = None,
-              resume: str | None = None) -> Record | None:
+              resume: str | None = None, startup_s: float | None = None) -> Record | None:
     """Measure (``epochs`` > 0: train) one point; return its record (rank 0; None on the other ranks): `ok`, or
     `diverged` with what was measured before the loss went bad (other exceptions propagate to the caller). A training
     run goes on from the model kept in ``resume`` and is kept in ``save`` at its end (kept_model.py)."""
@@ -220,8 +233,17 @@ def run_point(point: RunPoint, out: str | None = None, save: str | None = None,
     else:
         res = bench_loop(point, step, data.batches, data.evaluation, site.rank, site.clock, site.fault, site.rank_no,
                          count_syncs=site.device.type == "cuda")
+    looped = time.perf_counter()
     ran = loaded_modules()  # the code this rank executed, read at the end of the timed loop (fingerprint.py)
-    return make_record(point, site, data, emb, step, res, base, build_s, ran)
+    setup = {"startup": startup_s, "data": data.seconds, "build": build_s, **loop_seconds(res, looped - t0 - build_s)}
+    return make_record(point, site, data, emb, step, res, base, setup, ran, looped)
+
+
+def loop_seconds(res, seconds: float) -> dict[str, float]:
+    """The loop's wall time split: warm-up steps, timed steps, and the rest (evaluations, agreeing over ranks)."""
+    warm = sum(res.loop.get("warmup_ms", [])) / 1e3 if res.loop else 0.0
+    timed = sum(res.phases["total"]) / 1e3
+    return {"warmup": warm, "timed": timed, "loop_other": max(0.0, seconds - warm - timed)}
 
 
 def progress_note(point: RunPoint, site: Site, data: Inputs, out: str | None):
@@ -234,7 +256,7 @@ def progress_note(point: RunPoint, site: Site, data: Inputs, out: str | None):
 
 
 def make_record(point: RunPoint, site: Site, data: Inputs, emb, step, res, base: MemoryBase,
-                build_s: float, ran: list[str]) -> Record | None:
+                setup: dict[str, float | None], ran: list[str], looped: float) -> Record | None:
     """The run's record from what the loops measured: over ranks the measurements are combined on rank 0 first."""
     from reproduce.harness import fingerprint
 
@@ -257,6 +279,8 @@ def make_record(point: RunPoint, site: Site, data: Inputs, emb, step, res, base:
             return None
     tables = data.source.tables
     timed = bool(phases["total"])
+    code = fingerprint.of_run(ran, point.to_dict(), build=fingerprint.build_info())
+    setup = {**setup, "finish": time.perf_counter() - looped}  # scoring, combining ranks, the fingerprint
     body = Body(
         timing_ms={k: _stats(v) for k, v in phases.items()} if timed else None,
         iterations_ms=phases,
@@ -265,11 +289,11 @@ def make_record(point: RunPoint, site: Site, data: Inputs, emb, step, res, base:
         memory=memory,
         param_bytes=param_bytes,
         work=work,
-        setup_s={"data": data.seconds, "build": build_s},
+        setup_s=setup,
         tables={"count": len(tables), "rows": sum(t.num_embeddings for t in tables),
                 "dense_bytes": sum(t.dense_bytes for t in tables)},
         env=environment(),
-        code=fingerprint.of_run(ran, point.to_dict(), build=fingerprint.build_info()),
+        code=code,
         occupancy=site.occupancy(),
         loop=res.loop or None,
         syncs=res.syncs,
@@ -294,6 +318,7 @@ def with_sharding(dist_part: dict[str, Any], emb) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    started = startup_seconds()
     ap = argparse.ArgumentParser(description="run one dlrmbench point (internal; use `dlrmbench run`)")
     ap.add_argument("--point-json", required=True)
     ap.add_argument("--out", required=True)
@@ -305,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     point_dict = json.loads(args.point_json)
     rank_no = rank_of_env()
     try:
-        record = run_point(RunPoint.from_dict(point_dict), args.out, args.save, args.resume)
+        record = run_point(RunPoint.from_dict(point_dict), args.out, args.save, args.resume, started)
     except Exception as exc:  # noqa: BLE001 - every failure becomes a `failed` record
         traceback.print_exc()
         msg = str(exc).lower()

@@ -81,6 +81,8 @@ def test_caption_says_machine_commit_repeats_and_interval():
     six = df.assign(repeats=6)
     assert style.caption(six, whiskers=True).endswith("whiskers: order-statistic 95 % CI of the median over 6 rounds")
     assert style.caption(six, whiskers=False).endswith("no whiskers drawn")
+    assert style.caption(six, whiskers=True, paired=True).endswith(  # a figure of speedups paired by round
+        "ratios paired by round, whiskers: Hodges-Lehmann, exact Wilcoxon signed-rank 95 % CI over 6 rounds")
     over = df.assign(oversubscribed=[False, True], world_size=[2, 4])
     assert style.caption(over, whiskers=False).endswith("; oversubscribed at 4 ranks (*: ranks × threads > cores: "
                                                         "contention, never a headline)")

@@ -139,7 +139,8 @@ def test_cli_run_repeats_interleave_and_rejects_bad_input(tmp_path):
     again = tmp_path / "again"
     res = runner.invoke(cli, COMPARE + [str(again), "--repeats", "2"])
     assert res.exit_code == 0, res.output
-    assert "over 2 interleaved rounds" in res.output and "[range of 2 rounds (50 % CI of the median)]" in res.output
+    said = " ".join(res.output.split())
+    assert "over 2 interleaved rounds" in said and "[range of the Walsh averages of 2 rounds (50 % CI)]" in said
     order = [line.split()[0] for line in res.output.splitlines() if "repeat " in line and " of 2)" in line]
     assert order == ["ttrec", "dense-fbgemm", "dense-fbgemm", "ttrec"]  # A B, then B A
     assert sorted(p.name.split(".")[-2] for p in again.glob("*.json")) == ["r0", "r0", "r1", "r1"]
