@@ -77,17 +77,32 @@ def _kernel_isa() -> str | None:
     return ops.cpu_isa()
 
 
+FBGEMM_DISTRIBUTIONS = ("fbgemm-gpu", "fbgemm-gpu-cpu", "fbgemm_gpu")
+
+
+def _fbgemm_version() -> str | None:
+    """fbgemm_gpu's version: the loaded module's when a run imported it, else the installed distribution's (importing
+    it only to read its version would cost a run a second of start-up); None when not installed."""
+    import sys
+    from importlib import metadata
+
+    loaded = sys.modules.get("fbgemm_gpu")
+    if loaded is not None:
+        return getattr(loaded, "__version__", "unknown")
+    for name in FBGEMM_DISTRIBUTIONS:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
 def fingerprint() -> dict[str, Any]:
     """This machine and its software stack (imports torch)."""
     import torch
 
     model, flags = _cpu_info()
-    try:
-        import fbgemm_gpu
-
-        fbgemm = getattr(fbgemm_gpu, "__version__", "unknown")
-    except Exception:  # noqa: BLE001 - any failure means "not usable"
-        fbgemm = None
+    fbgemm = _fbgemm_version()
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     return {
         "cpu": model,

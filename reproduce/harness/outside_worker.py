@@ -17,4 +17,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from reproduce.harness.worker import exit_now
+
+    exit_now(main())

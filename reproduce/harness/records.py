@@ -64,7 +64,7 @@ class Body:
     memory: dict[str, Any] | None = None
     param_bytes: int | None = None
     work: dict[str, Any] | None = None
-    setup_s: dict[str, float] | None = None  # the run's wall time: startup, data, build, warmup, timed, loop_other, finish
+    setup_s: dict[str, float] | None = None  # the run's wall time: startup, data, prepare, build, warmup, timed, loop_other, finish
     tables: dict[str, Any] | None = None
     env: dict[str, Any] | None = None
     code: dict[str, Any] | None = None

@@ -43,3 +43,19 @@ def test_every_committed_record_reads_back_into_the_typed_body_unchanged():
         assert rec.to_dict() == json.loads(f.read_text()), f
         if rec.ok:
             assert rec.total_ms is not None and rec.env.get("machine_slug"), f
+
+
+def test_a_launched_run_says_where_its_wall_time_went(tmp_path):
+    """setup_s splits a run's wall time: start-up (from the launcher's clock to the worker's main), data, prepare,
+    build, warm-up, timed steps, the loop's rest and finishing; together they stay within the launcher's wall_s."""
+    from reproduce.harness.launch import launch_point
+    from reproduce.harness.point import RunPoint
+
+    point = RunPoint(impl="dense-torch", data="uniform", batch_size=8, iters=3, warmup=2, num_batches=1,
+                     data_options={"num_tables": 1, "rows": 20, "dim": 4})
+    rec = launch_point(point, tmp_path)
+    split = rec.body.setup_s
+    assert rec.ok and set(split) == {"startup", "data", "prepare", "build", "warmup", "timed", "loop_other", "finish"}
+    assert all(v is not None and v >= 0 for v in split.values()) and split["startup"] > 0
+    assert split["timed"] == pytest.approx(sum(rec.body.iterations_ms["total"]) / 1e3)
+    assert sum(split.values()) <= rec.wall_s
