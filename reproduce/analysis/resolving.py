@@ -119,10 +119,16 @@ def headline(reps: pd.DataFrame, pairs, rounds: Rounds, cores: int) -> list[Rati
     return out
 
 
-def unresolved_labels(reps: pd.DataFrame, pairs, rounds: Rounds, cores: int) -> list[tuple[dict, set[str]]]:
-    """(group, labels) of every headline ratio with a target it has not reached: the points another round runs."""
-    return [(r.group, {r.num, r.den}) for r in headline(reps, pairs, rounds, cores)
-            if r.target is not None and not r.met]
+def unresolved_labels(reps: pd.DataFrame, pairs, rounds: Rounds, cores: int,
+                      required: bool = False) -> list[tuple[dict, set[str]]]:
+    """(group, labels) of every headline ratio (and the A/A control) with a target it has not reached: the points
+    another round runs. ``required``: only those with fewer than ``rounds.min_rounds`` rounds (run whatever the
+    budget)."""
+    rows = headline(reps, pairs, rounds, cores)
+    if required:
+        return [(r.group, {r.num, r.den}) for r in rows if r.rounds < rounds.min_rounds]
+    return [(r.group, {r.num, r.den}) for r in rows
+            if (r.target is not None and not r.met) or r.rounds < rounds.min_rounds]
 
 
 def headline_lines(reps: pd.DataFrame, pairs, rounds: Rounds, cores: int) -> list[str]:
@@ -150,15 +156,17 @@ def _holds(point, group: dict, labels: set[str]) -> bool:
 
 def points_to_resolve(sweep, cores: int):
     """For the sweep's rounds until resolved: a callable naming the run points of every headline ratio (and the A/A
-    control) whose interval is still wider than its target, read from the set's records each time it is asked."""
+    control) whose interval is still wider than its target or that has fewer than ``min_rounds`` rounds, read from
+    the set's records each time it is asked (``more(required=True)``: only the latter)."""
     from reproduce.analysis.aggregate import flat_repeats, load_records
     from reproduce.harness.sweep import experiment_records
 
     exp = sweep.experiment
 
-    def more() -> list:
+    def more(required: bool = False) -> list:
+        """The points of the next round (``required``: only those below the minimum of rounds)."""
         reps = flat_repeats(load_records(sweep.out_dir, experiment_records(sweep)))
-        wanted = unresolved_labels(reps, exp.headline, exp.rounds, cores)
+        wanted = unresolved_labels(reps, exp.headline, exp.rounds, cores, required)
         return [p for p in sweep.points if any(_holds(p, g, labels) for g, labels in wanted)]
     return more
 

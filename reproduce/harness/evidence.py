@@ -10,8 +10,9 @@
   point that uses at most half the machine's cores) or ``target_full`` (one that fills them; an oversubscribed point
   is never a headline), or ``budget_s`` of adaptive rounds are spent, or ``max_rounds`` are run. ``schedule``:
   ``sequential`` (one run at a time) or ``duet`` (where both fit in half the cores each, the two sides of a pair at
-  once on disjoint cores, the cores swapped every round). ``probe_s``: seconds of fixed work per core and kind in
-  each noise probe's window drift (2 s; a smoke sweep may take less)."""
+  once on disjoint cores, the cores swapped every round). ``min_rounds`` (6): the A/A control and every headline
+  ratio get at least that many rounds whatever the budget (fewer give no 95 % interval). ``probe_s``: seconds of
+  fixed work per core and kind in each noise probe's window drift (2 s; a smoke sweep may take less)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
@@ -40,8 +41,11 @@ class Rounds:
 
     target: float = 0.05
     target_full: float = 0.10
-    budget_s: float = 0.0  # seconds of adaptive rounds (0: none are added)
+    budget_s: float = 0.0  # seconds of adaptive rounds (0: none are added, but for min_rounds)
     max_rounds: int = 40
+    # the A/A control and every headline ratio get at least this many rounds, whatever the budget: fewer cannot
+    # give a 95 % interval (stats.is_paired_ci), so a set could not say what it resolves
+    min_rounds: int = 6
     schedule: str = "sequential"
     # seconds of fixed work per core and kind in each noise probe's window drift (noise.window_drift); less: a
     # quicker smoke sweep whose probes see less
@@ -55,6 +59,8 @@ class Rounds:
                 raise ValueError(f"[rounds] {name} must lie in (0, 1), got {getattr(self, name)!r}")
         if not self.probe_s > 0:
             raise ValueError(f"[rounds] probe_s must be > 0, got {self.probe_s!r}")
+        if self.min_rounds < 1 or self.min_rounds > self.max_rounds:
+            raise ValueError(f"[rounds] min_rounds must lie in [1, max_rounds], got {self.min_rounds!r}")
         if self.budget_s < 0 or self.max_rounds < 1:
             raise ValueError(f"[rounds] budget_s must be >= 0 and max_rounds >= 1, got {self.budget_s!r}, "
                              f"{self.max_rounds!r}")

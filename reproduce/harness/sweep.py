@@ -166,7 +166,8 @@ def run_experiment(
     implementations and points interleave, and return each run's outcome. Then, with ``more`` (the points whose
     headline ratios are not yet resolved: the CLI asks the analysis), rounds of just those points until it names none,
     the experiment's ``[rounds]`` budget of seconds (``clock``) would be overrun by the next round or its
-    ``max_rounds`` are reached (evidence.py). ``schedule`` (default the experiment's): ``duet`` runs consecutive
+    ``max_rounds`` are reached (evidence.py); past the budget, rounds of the points below ``min_rounds`` rounds still
+    run (``more(required=True)``). ``schedule`` (default the experiment's): ``duet`` runs consecutive
     points of a round that each fit in half the cores two at once, on disjoint cores, swapped every round. With
     ``probe``, a noise probe (at the runs' thread count) is recorded before the first run, before every later round
     and after the last. ``on_start`` sees each run about to start with the sweep's progress; ``on_point`` each run's
@@ -202,15 +203,17 @@ def run_experiment(
 
     for round_tasks in by_rounds(tasks):
         run_round(round_tasks)
-    if more is not None and policy.budget_s > 0:
+    if more is not None:
         began, repeat = clock(), exp.repeats
         per_run = statistics.median(progress.walls) if progress.walls else 0.0  # until an added round is timed
         while repeat < policy.max_rounds:
             points = more()
             if not points:
                 break
-            if clock() - began + per_run * len(points) > policy.budget_s:  # the next round would overrun the budget
-                break
+            if clock() - began + per_run * len(points) > policy.budget_s:  # the next round would overrun the budget:
+                points = more(required=True)  # only what has fewer than min_rounds rounds still runs
+                if not points:
+                    break
             start = clock()
             order = points if repeat % 2 == 0 else points[::-1]
             state["total"] += len(order)

@@ -25,7 +25,7 @@ class SweepResult:
 def adaptive(exp) -> bool:
     """Whether ``exp`` (a resolved Sweep) runs rounds until its headline ratios resolve after its first rounds."""
     e = exp.experiment
-    return e.rounds.budget_s > 0 and bool(e.headline or e.control)
+    return (e.rounds.budget_s > 0 or e.rounds.min_rounds > exp.repeats) and bool(e.headline or e.control)
 
 
 def run_sweep(exp, force: bool = False, timeout_s: float | None = None, probe: bool = True,

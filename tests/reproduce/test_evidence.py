@@ -128,9 +128,11 @@ def test_headline_ratios_and_their_targets_by_the_cores_their_points_use():
     assert unresolved_labels(noisy, [("el", "eco")], Rounds(), 2)[0][1] == {"el", "eco"}
 
 
-def _adaptive(tmp_path, monkeypatch, budget_s: float, resolved_after: int, schedule: str = "sequential"):
+def _adaptive(tmp_path, monkeypatch, budget_s: float, resolved_after: int, schedule: str = "sequential",
+              min_rounds: int = 1):
     """A two-point experiment with [rounds]; runs recorded by a stand-in; ``more`` names both points until
-    ``resolved_after`` extra rounds ran; the clock advances 10 s per run."""
+    ``resolved_after`` extra rounds ran (``more(required=True)``: while fewer than ``min_rounds`` rounds ran); the
+    clock advances 10 s per run."""
     import reproduce.harness.sweep as sweep
     from reproduce.harness.resolve import load_experiment
 
@@ -140,7 +142,7 @@ name = "e"
 repeats = 2
 control = {{ label = "dense-torch" }}
 headline = [["ttrec", "dense-torch"]]
-rounds = {{ budget_s = {budget_s}, max_rounds = 12, schedule = "{schedule}" }}
+rounds = {{ budget_s = {budget_s}, max_rounds = 12, schedule = "{schedule}", min_rounds = {min_rounds} }}
 [defaults]
 mode = "embedding-only"
 threads = 1
@@ -164,7 +166,9 @@ dim = 4
     monkeypatch.setattr(sweep, "_claim_and_run", fake)
     extra = [0]
 
-    def more():
+    def more(required=False):
+        if required:
+            return list(exp.points) if 1 + max(r for _, r, _ in ran) < min_rounds else []
         extra[0] += 1
         return list(exp.points) if extra[0] <= resolved_after else []
 
@@ -183,6 +187,17 @@ def test_rounds_stop_when_the_budget_would_be_overrun(tmp_path, monkeypatch):
     extra = [r for _, r, _ in ran if r >= 2]
     # 3 points a round at 10 s each: 2 rounds fit in 65 s; the third would have overrun it
     assert len(extra) == 2 * len(exp.points)
+
+
+def test_rounds_below_the_minimum_run_past_the_budget(tmp_path, monkeypatch):
+    """min_rounds = 6: after 2 rounds and a budget that fits 2 more, the points still below 6 rounds get them."""
+    ran, exp = _adaptive(tmp_path, monkeypatch, budget_s=65, resolved_after=100, min_rounds=6)
+    assert max(r for _, r, _ in ran) == 5 and len(ran) == 6 * len(exp.points)
+
+
+def test_the_minimum_of_rounds_is_checked():
+    with pytest.raises(ValueError, match="min_rounds must lie in"):
+        Rounds(min_rounds=50, max_rounds=40)
 
 
 def test_duet_rounds_pair_runs_on_disjoint_halves_that_swap_every_round(tmp_path, monkeypatch):
