@@ -61,6 +61,8 @@ def flatten(record: Record | dict[str, Any]) -> dict[str, Any]:
         "reason": rec.reason,
         "wall_s": rec.wall_s,  # the run's process, start to record (launch, data, build, steps)
     }
+    for part, seconds in (b.setup_s or {}).items():  # where the wall time went (worker.py: startup ... finish)
+        row[f"{part}_s"] = seconds
     if b.timing_ms:  # ok, or diverged after some timed steps
         for phase, s in b.timing_ms.items():
             row[f"{phase}_ms"] = s["median"]

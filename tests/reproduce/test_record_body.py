@@ -59,3 +59,22 @@ def test_a_launched_run_says_where_its_wall_time_went(tmp_path):
     assert all(v is not None and v >= 0 for v in split.values()) and split["startup"] > 0
     assert split["timed"] == pytest.approx(sum(rec.body.iterations_ms["total"]) / 1e3)
     assert sum(split.values()) <= rec.wall_s
+
+
+def test_the_split_reaches_repeats_csv_and_the_sweeps_plan(tmp_path):
+    import pandas as pd
+
+    from reproduce.analysis.aggregate import flatten
+    from reproduce.cli.experiments import run_split
+
+    split = {"startup": 2.4, "data": 0.3, "prepare": 0.3, "build": 0.1, "warmup": 1.2, "timed": 3.0,
+             "loop_other": 0.0, "finish": 0.1}
+    rec = Record.measured(POINT, "p", Body(setup_s=split))
+    rec.wall_s = 7.6
+    row = flatten(rec)
+    assert row["startup_s"] == 2.4 and row["timed_s"] == 3.0
+    pd.DataFrame([row, {**row, "startup_s": 2.6, "wall_s": 7.8}]).to_csv(tmp_path / "repeats.csv", index=False)
+    said = run_split(tmp_path)
+    assert said.startswith("startup 2.5 s, data 0.3 s, prepare 0.3 s, build 0.1 s, warmup 1.2 s, timed 3.0 s")
+    assert said.endswith("launch and exit 0.2 s (medians)")
+    assert run_split(tmp_path / "none") is None
