@@ -15,7 +15,7 @@ import numpy as np
 from impls.api import TableSpec
 from impls.data.layout import read_meta, vocab_keys
 from impls.data.prepared_source import PreparedSource
-from impls.data.tabular import hashed, raw_files, sample_major, standardized, transformed, _rows
+from impls.data.tabular import hashed, raw_files, read_rows, sample_major, standardized, transformed
 from impls.data.tabular_schema import Schema, SplitSpec
 from impls.data.textio import Problems
 from impls.data.vocabulary import oov_ids
@@ -43,7 +43,7 @@ class Preparation:
         """(where each row came from, the rows as a source of batches over ``tables``, whether they carry labels)
         for every block of good rows of ``raw`` (a file, folder or glob)."""
         schema = self.schema
-        for _, rows in _rows(raw_files(raw), schema, problems, False, None, optional=(schema.label.column,)):
+        for _, rows in read_rows(raw_files(raw), schema, problems, False, None, optional=(schema.label.column,)):
             n = len(rows)
             if n == 0:
                 continue

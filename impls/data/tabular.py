@@ -405,7 +405,7 @@ class Parsed:
         return len(self.labels)
 
 
-def _rows(files: Sequence[Path], schema: Schema, problems: Problems, strict: bool,
+def read_rows(files: Sequence[Path], schema: Schema, problems: Problems, strict: bool,
           progress: Callable[[int], None] | None, optional: Sequence[str] = ()) -> Iterator[tuple[int, Parsed]]:
     """Each file's good rows, a chunk at a time. A file that cannot be read whole (truncated, corrupt) is a problem of
     the file (``problems.files``; strict: raised): the rows read before the break are kept, the rest is lost, and the
@@ -591,7 +591,7 @@ def prepare_tabular(files: Sequence[Path], schema: Schema, out: Path, name: str 
         problems = Problems()
         per_file = [0] * len(files)
         times = []
-        for k, rows in _rows(files, schema, problems, strict, progress):
+        for k, rows in read_rows(files, schema, problems, strict, progress):
             per_file[k] += len(rows)
             if rows.time is not None:
                 times.append(rows.time)
@@ -612,7 +612,7 @@ def prepare_tabular(files: Sequence[Path], schema: Schema, out: Path, name: str 
         preallocate(partial)  # the arrays' room taken now: a full device is DiskFull, never SIGBUS
         pos = 0
         stats = np.zeros((3, len(schema.dense)))  # training rows: count, sum, sum of squares of present values
-        for _, rows in _rows(files, schema, Problems(), False, None):
+        for _, rows in read_rows(files, schema, Problems(), False, None):
             n = len(rows)
             fields = [(lens if lens is not None else np.ones(n, np.int64),
                        vocabs[j].ids(keys, rows.values[j]) if j in vocabs else hashed(c, keys))
