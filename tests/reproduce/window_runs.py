@@ -56,7 +56,7 @@ def run_in_window(point):
     return record, window.modules()
 
 
-def _proc(k: int, plan: list[tuple[int, int]], port0: int, points: list[dict], out: str) -> None:
+def _proc(k: int, plan: list[tuple[int, int]], ports: list[int], points: list[dict], out: str) -> None:
     """Process ``k``: rank ``plan[k][1]`` of point ``plan[k][0]``, a fresh process as the worker is."""
     import json
 
@@ -66,7 +66,7 @@ def _proc(k: int, plan: list[tuple[int, int]], port0: int, points: list[dict], o
     world = int(points[i].get("world_size", 1))
     if world > 1:
         os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world),
-                          MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port0 + i))
+                          MASTER_ADDR="127.0.0.1", MASTER_PORT=str(ports[i]))
     record, ran = run_in_window(RunPoint.from_dict(points[i]))
     result = {"record": record.to_dict() if record is not None else None, "ran": sorted(ran)}
     Path(out, f"p{i}.rank{rank}.json").write_text(json.dumps(result))
@@ -80,9 +80,14 @@ def run_fresh(points, tmp: Path, max_procs: int = 6) -> list[tuple[dict, set[str
 
     from reproduce.harness.rank_processes import start_ranks
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port0 = s.getsockname()[1]
+    held = [socket.socket() for _ in points]  # a free port per point, each its own (port0 + i could be taken)
+    try:
+        for s in held:
+            s.bind(("127.0.0.1", 0))
+        ports = [s.getsockname()[1] for s in held]
+    finally:
+        for s in held:
+            s.close()
     dicts = [p.to_dict() for p in points]
     waves: list[list[tuple[int, int]]] = [[]]
     for i, p in enumerate(points):
@@ -90,7 +95,7 @@ def run_fresh(points, tmp: Path, max_procs: int = 6) -> list[tuple[dict, set[str
             waves.append([])
         waves[-1] += [(i, r) for r in range(p.world_size)]
     for plan in waves:
-        start_ranks(_proc, (plan, port0, dicts, str(tmp)), len(plan))
+        start_ranks(_proc, (plan, ports, dicts, str(tmp)), len(plan))
     out = []
     for i, p in enumerate(points):
         ranks = [json.loads(Path(tmp, f"p{i}.rank{r}.json").read_text()) for r in range(p.world_size)]
