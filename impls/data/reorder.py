@@ -174,6 +174,11 @@ class ReorderedSource:
     def num_rows(self) -> int:
         return self.source.num_rows
 
+    @property
+    def labels(self):
+        """The labels of every row (a relabelling changes ids only)."""
+        return self.source.labels
+
     def batch(self, index: int, batch_size: int) -> Batch:
         return self._relabel(self.source.batch(index, batch_size), batch_size)
 

@@ -66,9 +66,10 @@ def predict(model_dir, raw, out, batch_size) -> None:
     partial = out.with_name(out.name + ".partial")
     try:
         prep = Preparation(kept.preparation)
+        relabel = _reordering(kept)
         with open_for_write(partial, "w", "the scores") as f:
             for where, source, has_labels in prep.sources(raw, kept.tables, problems):
-                p = scores(step, source, batch_size)
+                p = scores(step, relabel(source), batch_size)
                 labelled = labelled and has_labels
                 probs.append(p)
                 labels.append(np.asarray(source.labels))
@@ -94,6 +95,21 @@ def predict(model_dir, raw, out, batch_size) -> None:
             console.print(f"  {escape(e)}")
     if labelled:
         _quality("held against their labels", np.concatenate(probs), np.concatenate(labels))
+
+
+def _reordering(kept):
+    """What the model's ids went through after the vocabulary: the EL-Rec reordering it trained with (``--reorder
+    DIR``), else nothing."""
+    folder = kept.point.data_options.get("reorder")
+    if not folder:
+        return lambda source: source
+    from impls.data.reorder import Reordering, ReorderedSource
+
+    if not Path(folder).is_dir():
+        raise ValueError(f"the model was trained on ids relabelled by --reorder {folder}, which is gone: its rows "
+                         f"cannot be looked up without it")
+    reordering = Reordering.load(Path(folder))
+    return lambda source: ReorderedSource(source, reordering)
 
 
 @click.command()

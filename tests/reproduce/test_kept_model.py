@@ -135,3 +135,17 @@ def test_save_refuses_a_folder_that_holds_anything_but_a_kept_model(log, tmp_pat
                         "--save", tmp_path / "mine")
     assert res.exit_code != 0 and "holds files and no kept model" in said
     assert (tmp_path / "mine" / "thesis.tex").read_text() == "precious"
+
+
+def test_a_model_trained_on_reordered_ids_scores_raw_rows_through_the_same_reordering(log):
+    """train --reorder R (EL-Rec's index reordering): predict puts the raw rows' ids through R as evaluate's data
+    does, so both report one AUC."""
+    res, said = _invoke("data", "reorder", log / "prepared", "--out", log / "reordered", "--table", "item",
+                        "--batches", "2", "-b", "256")
+    assert res.exit_code == 0, said
+    _train(log, "--epochs", "1", "--reorder", log / "reordered", "--save", log / "mr")
+    res, evaluated = _invoke("evaluate", "--model", log / "mr", "--data", log / "prepared")
+    assert res.exit_code == 0, evaluated
+    res, predicted = _invoke("predict", "--model", log / "mr", "--raw", log / "raw" / "b.csv", "--out", log / "sr.csv")
+    assert res.exit_code == 0, predicted
+    assert _auc(predicted) == _auc(evaluated)
