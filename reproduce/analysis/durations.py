@@ -105,3 +105,24 @@ def test_time(root: Path, machine: str) -> list[str]:
                      f"{str(t['git_sha'])[:7]}): **{_minutes(t['total_s'])}** (build {_minutes(t['build_s'])}, pytest "
                      f"{_minutes(t['pytest_s'])}; {counts}){'' if t.get('exit_status') == 0 else ' - not a pass'}.")
     return lines + (["", "`scripts/time_make_test.sh` measures it again on a quiet machine."] if lines else [])
+
+
+SPLIT_PARTS = ("startup", "data", "prepare", "build", "warmup", "timed", "loop_other", "finish")
+
+
+def run_split(out_dir: Path) -> str | None:
+    """Where a run's wall time went in a result set (medians over its runs that say: worker.py's setup_s), in
+    words; None when none does (runs recorded before the split)."""
+    import pandas as pd
+
+    path = Path(out_dir) / "repeats.csv"
+    if not path.exists():
+        return None
+    reps = pd.read_csv(path)
+    parts = [p for p in SPLIT_PARTS if f"{p}_s" in reps and reps[f"{p}_s"].notna().any()]
+    if not parts or "wall_s" not in reps:
+        return None
+    med = {p: float(reps[f"{p}_s"].median()) for p in parts}
+    rest = float(reps["wall_s"].median()) - sum(med.values())
+    said = ", ".join(f"{p.replace('_', ' ')} {v:.1f} s" for p, v in med.items())
+    return f"{said}, launch and exit {max(rest, 0.0):.1f} s (medians)"

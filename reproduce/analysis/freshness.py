@@ -17,6 +17,7 @@ from reproduce.analysis.model_code import fit_inputs
 from reproduce.analysis.models import MODELS
 from reproduce.harness import code, fingerprint
 from reproduce.harness.experiment import reference_sets
+from reproduce.harness.machine import FBGEMM_DISTRIBUTIONS
 from reproduce.harness.record_store import records_in
 from reproduce.harness.records import Status
 
@@ -96,8 +97,7 @@ def platform_now() -> dict[str, str | None]:
 
 
 # a record's env key -> the distributions that provide it (the first installed one counts)
-PLATFORM = {"torch": ("torch",), "fbgemm_gpu": ("fbgemm-gpu", "fbgemm-gpu-cpu", "fbgemm_gpu"),
-            "torchrec": ("torchrec",)}
+PLATFORM = {"torch": ("torch",), "fbgemm_gpu": FBGEMM_DISTRIBUTIONS, "torchrec": ("torchrec",)}
 
 
 def _version(v: str | None) -> str | None:

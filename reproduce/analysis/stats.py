@@ -13,6 +13,7 @@ An aggregate over groups (the max, median or mean of several settings' ratios) t
 max / min: of those very settings) or over groups and rounds (the median / mean: its interval spans the settings)."""
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable, Mapping, Sequence
 
@@ -36,13 +37,28 @@ def _coverage(n: int, k: int) -> float:
     return 1 - 2 * below
 
 
-def order_k(n: int) -> int:
-    """The largest k whose interval [x_(k), x_(n+1-k)] still covers the median with LEVEL confidence (1 when none
-    does: the range, whose confidence ``interval_name`` states)."""
+def _largest_k(coverage: Callable[[int], float], values: int) -> int:
+    """The largest k whose interval between the k-th smallest and the k-th largest of ``values`` ordered values
+    still has LEVEL confidence (``coverage(k)``); 1 when none does: the range, whose confidence the name states."""
     k = 1
-    while k + 1 <= (n + 1) // 2 and _coverage(n, k + 1) >= LEVEL:
+    while k + 1 <= (values + 1) // 2 and coverage(k + 1) >= LEVEL:
         k += 1
     return k
+
+
+def _named(rounds: int, cover: float, ci: str, span: str, of: str = "") -> str:
+    """An interval's name: ``ci`` when its confidence ``cover`` reaches LEVEL, else ``span`` with the confidence it
+    has (a CI ``of`` what)."""
+    if rounds <= 1:
+        return "one round: no interval"
+    if cover >= LEVEL:
+        return ci
+    return f"{span} ({cover * 100:.0f} % CI{of})"
+
+
+def order_k(n: int) -> int:
+    """The largest k whose interval [x_(k), x_(n+1-k)] still covers the median with LEVEL confidence."""
+    return _largest_k(lambda k: _coverage(n, k), n)
 
 
 def is_ci(rounds: int) -> bool:
@@ -52,12 +68,9 @@ def is_ci(rounds: int) -> bool:
 
 def interval_name(rounds: int) -> str:
     """What the interval of a median over ``rounds`` values is."""
-    if rounds <= 1:
-        return "one round: no interval"
-    if is_ci(rounds):
-        return f"order-statistic 95 % CI of the median over {rounds} rounds"
-    cover = _coverage(rounds, order_k(rounds))
-    return f"range of {rounds} rounds ({cover * 100:.0f} % CI of the median)"
+    return _named(rounds, _coverage(rounds, order_k(rounds)) if rounds > 1 else 0.0,
+                  f"order-statistic 95 % CI of the median over {rounds} rounds", f"range of {rounds} rounds",
+                  " of the median")
 
 
 def median_interval(x: Sequence[float]) -> Interval:
@@ -69,14 +82,15 @@ def median_interval(x: Sequence[float]) -> Interval:
     return float(np.median(v)), float(v[k - 1]), float(v[len(v) - k])
 
 
-def _signed_rank_counts(n: int) -> list[int]:
+@functools.lru_cache(maxsize=None)
+def _signed_rank_counts(n: int) -> tuple[int, ...]:
     """How many subsets of the ranks 1..n sum to t, for t = 0..n(n+1)/2 (the Wilcoxon signed-rank statistic's null
     distribution times 2^n)."""
     counts = [1] + [0] * (n * (n + 1) // 2)
     for r in range(1, n + 1):
         for t in range(len(counts) - 1, r - 1, -1):
             counts[t] += counts[t - r]
-    return counts
+    return tuple(counts)
 
 
 def _walsh_coverage(n: int, k: int) -> float:
@@ -86,14 +100,10 @@ def _walsh_coverage(n: int, k: int) -> float:
     return 1 - 2 * sum(counts[:k]) / 2 ** n
 
 
+@functools.lru_cache(maxsize=None)
 def walsh_k(n: int) -> int:
-    """The largest k whose interval [W_(k), W_(M+1-k)] still holds the center with LEVEL confidence (1 when none
-    does: the range of the Walsh averages, whose confidence ``paired_interval_name`` states)."""
-    m = n * (n + 1) // 2
-    k = 1
-    while k + 1 <= (m + 1) // 2 and _walsh_coverage(n, k + 1) >= LEVEL:
-        k += 1
-    return k
+    """The largest k whose interval [W_(k), W_(M+1-k)] still holds the center with LEVEL confidence."""
+    return _largest_k(lambda k: _walsh_coverage(n, k), n * (n + 1) // 2)
 
 
 def walsh_averages(x: np.ndarray) -> np.ndarray:
@@ -120,12 +130,9 @@ def is_paired_ci(rounds: int) -> bool:
 
 def paired_interval_name(rounds: int) -> str:
     """What the interval of a paired ratio over ``rounds`` rounds is."""
-    if rounds <= 1:
-        return "one round: no interval"
-    if is_paired_ci(rounds):
-        return f"Hodges-Lehmann, exact Wilcoxon signed-rank 95 % CI over {rounds} rounds"
-    cover = _walsh_coverage(rounds, walsh_k(rounds))
-    return f"range of the Walsh averages of {rounds} rounds ({cover * 100:.0f} % CI)"
+    return _named(rounds, _walsh_coverage(rounds, walsh_k(rounds)) if rounds > 1 else 0.0,
+                  f"Hodges-Lehmann, exact Wilcoxon signed-rank 95 % CI over {rounds} rounds",
+                  f"range of the Walsh averages of {rounds} rounds")
 
 
 def by_round(runs: pd.DataFrame, metric: str) -> dict[int, float]:

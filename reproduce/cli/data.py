@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from reproduce.cli.options import collect_data_options, data_options_no_name, positive, writable_folder
-from reproduce.cli.output import console
+from reproduce.cli.output import console, print_problems
 
 
 @click.group()
@@ -87,12 +87,7 @@ def data_prepare(name, raw, out, strict, max_ind_range, freq_threshold, schema_p
         console.print(f"read {bar.n / 2**20:,.1f} MiB in {secs:.1f} s ({bar.n / 2**20 / secs:,.1f} MiB/s over both passes)")
     else:
         console.print("already complete: reused")
-    for w in meta.warnings:
-        console.print(f"[yellow]warning:[/] {escape(w)}")
-    if meta.bad_lines:
-        console.print(f"[yellow]{meta.bad_lines} malformed line(s) skipped[/], e.g.:")
-        for e in meta.bad_examples:
-            console.print(f"  {escape(e)}")
+    print_problems(meta.warnings, meta.bad_lines, meta.bad_examples, "malformed line(s) skipped")
     from reproduce.cli.run import default_out
     from reproduce.harness.machine import this_machine
 

@@ -191,31 +191,12 @@ def _plan_line(exp, runs, adaptive: bool, expected_s, reference: str | None) -> 
         eta = est[0] + (policy.budget_s if adaptive else 0)
         line += (f"; expected about {_duration(eta)} (the reference machine {reference}'s wall times of "
                  f"{est[1]} of these runs" + (", plus the rounds' budget" if adaptive else "") + ")")
+    from reproduce.analysis.durations import run_split
+
     split = run_split(ref) if ref is not None else None
     if split:
         line += f"; a run there: {split}"
     return line
-
-
-SPLIT_PARTS = ("startup", "data", "prepare", "build", "warmup", "timed", "loop_other", "finish")
-
-
-def run_split(out_dir: Path) -> str | None:
-    """Where a run's wall time went in a result set (medians over its runs that say: worker.py's setup_s), in
-    words; None when none does (runs recorded before the split)."""
-    import pandas as pd
-
-    path = Path(out_dir) / "repeats.csv"
-    if not path.exists():
-        return None
-    reps = pd.read_csv(path)
-    parts = [p for p in SPLIT_PARTS if f"{p}_s" in reps and reps[f"{p}_s"].notna().any()]
-    if not parts or "wall_s" not in reps:
-        return None
-    med = {p: float(reps[f"{p}_s"].median()) for p in parts}
-    rest = float(reps["wall_s"].median()) - sum(med.values())
-    said = ", ".join(f"{p.replace('_', ' ')} {v:.1f} s" for p, v in med.items())
-    return f"{said}, launch and exit {max(rest, 0.0):.1f} s (medians)"
 
 
 def _write_synth(exp, root: Path) -> None:

@@ -10,7 +10,7 @@ import click
 from rich.markup import escape
 
 from reproduce.cli.options import positive, resolve_systems
-from reproduce.cli.output import console
+from reproduce.cli.output import console, print_problems
 
 MODEL_OPTION = click.option("--model", "model_dir", required=True,
                             type=click.Path(exists=True, file_okay=False, path_type=Path),
@@ -87,12 +87,7 @@ def predict(model_dir, raw, out, batch_size) -> None:
     os.replace(partial, out)
     n = sum(len(p) for p in probs)
     console.print(f"scored {n:,} rows with {escape(kept.info['system'])} ({escape(str(model_dir))}): {escape(str(out))}")
-    for e in problems.files:
-        console.print(f"[yellow]warning:[/] {escape(e)}")
-    if problems.count:
-        console.print(f"[yellow]{problems.count} row(s) could not be read and have no score[/], e.g.:")
-        for e in problems.examples:
-            console.print(f"  {escape(e)}")
+    print_problems(problems.files, problems.count, problems.examples, "row(s) could not be read and have no score")
     if labelled:
         _quality("held against their labels", np.concatenate(probs), np.concatenate(labels))
 

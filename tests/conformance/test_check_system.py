@@ -3,31 +3,26 @@ apply says why), four broken variants each fail on the check that names their fa
 outside the checkout runs under `run`, `sweep` and `check-system` by its spec."""
 import json
 import re
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from impls import registry
 from impls.api import EmbeddingOptim, get_impl, registered_names
 from reproduce.cli import cli
 from reproduce.conformance.cases import TABLES, structure_options
 from reproduce.conformance.checks import CHECKS, FAIL, NA, PASS, Subject, run_checks
 from reproduce.harness import fingerprint, systems
-from tests.conformance.outside_systems import BROKEN, source
+from tests.conformance.outside_systems import BROKEN, forget_loaded_since, robe_source, source
 
 EXAMPLE = "examples/lowrank.py:LowRankEmbedding"
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
 def outside(tmp_path):
     """Load outside systems by spec; forget them afterwards (the registry is the process's)."""
-    before = set(registry._REGISTRY)
+    before = set(systems._loaded)
     yield systems.load
-    for name in set(registry._REGISTRY) - before:
-        del registry._REGISTRY[name]
-        systems._loaded.pop(name, None)
+    forget_loaded_since(before)
 
 
 @pytest.fixture
@@ -203,27 +198,6 @@ def test_an_installed_package_declares_its_system_by_entry_point(outside, tmp_pa
 
 
 ROBE = "examples/robe.py:RobeEmbedding"
-PLANTED = '''
-
-class RobeWrongGradient(RobeEmbedding):
-    name = "robe-wrong-gradient"
-
-    def forward(self, features):
-        out = super().forward(features)
-        return 2 * out - out.detach()  # the right value, twice the gradient
-
-
-class RobeStaleAdagrad(RobeEmbedding):
-    name = "robe-stale-adagrad"
-
-    @torch.no_grad()
-    def optimizer_step(self):
-        kept = [None if s is None else s.clone() for s in self._state]
-        super().optimizer_step()  # steps with this step's sums, then forgets them
-        for s, was in zip(self._state, kept):
-            if s is not None:
-                s.copy_(was)
-'''
 
 
 def test_a_system_whose_tables_share_one_array_conforms(outside):
@@ -242,7 +216,7 @@ def test_a_system_whose_tables_share_one_array_conforms(outside):
 
 def test_planted_bugs_in_the_shared_array_system_still_fail(outside, tmp_path):
     path = tmp_path / "robe_planted.py"
-    path.write_text((ROOT / "examples" / "robe.py").read_text() + PLANTED)
+    path.write_text(robe_source())
     wrong = get_impl(outside(f"{path}:RobeWrongGradient"))
     verdicts = {o.check: o for o in run_checks(Subject(wrong, {"size": 96}), ["gradient", "sgd", "forward"])}
     assert verdicts["gradient"].status == FAIL and verdicts["forward"].status == PASS, verdicts

@@ -108,12 +108,12 @@ def test_a_changed_kept_model_or_another_dataset_is_refused(log, tmp_path):
 def test_an_outside_system_is_kept_through_its_state_dict_and_loads_from_any_folder(log, tmp_path, monkeypatch):
     """examples/robe.py (its optimizer state in its state_dict by CompressedCollection's extra state): saved by its
     spec, evaluated from another folder, where its relative spec would not load."""
-    from impls import registry
     from reproduce.harness import systems
+    from tests.conformance.outside_systems import forget_loaded_since
 
     root = Path(__file__).resolve().parents[2]
     monkeypatch.chdir(root)
-    before = set(registry._REGISTRY)
+    before = set(systems._loaded)
     try:
         res, said = _invoke("train", "--impl", "examples/robe.py:RobeEmbedding", "--data", log / "prepared", *TRAIN,
                             "--out", log / "runs", "--epochs", "1", "--save", log / "robe")
@@ -123,9 +123,7 @@ def test_an_outside_system_is_kept_through_its_state_dict_and_loads_from_any_fol
         assert res.exit_code == 0 and "robe on" in evaluated, evaluated
         assert f"held-out AUC {_auc(evaluated):.4f}" in said  # what the run scored at its end
     finally:
-        for name in set(registry._REGISTRY) - before:
-            del registry._REGISTRY[name]
-            systems._loaded.pop(name, None)
+        forget_loaded_since(before)
 
 
 def test_save_refuses_a_folder_that_holds_anything_but_a_kept_model(log, tmp_path):

@@ -65,7 +65,7 @@ def test_the_split_reaches_repeats_csv_and_the_sweeps_plan(tmp_path):
     import pandas as pd
 
     from reproduce.analysis.aggregate import flatten
-    from reproduce.cli.experiments import run_split
+    from reproduce.analysis.durations import run_split
 
     split = {"startup": 2.4, "data": 0.3, "prepare": 0.3, "build": 0.1, "warmup": 1.2, "timed": 3.0,
              "loop_other": 0.0, "finish": 0.1}
