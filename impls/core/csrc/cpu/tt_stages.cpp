@@ -16,6 +16,7 @@
 // prologue). No row of the batch's unique ids is ever written to memory.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 
 #include <algorithm>
 #include <type_traits>
