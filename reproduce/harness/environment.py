@@ -46,6 +46,7 @@ def _installed(dist: str) -> str | None:
 
 LAUNCHED_ENV = "DLRMBENCH_LAUNCHED_AT"  # the launcher's clock (time.time()) when it started the run's process
 SCHEDULE_ENV = "DLRMBENCH_SCHEDULE"  # set by the launcher for a co-scheduled (duet) run: "duet"
+LAUNCH_ENV = "DLRMBENCH_LAUNCH"  # how the run's processes started: "fork" (forked_run.py), else a fresh interpreter
 
 
 def environment() -> dict[str, Any]:
@@ -72,6 +73,7 @@ def environment() -> dict[str, Any]:
         # the cores this process may run on, and whether a sweep ran it beside another run (duet: evidence.py)
         "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "schedule": os.environ.get(SCHEDULE_ENV, "solo"),
+        "launch": os.environ.get(LAUNCH_ENV, "exec"),  # forked from the launcher's preloaded server, or exec'd
         "malloc": {k: v for k, v in sorted(os.environ.items()) if k.startswith(("MALLOC_", "THP_"))},
         "allocator": allocator.state(),
         "hostname": platform.node(),

@@ -42,6 +42,8 @@ BOOKKEEPING = frozenset({
     "impls.data.lockfile", "impls.data.safe_write", "impls.data.staging",
     # an outside system's loader (it registers the class before the worker starts; the class's files are fingerprinted)
     "reproduce.harness.systems", "reproduce.harness.outside_worker",
+    # the launcher's fork server and what a forked child runs first (forked_run.py)
+    "reproduce.harness.fork_server", "reproduce.harness.forked_run", "reproduce.harness.torchrun",
 })
 
 CSRC = "impls/core/csrc"

@@ -21,6 +21,7 @@ from reproduce.harness.lifeline import die_with_parent
 from reproduce.harness.machine import MACHINE_CORES_ENV, cores as machine_cores
 from reproduce.harness.rank import rank_files
 from reproduce.harness.systems import launch_module
+from reproduce.harness import forked_run
 from impls.data.safe_write import open_for_write
 from reproduce.harness.environment import LAUNCHED_ENV, SCHEDULE_ENV
 from reproduce.harness.record_store import (DiskFull, check_overwritable, check_writable, lock_run, log_path,
@@ -46,8 +47,9 @@ def skip_unregistered(point: RunPoint, out_dir: Path, repeat: int = 0) -> Record
 def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None, repeat: int = 0,
                  on_progress: Callable[[dict[str, Any]], None] | None = None,
                  cores: tuple[int, ...] | None = None, keep: Sequence[str] = ()) -> Record:
-    """Run repeat ``repeat`` of ``point`` in ``python -m reproduce.harness.worker`` (an outside system's: in
-    reproduce.harness.outside_worker, which loads it first); its output goes to ``out_dir/logs``.
+    """Run repeat ``repeat`` of ``point`` in reproduce.harness.worker (an outside system's: in
+    reproduce.harness.outside_worker, which loads it first); its output goes to ``out_dir/logs``. On one node its
+    processes (each rank's) are forked from the preloaded server (forked_run.py); over nodes torchrun starts them.
     A point whose implementation is not registered yet is recorded as `skipped` without launching anything. Raises
     RunLocked when another live process runs it, RecordedElsewhere when rank 0 wrote the record on another node.
     ``on_progress`` hears each new progress note of a training run (progress.py) while it runs. ``cores``: the run
@@ -68,21 +70,28 @@ def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None,
         check_overwritable(rec_path)  # so is a file that is not a record
         pending, pending_log = pending_path(rec_path), pending_path(log)
         clear_pending(rec_path)  # what a launcher killed part-way left (we hold the lock)
-        worker = [*launch_module(point.impl), "--point-json", json.dumps(point.to_dict()), "--out", str(pending),
-                  *keep]
+        module, *system = launch_module(point.impl)[1:]
+        args = [*system, "--point-json", json.dumps(point.to_dict()), "--out", str(pending), *keep]
         env = {**os.environ, **worker_env(point),
                **({SCHEDULE_ENV: "duet", MACHINE_CORES_ENV: str(machine_cores())} if cores else {})}
-        if point.world_size > 1:
-            cmd = [sys.executable, "-m", "reproduce.harness.torchrun", *torchrun_args(point), *worker]  # short grace
-        else:
-            cmd = [sys.executable, *worker]
         t0 = time.monotonic()
         kills = oom_kills()
         env[LAUNCHED_ENV] = repr(time.time())  # the worker's start-up is measured from here (worker.py)
-        with open_for_write(pending_log, "w", "the run's log") as f:
-            code = run_in_group(cmd, f, timeout_s, env, poll=_progress_poll(pending, on_progress), cores=cores)
+        poll, first = _progress_poll(pending, on_progress), None
+        if point.nnodes == 1:  # its processes forked from the preloaded server (forked_run.py)
+            open_for_write(pending_log, "w", "the run's log").close()
+            procs = (forked_run.start_ranks(module, args, env, pending_log, point.world_size, cores)
+                     if point.world_size > 1 else [forked_run.start(module, args, env, pending_log, cores)])
+            watch = forked_run.RankWatch(procs, pending_log)
+            code = watch.wait(timeout_s, poll)
+            first = watch.first_failure
+        else:  # over nodes: torchrun's rendezvous, with a short grace when it stops a failed run's ranks
+            cmd = [sys.executable, "-m", "reproduce.harness.torchrun", *torchrun_args(point), "-m", module, *args]
+            with open_for_write(pending_log, "w", "the run's log") as f:
+                code = run_in_group(cmd, f, timeout_s, env, poll=poll, cores=cores)
         oom = kills is not None and (oom_kills() or 0) > kills
-        return finish_point(point, rec_path, log, code, timeout_s, time.monotonic() - t0, repeat, oom, pending=True)
+        return finish_point(point, rec_path, log, code, timeout_s, time.monotonic() - t0, repeat, oom, pending=True,
+                            first=first)
     finally:
         release_lock(lock)
 
@@ -188,21 +197,23 @@ def _stop_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
 
 
 def finish_point(point: RunPoint, rec_path: Path, log: Path, code: int | None, timeout_s: float | None,
-                 wall_s: float | None = None, repeat: int = 0, oom: bool = False, pending: bool = False) -> Record:
+                 wall_s: float | None = None, repeat: int = 0, oom: bool = False, pending: bool = False,
+                 first: tuple[int, int] | None = None) -> Record:
     """The one record of a finished launch (``code`` None: the time limit): the worker's own, its reason sharpened
     by what the ranks left behind, or a `failed` / `oom` record written here when the worker wrote none (`oom` for a
     SIGKILL only when ``oom``: the kernel's OOM-kill counter rose during the run). With ``pending`` the worker wrote
     its record and log beside the finished ones (records.pending_path), which they replace now, the log first, the
     record last: until then a finished record of the point is kept as it was. A run that ran out of disk space (its
     failure, or its log when it could write no record, says so) raises DiskFull and leaves no record, so that it is
-    redone once there is space."""
+    redone once there is space. ``first``: the rank that failed first and its exit code, when the launcher watched
+    the ranks itself (forked_run.RankWatch); else torchrun's log names it."""
     written = pending_path(rec_path) if pending else rec_path
     written_log = pending_path(log) if pending else log
     _raise_if_disk_full(rec_path, written, written_log, code)
     if written.exists():
         record = read_record(written)
         if not record.ok and point.world_size > 1:
-            status, reason = _why(point, written, written_log, code, record.reason)
+            status, reason = _why(point, written, written_log, code, record.reason, first)
             if reason != record.reason and not reason.startswith("worker exited"):
                 record.reason = f"{reason}; rank 0 saw: {record.reason}"
     elif code == 0 and point.nnodes > 1:  # rank 0 ran on another node and wrote the record there
@@ -221,7 +232,7 @@ def finish_point(point: RunPoint, rec_path: Path, log: Path, code: int | None, t
             status, reason = Status.FAILED, ("killed (signal 9); the kernel's OOM killer did not count it (or its "
                                              "counter is not readable here)")
         else:
-            status, reason = _why(point, written, written_log, code)
+            status, reason = _why(point, written, written_log, code, first=first)
         record = Record.failed(point.to_dict(), reason, status, point.point_id)
     _drop(rank_files(written, "step"))  # the ranks' progress notes are read (by _why) or not needed: never kept
     progress_path(written).unlink(missing_ok=True)
@@ -304,6 +315,12 @@ def check_rendezvous(point: RunPoint, connect_s: float = 5.0) -> None:
 _ROOT_CAUSE = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*exitcode\s*:\s*(-?\d+)")
 
 
+def torchrun_root_cause(text: str) -> tuple[int, int] | None:
+    """The rank torchrun's log names as the root cause of a failed run, and its exit code (None: it names none)."""
+    m = _ROOT_CAUSE.search(text[text.find("Root Cause"):]) if "Root Cause" in text else None
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
 def stalled_ranks(steps: dict[int, int], world: int) -> list[int]:
     """Ranks behind the others (or that never began a step) when at least one rank began a later step."""
     if not steps:
@@ -312,14 +329,15 @@ def stalled_ranks(steps: dict[int, int], world: int) -> list[int]:
     return [r for r in range(world) if steps.get(r, -1) < last]
 
 
-def _why(point: RunPoint, rec_path: Path, log: Path, code: int | None,
-         rank0_reason: str | None = None) -> tuple[str, str]:
+def _why(point: RunPoint, rec_path: Path, log: Path, code: int | None, rank0_reason: str | None = None,
+         first: tuple[int, int] | None = None) -> tuple[str, str]:
     """Status and reason of a run whose ranks failed. The culprit is the rank torchrun observed failing first (its
     "Root Cause", by time): that rank's own error file when it wrote one, else its exit code or signal. The other
     ranks' errors (a peer's connection reset) only describe the aftermath. When that first failure is a collective's
     time-out, the culprit is the rank that had stopped making progress (behind its peers' last step: a hung or
     stopped process, which torchrun kills after the grace). Without a root cause: the lowest rank's error file.
-    Rank 0 reports in its record, not a file: ``rank0_reason``."""
+    Rank 0 reports in its record, not a file: ``rank0_reason``. ``first``: the root cause (rank, exit code) as the
+    launcher saw it, when no torchrun ran."""
     errors = {}
     for rank, f in rank_files(rec_path, "error").items():
         status, _, reason = f.read_text().partition("\n")
@@ -332,10 +350,10 @@ def _why(point: RunPoint, rec_path: Path, log: Path, code: int | None,
         except ValueError:
             pass  # torn mid-write by the kill: that rank's progress is unknown
         f.unlink()
-    text = log.read_text(errors="replace") if log.exists() else ""
-    m = _ROOT_CAUSE.search(text[text.find("Root Cause"):]) if point.world_size > 1 and "Root Cause" in text else None
-    if m:
-        rank, exit_code = int(m.group(1)), int(m.group(2))
+    if first is None and point.world_size > 1:
+        first = torchrun_root_cause(log.read_text(errors="replace") if log.exists() else "")
+    if first is not None and point.world_size > 1:
+        rank, exit_code = first
         stalled = stalled_ranks(steps, point.world_size)
         first = errors[rank][1] if rank in errors else (rank0_reason or "") if rank == 0 else ""
         if stalled and rank not in stalled and re.search(r"time[sd]? ?out", first, re.I):
@@ -353,7 +371,7 @@ def _why(point: RunPoint, rec_path: Path, log: Path, code: int | None,
                 how = f"signal {-exit_code}, {signal.Signals(-exit_code).name}"
             except ValueError:
                 how = f"signal {-exit_code}"
-        return "failed", f"rank {rank} died first ({how}); torchrun stopped the other ranks (code {code})"
+        return "failed", f"rank {rank} died first ({how}); the other ranks were stopped (code {code})"
     if errors:
         return errors[min(errors)]
     return "failed", f"worker exited with code {code} and wrote no record"

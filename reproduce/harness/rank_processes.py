@@ -11,10 +11,9 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
+from reproduce.harness.fork_server import PRELOAD
+
 START_METHOD = "forkserver"
-# imported once by the server (torch._dynamo too: torch.optim imports it on an optimizer's first use, ~2 s); project
-# modules are imported by each rank, as it would fresh
-PRELOAD = ["torch", "torch._dynamo"]
 
 
 def _with_environment(rank: int, environment: dict[str, str], fn: Callable, *args: Any) -> None:
@@ -23,19 +22,27 @@ def _with_environment(rank: int, environment: dict[str, str], fn: Callable, *arg
     fn(rank, *args)
 
 
+def forkserver():
+    """The multiprocessing context of the fork server (started on its first use, with PRELOAD imported): shared by
+    these ranks and the launcher's forked runs (forked_run.py). The standard library's: the caller need not import
+    torch (the launcher does not)."""
+    import multiprocessing as mp
+
+    mp.set_forkserver_preload(PRELOAD)
+    return mp.get_context(START_METHOD)
+
+
 def start_ranks(fn: Callable, args: tuple, nprocs: int, join: bool = True):
     """``fn(rank, *args)`` in ``nprocs`` processes (``fn`` a module-level function, ``args`` picklable), as
     torch.multiprocessing.start_processes: with ``join`` it returns when all ended and raises when one failed; else
     the context to join."""
     import torch.multiprocessing as mp
 
-    mp.set_forkserver_preload(PRELOAD)
+    forkserver()
     return mp.start_processes(_with_environment, args=(dict(os.environ), fn, *args), nprocs=nprocs, join=join,
                               start_method=START_METHOD)
 
 
 def rank_queue():
     """A queue the ranks of ``start_ranks`` can put their results or errors on."""
-    import torch.multiprocessing as mp
-
-    return mp.get_context(START_METHOD).SimpleQueue()
+    return forkserver().SimpleQueue()

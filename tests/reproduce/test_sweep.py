@@ -77,14 +77,15 @@ def dry_run(path: Path, root: Path):
 
 
 def workers_of(root: Path) -> list[int]:
-    """Live worker processes writing under ``root``."""
+    """Live worker processes writing under ``root``: their output goes to a run's log there (a worker forked from the
+    fork server has the server's command line)."""
     pids = []
     for d in Path("/proc").iterdir():
         try:
-            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            out = os.readlink(d / "fd" / "1")
         except (OSError, ValueError):
             continue
-        if "reproduce.harness.worker" in cmd and str(root) in cmd:
+        if out.startswith(f"{root}/") and "/logs/" in out:
             pids.append(int(d.name))
     return pids
 
