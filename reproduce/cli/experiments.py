@@ -134,7 +134,7 @@ def sweep(ctx, experiment, profile, dry_run, force, timeout, launcher, sbatch_pa
         path = sbatch_path or exp.out_dir / "sweep.sbatch"
         write_infeasible(exp)
         try:
-            tidy_set(exp)  # older ids adopted, stale locks cleared: what its script then runs
+            tidy_set(exp)  # stale locks cleared: what its script then runs
             write_sbatch(exp, experiment, todo(exp, force), timeout or 3600.0, path, partition=partition,
                          account=account, root=root)
         except ValueError as exc:

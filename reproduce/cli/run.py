@@ -123,7 +123,7 @@ def _compare(impls, out, timeout, repeats, options, fields, save: Path | None = 
         raise click.ClickException(str(exc)) from None
     from reproduce.harness.noise import busy_machine, probe
 
-    quiet_probe = dict(size=768, runs=7, threads=fields.get("threads"))  # ~0.2 s: is the machine quiet?
+    quiet_probe = dict(size=768, runs=7, threads=fields.get("threads"), warmup_s=0.2)  # ~0.4 s: is the machine quiet?
     before = probe(**quiet_probe)
     records, elsewhere = [], []
     for p, r in interleaved(points, repeats):
@@ -168,7 +168,7 @@ def _compare(impls, out, timeout, repeats, options, fields, save: Path | None = 
                       "measure the machine, not the systems: rerun on a quiet machine, with --threads below the idle "
                       "cores, or with --repeats N (interleaved rounds, ratios paired within each)")
     console.print(f"records: {out}/  (peak RSS Δ = measured process peak over a pre-build baseline)")
-    if any(r["status"] != "ok" for r in records):
+    if any(not r.ok for r in records):
         sys.exit(1)
 
 

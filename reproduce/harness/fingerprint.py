@@ -36,7 +36,7 @@ ROOT = code.ROOT
 # point, file the record, name the machine, hold the lock, or are empty package markers (test_fingerprint.py)
 BOOKKEEPING = frozenset({
     "reproduce", "reproduce.harness", "reproduce.harness.worker_args", "reproduce.harness.records",
-    "reproduce.harness.record_store", "reproduce.harness.record_adoption", "reproduce.harness.environment",
+    "reproduce.harness.record_store", "reproduce.harness.environment",
     "reproduce.harness.code", "reproduce.harness.derived_cache", "reproduce.harness.fingerprint",
     "reproduce.harness.machine", "reproduce.harness.lifeline", "reproduce.harness.point",
     "impls.data.lockfile", "impls.data.safe_write", "impls.data.staging",

@@ -22,10 +22,12 @@ from reproduce.harness.record_store import write_json
 NOISE_DIR = "noise"
 
 
-def probe(size: int = 2048, runs: int = 7, threads: int | None = None, warmup: int = 2) -> dict[str, Any]:
-    """Time ``runs`` SGEMMs of ``size``^3 (after ``warmup`` untimed ones) on the first GPU when there is one, else on
-    ``threads`` threads (default: all cores of this process); the rates, their median and relative spread
-    ((max - min) / median), and the load average."""
+def probe(size: int = 2048, runs: int = 7, threads: int | None = None, warmup: int = 2,
+          warmup_s: float = 0.5) -> dict[str, Any]:
+    """Time ``runs`` SGEMMs of ``size``^3 (after ``warmup`` untimed ones, and at least ``warmup_s`` of them: a process's
+    first SGEMMs ramp up - its thread pool, the pages of the operands, the cores' clocks - by a fifth and more on some
+    machines) on the first GPU when there is one, else on ``threads`` threads (default: all cores of this process);
+    the rates, their median and relative spread ((max - min) / median), and the load average."""
     import torch
 
     from reproduce.harness.machine import cores
@@ -37,8 +39,12 @@ def probe(size: int = 2048, runs: int = 7, threads: int | None = None, warmup: i
     try:
         a = torch.randn(size, size, generator=torch.Generator().manual_seed(0)).to(device)
         b = torch.randn(size, size, generator=torch.Generator().manual_seed(1)).to(device)
-        for _ in range(warmup):
+        warm_until = time.perf_counter() + warmup_s
+        done = 0
+        while done < warmup or time.perf_counter() < warm_until:
             torch.mm(a, b)
+            done += 1
+        sync()
         rates = []
         for _ in range(runs):
             sync()

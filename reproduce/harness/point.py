@@ -135,8 +135,8 @@ class RunPoint:
 
 
 def point_defaults() -> dict[str, Any]:
-    """Every RunPoint field that has a default, at it: the one place a point's defaults are stated (point_id leaves
-    some out of ids at theirs, aggregate fills an older record's missing fields with them)."""
+    """Every RunPoint field that has a default, at it: the one place a point's defaults are stated (a point given
+    without some fields - an experiment's, a command line's - takes them)."""
     out: dict[str, Any] = {}
     for f in fields(RunPoint):
         if f.default is not MISSING:
@@ -214,32 +214,14 @@ def check_world(world_size: int, gpus_per_node: int, nnodes: int, rdzv_endpoint:
 # not measured configuration: how the point is shown, and where this machine keeps an input
 NOT_MEASURED = ("label",)
 NOT_MEASURED_OPTIONS = ("calibration",)
-# impl options whose default changed, at their former defaults: until 2026-12-05 an id left them out where a point
-# stated them, so a point stating one shared its id with the point leaving it out (another configuration). Every
-# option a point states is in its id now; ``former_ids`` gives the ids records were written under before, so that
-# such a record is adopted (renamed), never taken for another point's
-_FORMER_IMPL_DEFAULTS = {"tt_min_rows": 0, "tt_oversize": "allow"}
-# fields added after the first records: at their defaults (RunPoint's, the one place they are stated) they are left out,
-# so earlier records keep their ids
-_LATER_FIELDS = ("warmup_max", "time_budget_s", "max_iters", "world_size", "gpus_per_node", "nnodes", "rdzv_endpoint",
-                 "dist_timeout_s", "epochs", "shuffle", "early_stop", "mlp_optimizer", "mlp_lr", "bottom", "top",
-                 "interaction", "budget", "twin")
 _PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
-def measured(point: dict[str, Any], former: bool = False) -> dict[str, Any]:
-    """The part of a point (its dict) that its id hashes (``former``: as ids hashed it before every stated option was
-    part of them)."""
-    d = {k: v for k, v in point.items() if k not in NOT_MEASURED}
-    defaults = point_defaults()
-    for k in _LATER_FIELDS:
-        if k in d and d[k] == defaults[k]:
-            d.pop(k)
-    opts = {k: v for k, v in (d.get("impl_options") or {}).items() if k not in NOT_MEASURED_OPTIONS}
-    for k, v in _FORMER_IMPL_DEFAULTS.items() if former else ():
-        if opts.get(k) == v:
-            opts.pop(k)
-    d["impl_options"] = opts
+def measured(point: dict[str, Any]) -> dict[str, Any]:
+    """The part of a point that its id hashes: every field of the point, its missing ones at RunPoint's defaults
+    (an id states the whole point), minus how it is shown (NOT_MEASURED) and where this machine keeps an input."""
+    d = {k: v for k, v in RunPoint.from_dict(point).to_dict().items() if k not in NOT_MEASURED}
+    d["impl_options"] = {k: v for k, v in (d.get("impl_options") or {}).items() if k not in NOT_MEASURED_OPTIONS}
     d["data"] = dataset_name(str(d["data"]))
     data_options = dict(d.get("data_options") or {})
     if data_options.get("reorder"):
@@ -248,18 +230,12 @@ def measured(point: dict[str, Any], former: bool = False) -> dict[str, Any]:
     return d
 
 
-def point_id(point: dict[str, Any], former: bool = False) -> str:
-    """``<impl>__<dataset>__b<batch>[__w<world>]__<hash of the measured configuration>`` (``former``: the id this
-    point had before every stated option was part of ids)."""
-    digest = hashlib.sha1(json.dumps(measured(point, former), sort_keys=True).encode()).hexdigest()[:10]
-    world = int(point.get("world_size", point_defaults()["world_size"]))
-    tail = f"__w{world}" if world > 1 else ""
-    return f"{slug(str(point['impl']))}__{slug(dataset_name(str(point['data'])))}__b{point['batch_size']}{tail}__{digest}"
-
-
-def former_ids(point: dict[str, Any]) -> set[str]:
-    """The ids records of this point were written under before (none when its id did not change)."""
-    return {point_id(point, former=True)} - {point_id(point)}
+def point_id(point: dict[str, Any]) -> str:
+    """``<impl>__<dataset>__b<batch>[__w<world>]__<hash of the measured configuration>``."""
+    d = measured(point)
+    digest = hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:10]
+    tail = f"__w{d['world_size']}" if d["world_size"] > 1 else ""
+    return f"{slug(str(d['impl']))}__{slug(d['data'])}__b{d['batch_size']}{tail}__{digest}"
 
 
 def dataset_name(data: str) -> str:

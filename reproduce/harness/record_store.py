@@ -15,7 +15,7 @@ from typing import Any, Iterator
 from impls.data.lockfile import Locked, acquire, release
 # the store's errors, defined where impls/ raises them too (a lock, a staging folder)
 from impls.data.safe_write import DiskFull, SymlinkRefused, disk_full, refuse_symlink  # noqa: F401
-from reproduce.harness.records import Record, former_point_ids, point_id
+from reproduce.harness.records import Record, point_id
 
 
 def strict(value: Any) -> Any:
@@ -136,8 +136,8 @@ def ids_from_name(path: Path) -> tuple[str, int]:
 
 
 def read_record(path: str | Path) -> Record:
-    """The record at ``path``; a file that is not a record (truncated, garbage) raises ValueError naming it. A record
-    from before point ids in records gets its id and repeat from its file name."""
+    """The record at ``path``; a file that is not a record (truncated, garbage, an older schema) raises ValueError
+    naming it."""
     path = Path(path)
     try:
         d = json.loads(path.read_text())
@@ -146,7 +146,7 @@ def read_record(path: str | Path) -> Record:
     if not isinstance(d, dict):
         raise ValueError(f"{path}: not a record (a JSON {type(d).__name__}, not an object)")
     try:
-        return Record.from_dict(d, *ids_from_name(path))
+        return Record.from_dict(d)
     except (ValueError, TypeError) as exc:
         raise ValueError(f"{path}: not a record ({exc})") from None
 
@@ -210,8 +210,8 @@ class RecordContradicts(ValueError):
 
 def check_identity(path: Path, rec: Record) -> Record:
     """``rec`` (read from ``path``) when its point gives the id and repeat its file name and its stored point_id
-    say; RecordContradicts naming the file otherwise (a point edited by hand, or a record written under another id
-    that no sweep has adopted: read as it is, it would be counted as another point's run)."""
+    say; RecordContradicts naming the file otherwise (a point edited by hand, or a record written under another id:
+    read as it is, it would be counted as another point's run)."""
     stem, repeat = ids_from_name(path)
     try:
         derived = point_id(rec.point)
@@ -220,10 +220,6 @@ def check_identity(path: Path, rec: Record) -> Record:
                                 f"point") from None
     if derived == stem == rec.point_id and rec.repeat == repeat:
         return rec
-    if stem == rec.point_id and rec.repeat == repeat and stem in former_point_ids(rec.point):
-        raise RecordContradicts(f"{path}: written under the id its point had before every stated option was part of "
-                                f"ids; its id is {derived} now: a sweep of its experiment renames it, or rename it to "
-                                f"{derived}.r{repeat}.json")
     said = f"its file name says point {stem} repeat {repeat}"
     if rec.point_id != stem or rec.repeat != repeat:
         said += f", the record itself point {rec.point_id} repeat {rec.repeat}"

@@ -1,6 +1,6 @@
 """A run record's type: ``Record`` (the header every record has and its typed ``Body``), its ``Status``, and the id
 of its point. Built by the factories of Record only; stored by record_store.py, its environment captured by
-environment.py, records under an older id adopted by record_adoption.py.
+environment.py.
 
 A record keeps the commit it ran at, whether the code (not results or docs) had uncommitted edits, and the
 fingerprint of the code its point measures (reproduce/harness/fingerprint.py), so a report can tell when the code it
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import Any
 
-SCHEMA_VERSION = 2  # 2: point_id in every record, code fingerprint, oversubscription
+SCHEMA_VERSION = 3  # 2: point_id in every record, code fingerprint, oversubscription; 3: ids hash the whole point
 
 
 class Status(str, Enum):
@@ -33,18 +33,9 @@ _HEADER = ("schema", "point", "point_id", "repeat", "status", "reason", "log", "
 
 def point_id(point: dict[str, Any]) -> str:
     """The one id of a run point (a record's ``point``, its missing fields at their defaults): point.point_id."""
-    from reproduce.harness.point import RunPoint
     from reproduce.harness.point import point_id as of
 
-    return of(RunPoint.from_dict(point).to_dict())
-
-
-def former_point_ids(point: dict[str, Any]) -> set[str]:
-    """The ids a run point had under earlier id rules (point.former_ids)."""
-    from reproduce.harness.point import RunPoint
-    from reproduce.harness.point import former_ids
-
-    return former_ids(RunPoint.from_dict(point).to_dict())
+    return of(point)
 
 
 @dataclass
@@ -97,9 +88,8 @@ class Body:
 @dataclass
 class Record:
     """One run of one point: the header every record has, and what the run measured (``body``, a Body). Built by
-    its factories only (``measured``, ``failed``, ``skipped``, ``from_dict``); read through them and the accessors
-    (``rec.body.memory``, ``rec.total_ms``). ``rec["status"]`` and ``rec.get("timing_ms")`` read the same fields
-    by name (the JSON's)."""
+    its factories only (``measured``, ``failed``, ``skipped``, ``from_dict``); read through its fields and accessors
+    (``rec.status``, ``rec.body.memory``, ``rec.total_ms``)."""
 
     point: dict[str, Any]
     status: Status
@@ -166,34 +156,20 @@ class Record:
         return {**self.body.to_dict(), **head}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], point_id_: str | None = None, repeat: int | None = None) -> "Record":
-        """A record read back (``point_id_`` / ``repeat``: from its file name when the record predates them)."""
+    def from_dict(cls, d: dict[str, Any]) -> "Record":
+        """A record read back: one of this schema (an older one's point id follows other rules: rerun its point)."""
         if "point" not in d or "status" not in d:
             raise ValueError("not a run record (no point or status)")
+        schema = d.get("schema")
+        if schema != SCHEMA_VERSION:
+            raise ValueError(f"a record of schema {schema} (this code reads schema {SCHEMA_VERSION}: ids hash the whole "
+                             f"point since schema 3); rerun its point, which replaces it")
+        missing = [k for k in ("point_id", "repeat") if d.get(k) is None]
+        if missing:
+            raise ValueError(f"no {' or '.join(missing)} in the record")
         body = Body.from_dict({k: v for k, v in d.items() if k not in _HEADER})
-        return cls(point=d["point"], status=d["status"], reason=d.get("reason"),
-                   point_id=d.get("point_id") or point_id_ or "",
-                   repeat=int(d["repeat"]) if d.get("repeat") is not None else int(repeat or 0), log=d.get("log"),
-                   wall_s=d.get("wall_s"), body=body, schema=int(d.get("schema", 1)))
-
-    def __getitem__(self, key: str) -> Any:
-        if key == "status":
-            return self.status.value
-        if key in _HEADER:
-            return getattr(self, key)
-        value = getattr(self.body, key, None) if key in _BODY else None
-        if value is None:
-            raise KeyError(key)
-        return value
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self[key] if key in self else default
-
-    def __contains__(self, key: str) -> bool:
-        return key in _HEADER or (key in _BODY and getattr(self.body, key) is not None)
-
-
-_BODY = frozenset(f.name for f in fields(Body))
+        return cls(point=d["point"], status=d["status"], reason=d.get("reason"), point_id=d["point_id"],
+                   repeat=int(d["repeat"]), log=d.get("log"), wall_s=d.get("wall_s"), body=body, schema=schema)
 
 
 @functools.lru_cache(maxsize=1)

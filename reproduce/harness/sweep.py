@@ -17,7 +17,6 @@ from reproduce.harness.resolve import Sweep
 from reproduce.harness.point import RunPoint
 from reproduce.harness.launch import RecordedElsewhere, launch_point
 from reproduce.harness.noise import record_probe
-from reproduce.harness.record_adoption import adopt_older_records, older_records
 from reproduce.harness.record_store import (DiskFull, RunLocked, SymlinkRefused, check_identity, clear_stale_locks,
                                             finished_record, lock_run, read_record, record_path, release_lock,
                                             says_disk_full, write_record)
@@ -64,32 +63,22 @@ def unreadable(exp: Sweep) -> list[str]:
     return bad
 
 
-def _wanted(exp: Sweep) -> set[str]:
-    return {p.point_id for p in exp.points}
-
-
-def tidy_set(exp: Sweep) -> int:
+def tidy_set(exp: Sweep) -> None:
     """The one step of a sweep that changes what its set holds before anything runs (run_experiment's first, and
-    before a Slurm script is written): records written under an older point id are adopted (renamed to the id their
-    point has now: point.former_ids), and the locks of killed runs are cleared with what those runs left pending.
-    Every query (todo, plan, experiment_records) only reads. Returns how many records were adopted."""
-    adopted = adopt_older_records(exp.out_dir, _wanted(exp))
+    before a Slurm script is written): the locks of killed runs are cleared with what those runs left pending. Every
+    query (todo, plan, experiment_records) only reads."""
     clear_stale_locks(exp.out_dir)
-    return adopted
 
 
 def todo(exp: Sweep, force: bool = False) -> list[tuple[RunPoint, int]]:
-    """The (point, repeat) pairs still to run on this machine, interleaved (repeat-major). Reads only: a record
-    under an older point id counts once ``tidy_set`` has adopted it."""
+    """The (point, repeat) pairs still to run on this machine, interleaved (repeat-major). Reads only."""
     return [(p, r) for p, r in exp.tasks() if force or not is_done(p, exp.out_dir, r)]
 
 
 def plan(exp: Sweep, force: bool = False) -> list[tuple[RunPoint, int, bool]]:
-    """Every (point, repeat) with whether a sweep would run it, without writing anything (records under an older
-    point id count as done, as a sweep would adopt them): what ``--dry-run`` lists."""
-    older = older_records(exp.out_dir, _wanted(exp))
-    return [(p, r, force or not (is_done(p, exp.out_dir, r) or record_path(exp.out_dir, p, r) in older))
-            for p, r in exp.tasks()]
+    """Every (point, repeat) with whether a sweep would run it, without writing anything: what ``--dry-run``
+    lists."""
+    return [(p, r, force or not is_done(p, exp.out_dir, r)) for p, r in exp.tasks()]
 
 
 @dataclass

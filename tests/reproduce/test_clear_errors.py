@@ -148,5 +148,5 @@ def test_a_record_is_never_written_over_a_users_file(tmp_path):
         launch_point(point, tmp_path)
     assert path.read_text() == "my notes, which happen to have this name"
     path.unlink()
-    assert launch_point(point, tmp_path)["status"] == "ok"
-    assert launch_point(point, tmp_path)["status"] == "ok"  # a record of ours is rerun over
+    assert launch_point(point, tmp_path).status == "ok"
+    assert launch_point(point, tmp_path).status == "ok"  # a record of ours is rerun over

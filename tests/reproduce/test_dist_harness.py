@@ -20,16 +20,16 @@ def test_two_ranks_train_like_one_process_over_the_global_batch(tmp_path):
     (one,) = run_forked([RunPoint(impl="ecorec", batch_size=64, impl_options=opts, **SMALL)], tmp_path)
     two = launch_point(RunPoint(impl="ecorec", batch_size=32, world_size=2, impl_options=opts, **SMALL), tmp_path)
     assert one["status"] == "ok", one
-    assert two["status"] == "ok", two
+    assert two.status == "ok", two
     # the loss of every timed step: the sum of the ranks' shares equals the single process's loss
-    assert two["loss"] == pytest.approx(one["loss"], rel=1e-5, abs=1e-7)
-    d = two["dist"]
+    assert two.body.loss == pytest.approx(one["loss"], rel=1e-5, abs=1e-7)
+    d = two.body.dist
     assert d["world_size"] == 2 and d["backend"] == "gloo" and len(d["per_rank"]) == 2
     for r in d["per_rank"]:  # each rank sent ids and pooled rows to its peer every step
         assert r["comm_bytes_per_step"]["emb.fwd"] > 0 and r["comm_bytes_per_step"]["emb.ids.values"] > 0
         assert set(r["comm_bytes_per_peer"]["emb.fwd"]) == {str(1 - r["rank"])}
     assert d["comm_bytes_per_step"] > 0 and d["comm_blocked_ms"] >= 0
-    assert two["samples_per_s"] > 0 and two["work"]["nnz"] == one["work"]["nnz"]
+    assert two.body.samples_per_s > 0 and two.body.work["nnz"] == one["work"]["nnz"]
 
 
 def test_ranks_agree_on_the_end_of_the_warm_up_and_the_timed_steps(tmp_path):
@@ -37,12 +37,12 @@ def test_ranks_agree_on_the_end_of_the_warm_up_and_the_timed_steps(tmp_path):
     the same number of steps (else a collective would hang); the record says how many and by which rule."""
     fields = {**SMALL, "warmup_max": 8, "time_budget_s": 0.3, "max_iters": 40}
     rec = launch_point(RunPoint(impl="dense-fbgemm", batch_size=32, world_size=2, threads=1, **fields), tmp_path)
-    assert rec["status"] == "ok", rec
-    loop = rec["loop"]
+    assert rec.status == "ok", rec
+    loop = rec.body.loop
     assert 1 <= loop["warmup_steps"] <= 8 and 3 <= loop["timed_steps"] <= 40
-    assert len(rec["iterations_ms"]["total"]) == loop["timed_steps"] and "time budget" not in loop["rule"]
-    assert "fill 0.3 s" in loop["rule"] and len(rec["iterations_ms"]["cpu"]) == loop["timed_steps"]
-    assert rec["occupancy"]["ranks_on_node"] == 2 and rec["code"]["digest"]
+    assert len(rec.body.iterations_ms["total"]) == loop["timed_steps"] and "time budget" not in loop["rule"]
+    assert "fill 0.3 s" in loop["rule"] and len(rec.body.iterations_ms["cpu"]) == loop["timed_steps"]
+    assert rec.body.occupancy["ranks_on_node"] == 2 and rec.body.code["digest"]
 
 
 def test_a_crashed_rank_fails_the_run_with_its_reason(tmp_path, monkeypatch):
@@ -50,8 +50,8 @@ def test_a_crashed_rank_fails_the_run_with_its_reason(tmp_path, monkeypatch):
     # a hang would end at the launcher's limit with "time limit ... exceeded" instead of the rank's reason
     rec = launch_point(RunPoint(impl="ttrec", batch_size=32, world_size=2, impl_options={"ranks": 4}, **SMALL),
                        tmp_path, timeout_s=300)
-    assert rec["status"] == "failed"
-    assert "rank 1 died first (exit code 3)" in rec["reason"] and "time limit" not in rec["reason"]
+    assert rec.status == "failed"
+    assert "rank 1 died first (exit code 3)" in rec.reason and "time limit" not in rec.reason
 
 
 @pytest.mark.slow
@@ -61,8 +61,8 @@ def test_the_killed_rank_is_blamed_not_its_peers(tmp_path, monkeypatch, victim):
     victim."""
     monkeypatch.setenv("DLRMBENCH_FAULT", f"{victim}:1:kill")
     rec = launch_point(RunPoint(impl="dense-fbgemm", batch_size=16, world_size=3, **SMALL), tmp_path, timeout_s=300)
-    assert rec["status"] == "failed"
-    assert rec["reason"].startswith(f"rank {victim} died first (signal 9, SIGKILL)"), rec["reason"]
+    assert rec.status == "failed"
+    assert rec.reason.startswith(f"rank {victim} died first (signal 9, SIGKILL)"), rec.reason
     assert not list(tmp_path.glob("*.error"))  # the ranks' error files were read and removed
 
 
@@ -76,11 +76,11 @@ def test_a_stopped_rank_is_blamed_and_the_run_ends_after_timeout_and_grace(tmp_p
     monkeypatch.setenv("DLRMBENCH_FAULT", "1:1:stop")
     point = RunPoint(impl="dense-fbgemm", batch_size=16, world_size=2, **{**SMALL, "dist_timeout_s": 5.0})
     rec = launch_point(point, tmp_path, timeout_s=300)
-    assert rec["status"] == "failed"
-    assert rec["reason"].startswith("rank 1 (last began step 0) stopped making progress: the other ranks waited 5 s"), \
-        rec["reason"]
+    assert rec.status == "failed"
+    assert rec.reason.startswith("rank 1 (last began step 0) stopped making progress: the other ranks waited 5 s"), \
+        rec.reason
     # the frozen rank ignored SIGTERM and the launcher killed it GRACE_S later by its notes' clock in the log
-    log = Path(rec["log"]).read_text()
+    log = Path(rec.log).read_text()
     stamp = r"\[launcher (\d\d):(\d\d):(\d\d\.\d+)\] "
     term = re.search(stamp + r"rank 0 failed first .*SIGTERM to rank 1", log)
     kill = re.search(stamp + r"SIGKILL to rank 1 \(pid \d+\) \(still running", log)
@@ -116,7 +116,7 @@ def test_bad_distributed_input(tmp_path):
     # more ranks than tables for table-wise sharding: a clear error at start-up, in the record
     rec = launch_point(RunPoint(impl="ttrec", batch_size=16, world_size=2, impl_options={"ranks": 4},
                                 **{**SMALL, "data_options": {"num_tables": 1, "rows": 100, "dim": 8}}), tmp_path)
-    assert rec["status"] == "failed" and "needs at least 2 tables, got 1" in rec["reason"], rec["reason"]
+    assert rec.status == "failed" and "needs at least 2 tables, got 1" in rec.reason, rec.reason
     with pytest.raises(ValueError, match="not HOST:PORT"):
         RunPoint(impl="ttrec", batch_size=16, world_size=2, nnodes=2, rdzv_endpoint="nohost", **{
             k: v for k, v in SMALL.items()})
@@ -147,11 +147,11 @@ def test_a_training_run_over_two_ranks_equals_one_process_and_scores_the_whole_s
               dist_timeout_s=30.0)
     (one,) = run_forked([RunPoint(batch_size=64, **kw)], tmp_path)  # the reference: one process, however started
     two = launch_point(RunPoint(batch_size=32, world_size=2, **kw), tmp_path / "two")
-    assert one["status"] == "ok" and two["status"] == "ok", (one, two)
-    assert two["train"]["steps"] == one["train"]["steps"] == 4
-    assert two["loss"] == pytest.approx(one["loss"], rel=1e-4, abs=1e-6)
-    assert [c["samples"] for c in two["eval_curve"]] == [100] and two["eval"]["samples"] == 100
-    assert two["eval"]["logloss"] == pytest.approx(one["eval"]["logloss"], rel=1e-4)
+    assert one["status"] == "ok" and two.status == "ok", (one, two)
+    assert two.body.train["steps"] == one["train"]["steps"] == 4
+    assert two.body.loss == pytest.approx(one["loss"], rel=1e-4, abs=1e-6)
+    assert [c["samples"] for c in two.body.eval_curve] == [100] and two.body.eval["samples"] == 100
+    assert two.body.eval["logloss"] == pytest.approx(one["eval"]["logloss"], rel=1e-4)
 
 
 def test_two_real_agents_each_say_what_they_ran_and_where_the_record_is(tmp_path):

@@ -42,8 +42,8 @@ def test_cli_refuses_non_finite_numbers(tmp_path, args, match):
 
 def test_a_diverging_run_is_recorded_as_diverged(tmp_path):
     rec = launch_point(RunPoint(impl="dense-torch", mode="dlrm", lr=1e30, **TINY), tmp_path)
-    assert rec["status"] == "diverged", rec
-    assert "the loss became" in rec["reason"] and "at step" in rec["reason"]
+    assert rec.status == "diverged", rec
+    assert "the loss became" in rec.reason and "at step" in rec.reason
 
 
 def test_records_are_strict_json(tmp_path):
@@ -108,7 +108,7 @@ def test_a_loss_that_explodes_while_finite_ends_diverged(tmp_path):
     res = CliRunner().invoke(cli, ["train", "--impl", "dense-torch", "--data", str(data), "--out", str(out),
                                    "--lr", "1e9", "-b", "8", "--epochs", "2"])
     rec = read_record(next(out.glob("*.json")))
-    assert rec["status"] == "diverged" and "exploded" in rec["reason"], rec["reason"]
+    assert rec.status == "diverged" and "exploded" in rec.reason, rec.reason
 
 
 def test_the_benchmark_loop_stops_at_a_finite_explosion():

@@ -11,6 +11,7 @@ from reproduce.harness.point import RunPoint
 from reproduce.harness.launch import launch_point
 from reproduce.harness.record_store import record_path
 from reproduce.harness.record_store import read_record
+from reproduce.harness.records import SCHEMA_VERSION
 from reproduce.analysis.aggregate import summarize_experiment
 from reproduce.harness.sweep import run_experiment
 
@@ -31,24 +32,24 @@ def test_run_point_validation():
 def test_worker_writes_an_ok_record_with_measurements(tmp_path):
     p = RunPoint(impl="dense-torch", mode="dlrm", eval_batches=2, **TINY)
     rec = launch_point(p, tmp_path)
-    assert rec["status"] == "ok", rec
+    assert rec.status == "ok", rec
     on_disk = read_record(record_path(tmp_path, p))
-    assert on_disk["status"] == "ok"
-    assert len(on_disk["iterations_ms"]["total"]) == 2
-    assert on_disk["memory"]["peak_rss_delta_bytes"] > 0
-    assert on_disk["memory"]["analytic"]["params"] == 2 * 1000 * 8 * 4
-    assert on_disk["work"]["nnz"] == 2 * 64
-    assert 0.0 <= on_disk["eval"]["auc"] <= 1.0
-    assert on_disk["env"]["torch"]
+    assert on_disk.status == "ok"
+    assert len(on_disk.body.iterations_ms["total"]) == 2
+    assert on_disk.body.memory["peak_rss_delta_bytes"] > 0
+    assert on_disk.body.memory["analytic"]["params"] == 2 * 1000 * 8 * 4
+    assert on_disk.body.work["nnz"] == 2 * 64
+    assert 0.0 <= on_disk.body.eval["auc"] <= 1.0
+    assert on_disk.body.env["torch"]
     from reproduce.harness import allocator
 
     expected = "system" if allocator._glibc() is None else \
         "user" if any(os.environ.get(k) for k in allocator.USER_VARIABLES) else "harness"
-    used = on_disk["env"]["allocator"]
+    used = on_disk.body.env["allocator"]
     assert used["policy"] == expected
     if expected == "harness":  # memory measured over the build and the first step, the timed steps retain
         assert [p["policy"] for p in used["phases"].values()] == ["eager", "retain"]
-        assert "after the build and the first step" in on_disk["memory"]["peak_rss_method"]
+        assert "after the build and the first step" in on_disk.body.memory["peak_rss_method"]
     assert not list(tmp_path.glob(".*.tmp"))
 
 
@@ -59,26 +60,27 @@ def test_failed_point_writes_only_a_failed_record(tmp_path):
         check_point(RunPoint(impl="dense-torch", impl_options={"bogus": 1}, **TINY))
     p = RunPoint(impl="ttrec", impl_options={"chunk": 0}, **TINY)  # a bad value fails inside the worker
     rec = launch_point(p, tmp_path)
-    assert rec["status"] == "failed" and "chunk must be >= 1" in rec["reason"]
+    assert rec.status == "failed" and "chunk must be >= 1" in rec.reason
     files = sorted(x.name for x in tmp_path.glob("*.json"))
     assert files == [record_path(tmp_path, p).name]
-    assert read_record(record_path(tmp_path, p))["status"] == "failed"
+    assert read_record(record_path(tmp_path, p)).status == "failed"
 
 
 def test_unregistered_impl_is_skipped_not_faked(tmp_path):
     rec = launch_point(RunPoint(impl="ecorec-someday", **TINY), tmp_path)
-    assert rec["status"] == "skipped" and "not implemented" in rec["reason"]
-    assert "timing_ms" not in rec
+    assert rec.status == "skipped" and "not implemented" in rec.reason
+    assert rec.body.timing_ms is None
 
 
 def test_summary_speedup_against_baseline():
     def rec(impl, total):
-        return {"status": "ok", "point_id": impl, "point": {"impl": impl, "data": "d", "batch_size": 8, "mode": "m", "optimizer": "sgd"},
+        return {"status": "ok", "point_id": impl, "repeat": 0, "schema": SCHEMA_VERSION,
+                "point": {"impl": impl, "data": "d", "batch_size": 8, "mode": "m", "optimizer": "sgd"},
                 "timing_ms": {"total": {"median": total, "iqr": 0.0}}, "samples_per_s": 1.0,
                 "memory": {"analytic": {"total": 1}}, "param_bytes": 1, "tables": {"dense_bytes": 1},
                 "work": {"nnz": 1}, "env": {}}
-    df = summarize([rec("a", 10.0), rec("b", 5.0), {"status": "skipped", "reason": "x", "point_id": "c",
-                    "point": {"impl": "c", "data": "d", "batch_size": 8}}], baseline="a")
+    df = summarize([rec("a", 10.0), rec("b", 5.0), {"status": "skipped", "reason": "x", "point_id": "c", "repeat": 0,
+                    "schema": SCHEMA_VERSION, "point": {"impl": "c", "data": "d", "batch_size": 8}}], baseline="a")
     assert df.set_index("impl")["speedup"].to_dict()["b"] == pytest.approx(2.0)
     assert df.set_index("impl")["status"]["c"] == "skipped"
 
@@ -106,7 +108,7 @@ dim = 8
     exp = load_experiment(exp_file, root=tmp_path)
     assert len(exp.points) == 2
     seen = []
-    run_experiment(exp, on_point=lambda i, n, p, k, o: seen.append(o.record["status"]), probe=False)
+    run_experiment(exp, on_point=lambda i, n, p, k, o: seen.append(o.record.status), probe=False)
     summary = summarize_experiment(exp)
     assert seen == ["ok", "ok"]
     seen.clear()

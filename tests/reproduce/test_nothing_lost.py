@@ -20,12 +20,11 @@ from reproduce.cli import cli
 from reproduce.harness.fault import FAULT_ENV
 from reproduce.harness.launch import finish_point
 from reproduce.harness.point import RunPoint
-from reproduce.harness.point import point_id
 from reproduce.harness.record_store import (DiskFull, check_identity, log_path, pending_path, read_record, record_path,
-                                            records_in, write_record)
+                                            write_json, write_record)
 from reproduce.harness.records import Record
 from reproduce.harness.resolve import load_experiment
-from reproduce.harness.sweep import is_done, plan, tidy_set, todo
+from reproduce.harness.sweep import is_done, plan, tidy_set, todo, unreadable
 from tests.reproduce.test_sweep import dry_run, experiment, sweep_here, workers_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -142,20 +141,17 @@ def test_a_sweep_records_a_symlinked_point_as_failed_and_goes_on(tmp_path):
     assert read_record(second).ok and first.is_symlink() and mine.read_text() == "precious\n"
 
 
-# ---- 3. a point id states every option the point states
+# ---- 3. a point id states the whole point
 
 
-@pytest.mark.parametrize("key,former", [("tt_min_rows", 0), ("tt_oversize", "allow")])
-def test_an_option_stated_at_a_former_default_gets_an_id_of_its_own(key, former):
+@pytest.mark.parametrize("key,value", [("tt_min_rows", 0), ("tt_oversize", "allow")])
+def test_an_option_stated_at_any_value_gets_an_id_of_its_own(key, value):
     plain = RunPoint(impl="ecorec", data="uniform", batch_size=8)
-    stated = RunPoint(impl="ecorec", data="uniform", batch_size=8, impl_options={key: former})
+    stated = RunPoint(impl="ecorec", data="uniform", batch_size=8, impl_options={key: value})
     assert plain.point_id != stated.point_id
-    from reproduce.harness.point import former_ids
-
-    assert former_ids(stated.to_dict()) == {point_id(stated.to_dict(), former=True)} == {plain.point_id}
 
 
-def test_two_trainings_that_differ_in_a_former_default_write_two_records(tmp_path):
+def test_two_trainings_that_differ_in_a_stated_option_write_two_records(tmp_path):
     from tests.reproduce.test_tt_says import TINY
 
     out = tmp_path / "out"
@@ -165,19 +161,17 @@ def test_two_trainings_that_differ_in_a_former_default_write_two_records(tmp_pat
     assert len(list(out.glob("*.json"))) == 2
 
 
-def test_a_record_written_under_a_former_id_is_adopted_by_its_sweep(tmp_path):
-    path = experiment(tmp_path, impls=("ttrec",), extra='\n[impl_options]\ntt_min_rows = 0\nranks = 4\n')
+def test_a_record_of_an_older_schema_is_refused_naming_it_and_its_point_runs_again(tmp_path):
+    path = experiment(tmp_path, impls=("dense-fbgemm",))
     exp = load_experiment(path, root=tmp_path)
     (p,) = exp.points
-    old = exp.out_dir / f"{point_id(p.to_dict(), former=True)}.r0.json"
-    write_record(old, Record.failed(p.to_dict(), "ran", point_id_=old.name.removesuffix(".r0.json")))
-    with pytest.raises(ValueError, match="written under the id its point had before"):
-        list(records_in(exp.out_dir))  # read as it is, it would count as another point's run
-    assert [t for p, r, t in plan(exp)] == [False] and todo(exp) == [(p, 0)]  # asking changes nothing: plan
-    assert old.exists()  # counts it as adopted, todo reads the folder as it is
-    assert tidy_set(exp) == 1 and todo(exp) == [] and not old.exists()  # adopted (renamed): done, not run again
-    assert read_record(record_path(exp.out_dir, p)).point_id == p.point_id
-    assert [r.point_id for r in records_in(exp.out_dir)] == [p.point_id]
+    old = record_path(exp.out_dir, p)
+    d = Record.failed(p.to_dict(), "ran", point_id_=p.point_id).to_dict()
+    write_json(old, {**d, "schema": 2})
+    with pytest.raises(ValueError, match=f"{old.name}: not a record .*schema 2 .*rerun its point"):
+        read_record(old)
+    assert [t for p, r, t in plan(exp)] == [True] and todo(exp) == [(p, 0)]  # not done: its point runs again
+    assert any(old.name in line and "schema 2" in line for line in unreadable(exp))  # and the sweep names it
 
 
 def test_every_committed_record_is_named_by_the_id_its_point_gives():

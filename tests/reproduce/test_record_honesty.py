@@ -19,10 +19,10 @@ def test_sigkill_is_oom_only_with_the_kernels_word(tmp_path, monkeypatch):
     log = tmp_path / "x.log"
     log.write_text("")
     killed = launch.finish_point(p, tmp_path / "a.r0.json", log, -signal.SIGKILL, None)
-    assert killed["status"] == "failed" and killed["reason"].startswith("killed (signal 9)")
+    assert killed.status == "failed" and killed.reason.startswith("killed (signal 9)")
     oom = launch.finish_point(p, tmp_path / "b.r0.json", log, -signal.SIGKILL, None, oom=True)
-    assert oom["status"] == "oom" and "OOM killer" in oom["reason"]
-    assert read_record(tmp_path / "b.r0.json")["status"] == "oom"
+    assert oom.status == "oom" and "OOM killer" in oom.reason
+    assert read_record(tmp_path / "b.r0.json").status == "oom"
     counter = tmp_path / "memory.events"
     counter.write_text("low 0\nhigh 0\nmax 3\noom 2\noom_kill 2\n")
     monkeypatch.setattr(launch, "OOM_COUNTERS", (tmp_path / "missing", counter))

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from impls.data.sources import open_source
-from reproduce.harness.records import Record
+from reproduce.harness.records import SCHEMA_VERSION, Record
 from reproduce.analysis.scale_model import (Fit, Coefficients, Sharding, Workload, fit, project, rank_loads,
                                    step_ms, validate, validate_out_of_sample)
 
@@ -57,7 +57,8 @@ def _records(cal: Fit, impl: str) -> list[Record]:
             owned = place_tables([W.distinct(t, 64 * N) for t in range(4)], N, sh.placement)
             placement = {"owned": [[W.tables[t].name for t in mine] for mine in owned]}
         total = max(p["total_ms_median"] for p in per_rank)
-        out.append(Record.from_dict({"point": point, "point_id": f"{impl}-{N}", "status": "ok",
+        out.append(Record.from_dict({"point": point, "point_id": f"{impl}-{N}", "repeat": 0, "status": "ok",
+                                     "schema": SCHEMA_VERSION,
                                      "env": {"cpu": "test", "cpu_count": cal.cores}, "param_bytes": 4096.0,
                                      "timing_ms": {"total": {"median": total}},
                                      "dist": {"per_rank": per_rank, "placement": placement} if N > 1 else None}))

@@ -26,13 +26,13 @@ def _field(name: str):
     return next(f for f in fields(RunPoint) if f.name == name)
 
 
-def test_a_default_changed_in_runpoint_moves_point_id_and_the_flat_tables(monkeypatch):
-    full = RunPoint.from_dict(POINT).to_dict()  # max_iters 200: at its default, left out of the id
-    before = point_id(full)
-    monkeypatch.setattr(_field("max_iters"), "default", 300)
-    assert point_defaults()["max_iters"] == 300
-    assert point_id(full) != before  # 200 is no longer the default: the id states it now
-    assert point_id({**full, "max_iters": 300}) == before  # the new default is left out as the old one was
+def test_an_id_states_every_field_at_runpoints_defaults_and_the_flat_tables_read_them(monkeypatch):
+    full = RunPoint.from_dict(POINT).to_dict()
+    # a field a point leaves out is at RunPoint's default (the one place it is stated), and every field is in the id
+    assert point_id(POINT) == point_id(full) == point_id({**point_defaults(), **POINT})
+    for name in ("max_iters", "warmup_max", "world_size", "seed", "twin"):
+        other = {"world_size": 2, "twin": 1}.get(name, (full[name] or 0) + 1)
+        assert point_id({**full, name: other}) != point_id(full), name
     monkeypatch.setattr(_field("seed"), "default", 7)  # a record that lacks a field: read at RunPoint's default
     row = flatten(Record.failed(dict(POINT), "ran", point_id_="x"))
     assert row["seed"] == 7 and row["world_size"] == point_defaults()["world_size"]
@@ -44,8 +44,7 @@ def test_point_id_and_the_flat_tables_state_no_default_of_their_own():
     from reproduce.harness import point
 
     for fn in (point.measured, point.point_id, flatten):
-        text = inspect.getsource(fn) + (inspect.getsource(point).split("_LATER_FIELDS = ")[1].split(")")[0]
-                                        if fn is point.measured else "")
+        text = inspect.getsource(fn)
         assert "[512, 256]" not in text and "300.0" not in text and '", 1)' not in text, fn.__name__
 
 

@@ -18,7 +18,7 @@ from reproduce.harness.fault import Fault
 from reproduce.harness.record_store import record_path
 from reproduce.harness.record_store import read_record
 from reproduce.analysis.aggregate import summarize_experiment
-from reproduce.harness.sweep import plan, run_experiment, tidy_set, todo
+from reproduce.harness.sweep import run_experiment, todo
 
 EXPERIMENT = """
 name = "tiny"
@@ -113,7 +113,7 @@ def test_killed_sweep_resumes_without_redoing_finished_points(tmp_path):
     assert out.output.count("recorded earlier, skipped (resume)") == len(finished)
     for r, (content, mtime) in finished.items():  # never redone
         assert r.read_bytes() == content and r.stat().st_mtime_ns == mtime
-    assert all(read_record(r)["status"] == "ok" for r in recs)
+    assert all(read_record(r).status == "ok" for r in recs)
     assert (exp.out_dir / "summary.csv").exists() and not (exp.out_dir / "noise").exists()  # --no-probe
     assert not todo(exp)
 
@@ -122,12 +122,12 @@ def test_crashed_point_is_recorded_and_the_sweep_finishes(tmp_path, monkeypatch)
     monkeypatch.setenv("DLRMBENCH_FAULT", "0:1:exit:ttrec")  # ttrec's worker dies at step 1, with no record
     exp = load_experiment(experiment(tmp_path, impls=("ttrec", "dense-fbgemm")), root=tmp_path)
     seen = []
-    run_experiment(exp, on_point=lambda i, n, p, k, o: seen.append((p.impl, o.record["status"], o.finished)),
+    run_experiment(exp, on_point=lambda i, n, p, k, o: seen.append((p.impl, o.record.status, o.finished)),
                    probe=False)
     summary = summarize_experiment(exp)
     assert seen == [("ttrec", "failed", False), ("dense-fbgemm", "ok", True)]  # the point after it ran
     rec = read_record(record_path(exp.out_dir, exp.points[0]))
-    assert "exited with code 3" in rec["reason"] and Path(rec["log"]).exists() and rec["wall_s"] > 0
+    assert "exited with code 3" in rec.reason and Path(rec.log).exists() and rec.wall_s > 0
     rows = summary.read_text().splitlines()
     assert len(rows) == 3 and "failed" in rows[1]
     monkeypatch.delenv("DLRMBENCH_FAULT")
@@ -140,11 +140,11 @@ def test_kill_and_time_limit_are_recorded(tmp_path, monkeypatch):
     monkeypatch.setenv("DLRMBENCH_FAULT", "0:0:kill")
     run_experiment(exp, probe=False)
     rec = read_record(record_path(exp.out_dir, exp.points[0]))
-    assert rec["status"] == "failed" and rec["reason"].startswith("killed (signal 9)")  # not the OOM killer
+    assert rec.status == "failed" and rec.reason.startswith("killed (signal 9)")  # not the OOM killer
     monkeypatch.setenv("DLRMBENCH_FAULT", "0:0:hang")
     run_experiment(exp, force=True, timeout_s=5, probe=False)
     rec = read_record(record_path(exp.out_dir, exp.points[0]))
-    assert rec["status"] == "failed" and rec["reason"] == "time limit of 5 s exceeded"
+    assert rec.status == "failed" and rec.reason == "time limit of 5 s exceeded"
     assert not workers_of(tmp_path)  # the hung worker's process group was killed
 
 
@@ -155,7 +155,7 @@ def test_launcher_error_is_that_points_failure(tmp_path):
     exp = type(exp)(**{**exp.__dict__, "points": exp.points[1:]})  # only the unreachable multi-node point
     run_experiment(exp, probe=False)
     rec = read_record(record_path(exp.out_dir, exp.points[0]))
-    assert rec["status"] == "failed" and "cannot resolve" in rec["reason"]
+    assert rec.status == "failed" and "cannot resolve" in rec.reason
 
 
 def test_fault_spec():
@@ -238,27 +238,12 @@ def test_slurm_script_runs_the_points_and_resumes(tmp_path, monkeypatch):
     run = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
     exp = load_experiment(path, root=tmp_path, machine="testbox")
-    status = {p.impl: read_record(record_path(exp.out_dir, p))["status"] for p in exp.points[:2]}
+    status = {p.impl: read_record(record_path(exp.out_dir, p)).status for p in exp.points[:2]}
     assert status == {"dense-fbgemm": "ok", "ttrec": "failed"}
-    assert "exited with code 3" in read_record(record_path(exp.out_dir, exp.points[1]))["reason"]
+    assert "exited with code 3" in read_record(record_path(exp.out_dir, exp.points[1])).reason
     assert (exp.out_dir / "summary.csv").exists()
     again = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=600)
     assert again.stdout.count("recorded earlier") == 2
-
-
-def test_records_of_an_older_schema_are_adopted_not_rerun(tmp_path):
-    from reproduce.harness.record_store import write_json
-
-    exp = load_experiment(experiment(tmp_path, impls=("dense-fbgemm",)), root=tmp_path)
-    point = exp.points[0].to_dict()
-    old = {k: v for k, v in point.items() if k not in ("label", "eval_every", "world_size", "gpus_per_node")}
-    old_file = exp.out_dir / "dense-fbgemm__uniform__b64__0000000000.json"
-    write_json(old_file, {"point": old, "status": "ok"})
-    before = sorted(f.name for f in exp.out_dir.iterdir())
-    assert [to_run for *_, to_run in plan(exp)] == [False]  # a dry run counts it as done ...
-    assert sorted(f.name for f in exp.out_dir.iterdir()) == before  # ... and writes nothing
-    assert tidy_set(exp) == 1 and todo(exp) == []
-    assert record_path(exp.out_dir, exp.points[0]).exists()  # became repeat 0 of the point's current id
 
 
 @given(st.integers(1, 6), st.integers(1, 8))
@@ -285,8 +270,8 @@ def test_repeats_interleave_and_summarize_with_intervals(tmp_path, monkeypatch):
     assert order == [("dense-fbgemm", 0), ("ttrec", 0), ("ttrec", 1), ("dense-fbgemm", 1)]  # A B, then B A
     for p, k in exp.tasks():
         rec = read_record(record_path(exp.out_dir, p, k))
-        assert rec["status"] == "ok" and rec["repeat"] == k and rec["point_id"] == p.point_id
-        assert rec["env"]["machine_slug"] and rec["env"]["machine"]["cores"] >= 1
+        assert rec.status == "ok" and rec.repeat == k and rec.point_id == p.point_id
+        assert rec.body.env["machine_slug"] and rec.body.env["machine"]["cores"] >= 1
     import pandas as pd
 
     df = pd.read_csv(summary)
@@ -326,7 +311,7 @@ def test_a_truncated_record_is_named_and_run_again(tmp_path):
     assert out.exit_code == 0, out.output
     assert rec.name in out.output and "not a readable record" in out.output and "1 runs to do" in out.output
     run_experiment(exp, probe=False)
-    assert read_record(rec)["status"] == "ok"  # rerun, replaced
+    assert read_record(rec).status == "ok"  # rerun, replaced
 
 
 def test_run_records_a_launcher_error_instead_of_a_traceback(tmp_path):
@@ -340,7 +325,7 @@ def test_run_records_a_launcher_error_instead_of_a_traceback(tmp_path):
     assert res.exit_code == 1 and "cannot resolve 'no-such-host.invalid'" in res.output
     assert res.exception is None or isinstance(res.exception, SystemExit)
     (rec,) = tmp_path.glob("*.json")
-    assert read_record(rec)["status"] == "failed"
+    assert read_record(rec).status == "failed"
 
 
 @pytest.mark.slow
@@ -387,7 +372,7 @@ def test_a_run_held_by_a_live_process_is_not_started_twice(tmp_path):
         holder.kill()
         holder.wait()
     run_experiment(exp, probe=False)  # the holder is gone: its lock is stale and taken over
-    assert read_record(rec)["status"] == "ok" and not rec.with_name(rec.name + ".lock").exists()
+    assert read_record(rec).status == "ok" and not rec.with_name(rec.name + ".lock").exists()
 
 
 def test_a_sweep_with_failed_runs_exits_non_zero_naming_them(tmp_path, monkeypatch):
