@@ -1,15 +1,16 @@
-"""The launcher's fork server: a process that imports torch once (rank_processes.PRELOAD) and then forks one child per
-run process it is asked for (forked_run.py says what a child is given). ``python -m reproduce.harness.fork_server FD``
-serves requests on the socket FD, a socketpair end the launcher keeps the other end of (``Server``).
+"""The launcher's fork server: a process that imports torch once (PRELOAD) and then forks one child per run process
+it is asked for (``prepare_child`` says what a child is given). ``python -m reproduce.harness.fork_server FD`` serves
+requests on the socket FD, a socketpair end the launcher keeps the other end of (``Server``).
 
 A request is one JSON message with two descriptors passed along (SCM_RIGHTS): the log the child writes to, and the
 write end of a status pipe, on which lines ``TAG VALUE`` come: ``pid`` (the server, once it forked), ``end`` (the
-child's clock when its run returned; a process killed by a signal writes none) and ``exit``, its exit code (negative:
-the signal that ended it), once the server has reaped it; then the pipe closes. The launcher reads only its own pipe, so runs started from several threads (a duet)
-never read each other's answers. The server ends when the launcher's end of the socket closes (the launcher ended,
-even by kill -9), and every child with it (each dies with its parent: lifeline.py). Nothing of the launcher's
-``__main__`` is imported into a child (multiprocessing's fork server does: a run's code fingerprint would list the
-command line's modules)."""
+child's clock when its run returned an exit code; a process that ended by os._exit - a run that ended well, see
+worker.exit_now, or one that left abruptly - or by a signal writes none) and ``exit``, its exit code (negative: the
+signal that ended it), once the server has reaped it; then the pipe closes. The launcher reads only its own pipe, so
+runs started from several threads (a duet) never read each other's answers. The server ends when the launcher's end
+of the socket closes (the launcher ended, even by kill -9), and every child with it (each dies with its parent:
+lifeline.py). Nothing of the launcher's ``__main__`` is imported into a child (multiprocessing's fork server does: a
+run's code fingerprint would list the command line's modules)."""
 from __future__ import annotations
 
 import json

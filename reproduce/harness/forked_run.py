@@ -1,14 +1,15 @@
-"""A run's processes forked from the launcher's fork server, which has imported torch once (fork_server.py), instead of fresh
-interpreters that each import it again (~2.3 s a process here, ~5 s for torchrun and two ranks on 2 cores: more than
-a 1-rank run's timed steps). Every run still gets a process of its own that has run nothing before it: a fork of the
-server, which only imported modules and never ran an op or started a thread.
+"""A run's processes forked from the launcher's fork server, which has imported torch once (fork_server.py),
+instead of fresh interpreters that each import it again (seconds a process, and torchrun's own start over ranks: on a
+small machine more than a 1-rank run's timed steps). Every run still gets a process of its own that has run nothing before
+it: a fork of the server, which only imported modules and never ran an op or started a thread.
 
-What a fresh interpreter would have and a fork does not is handed over (``prepare_child``): a session and process group of
-its own (the launcher stops the whole group on a time limit), the caller's environment as it is now (the server keeps
-the one it started with: only what torch reads at its import is the server's), the caller's working folder, the cores
-it may run on (and that many threads: OpenMP counted the server's cores when torch was imported), its output into the
-run's log. Over ranks of one node, ``start_ranks`` sets torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, ...) and
-``RankWatch`` does what torchrun does on a failure: it notes the rank that failed first and stops the others."""
+What a fresh interpreter would have and a fork does not is handed over (fork_server.prepare_child): a session and
+process group of its own (the launcher stops the whole group on a time limit), the caller's environment as it is now
+(the server keeps the one it started with: only what torch reads at its import is the server's), the caller's working
+folder, the cores it may run on (and that many threads: OpenMP counted the server's cores when torch was imported),
+its output into the run's log. Over ranks of one node, ``start_ranks`` sets torchrun's variables (RANK, WORLD_SIZE,
+MASTER_ADDR, ...) and ``RankWatch`` does what torchrun does on a failure: it names the rank that failed first and
+stops the others."""
 from __future__ import annotations
 
 import os
@@ -188,7 +189,7 @@ class RankWatch:
             self._ended.add(i)
             if p.exitcode != 0 and self.first_failure is None:
                 self._failed.append((i, p.exitcode, p.ended_at))
-        if self._failed and self._settle_until is None:
+        if self._failed and self._settle_until is None and self.first_failure is None:
             self._settle_until = time.monotonic() + (SETTLE_S if len(self.procs) > 1 else 0.0)
 
     def _name_root_cause(self) -> None:

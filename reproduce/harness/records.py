@@ -162,8 +162,8 @@ class Record:
             raise ValueError("not a run record (no point or status)")
         schema = d.get("schema")
         if schema != SCHEMA_VERSION:
-            raise ValueError(f"a record of schema {schema} (this code reads schema {SCHEMA_VERSION}: ids hash the whole "
-                             f"point since schema 3); rerun its point, which replaces it")
+            raise ValueError(f"a record of schema {schema} (this code reads schema {SCHEMA_VERSION}: ids hash the "
+                             f"whole point since schema 3); rerun its point, which replaces it")
         missing = [k for k in ("point_id", "repeat") if d.get(k) is None]
         if missing:
             raise ValueError(f"no {' or '.join(missing)} in the record")
