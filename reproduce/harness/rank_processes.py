@@ -23,9 +23,9 @@ def _with_environment(rank: int, environment: dict[str, str], fn: Callable, *arg
 
 
 def forkserver():
-    """The multiprocessing context of the fork server (started on its first use, with PRELOAD imported): shared by
-    these ranks and the launcher's forked runs (forked_run.py). The standard library's: the caller need not import
-    torch (the launcher does not)."""
+    """The multiprocessing context of the fork server (started on its first use, with fork_server.PRELOAD imported);
+    the standard library's, so the caller need not import torch. (A sweep's runs come from fork_server.py's server
+    instead: multiprocessing's children import the caller's ``__main__``.)"""
     import multiprocessing as mp
 
     mp.set_forkserver_preload(PRELOAD)
