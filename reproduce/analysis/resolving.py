@@ -2,6 +2,7 @@
 noise" mark, and where each headline ratio stands against its target (the sweep's rounds until resolved ask it)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,8 +41,10 @@ class Ratio:
         return paired_interval_name(self.rounds)
 
     def where(self) -> str:
+        """The workload in words: dataset, table rows (a set of one table's sizes) or the cap on them, batch, ranks."""
         g = self.group
-        rows = f", {g['max_rows']:,}-row cap" if g.get("max_rows") else ""
+        rows = "".join(f", {int(g[k]):,}{said}" for k, said in (("rows", " rows"), ("max_rows", "-row cap"))
+                       if pd.notna(g.get(k)) and g.get(k))
         return f"{g['data']}{rows}, batch {g['batch_size']}, {g['world_size']} rank(s)"
 
 
@@ -139,10 +142,25 @@ def headline_lines(reps: pd.DataFrame, pairs, rounds: Rounds, cores: int) -> lis
     lines = ["| ratio | where | value [interval] | rounds | half-width | target | reached |", "|---|---|---|---|---|---|---|"]
     for r in rows:
         target = "–" if r.target is None else f"{r.target:.0%}"
-        reached = ("– (oversubscribed: no headline)" if r.target is None else "yes" if r.met else "no")
+        reached = ("– (oversubscribed: no headline)" if r.target is None else "yes" if r.met else
+                   f"no (~{rounds_needed(r)} rounds would)" if is_paired_ci(r.rounds) else "no")
         lines.append(f"| {r.num} / {r.den} | {r.where()} | {r.value:.3f} [{r.lo:.3f}, {r.hi:.3f}] | {r.rounds} | "
-                     f"{r.half_width:.1%} | {target} | {reached} |")
+                     f"{shown_half_width(r.half_width)} | {target} | {reached} |")
+    if any(r.target is not None and not r.met and is_paired_ci(r.rounds) for r in rows):
+        lines += ["", f"A ratio not reached stopped at the rounds' budget ({rounds.budget_s:.0f} s of added rounds) or "
+                  f"at {rounds.max_rounds} rounds; the rounds it would need at the same spread: its rounds x "
+                  "(half-width / target)^2 (a half-width shrinks as one over the square root of the rounds)."]
     return lines
+
+
+def shown_half_width(w: float) -> str:
+    """A half-width as a percentage to 0.1, rounded up: one just over its target never reads as equal to it."""
+    return f"{math.ceil(round(w * 1000, 6)) / 10:.1f}%"
+
+
+def rounds_needed(r: Ratio) -> int:
+    """About how many rounds ratio ``r`` would need for its half-width to reach its target at the same spread."""
+    return max(r.rounds, math.ceil(r.rounds * (r.half_width / r.target) ** 2))
 
 
 def _holds(point, group: dict, labels: set[str]) -> bool:

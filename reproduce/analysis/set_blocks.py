@@ -116,7 +116,8 @@ def _cores(reps: pd.DataFrame) -> int | None:
 SET_BLOCKS = {"sc24": _sc24, "sc24-ablation": _sc24_ablation, "sc24-table1": _sc24_table1, "recsys24": _recsys24,
               "compression": _compression, "compression-verdict": _compression_verdict, "tt-quality": _tt_quality,
               "train-output": _train_output, "aa-schedule": _aa_schedule, "sc24-evidence": _evidence("sc24"),
-              "recsys24-evidence": _evidence("recsys24")}
+              "recsys24-evidence": _evidence("recsys24"), "sc24-table1-evidence": _evidence("sc24_table1"),
+              "sc24-fig11-evidence": _evidence("sc24_fig11"), "table-size-evidence": _evidence("table_size")}
 
 
 def planner_choices(reps: pd.DataFrame) -> list[str]:

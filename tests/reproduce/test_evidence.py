@@ -128,6 +128,26 @@ def test_headline_ratios_and_their_targets_by_the_cores_their_points_use():
     assert unresolved_labels(noisy, [("el", "eco")], Rounds(), 2)[0][1] == {"el", "eco"}
 
 
+def test_the_headline_table_names_the_table_size_and_the_rounds_an_unreached_ratio_would_need():
+    from reproduce.analysis.resolving import headline_lines, rounds_needed, shown_half_width
+
+    a = [100.0, 101, 99, 100, 102, 98, 100, 103, 97, 100]
+    noisy = [150.0, 190, 120, 160, 140, 170, 130, 185, 125, 165]
+    group = {"data": "d", "max_rows": 0, "rows": 1_000_000, "batch_size": 8, "mode": "embedding-only",
+             "optimizer": "sgd", "world_size": 1}
+    reps = _reps({"eco": a, "el": noisy}, group)
+    rounds = Rounds(budget_s=300, max_rounds=12)
+    r = headline(reps, [("el", "eco")], rounds, cores=2)[0]
+    assert r.where() == "d, 1,000,000 rows, batch 8, 1 rank(s)" and not r.met
+    need = rounds_needed(r)
+    assert need == int(np.ceil(10 * (r.half_width / 0.05) ** 2)) and need > 10
+    lines = headline_lines(reps, [("el", "eco")], rounds, cores=2)
+    assert f"no (~{need} rounds would)" in lines[2]
+    assert "300 s of added rounds" in lines[-1] and "12 rounds" in lines[-1]
+    # a half-width a hair over its target reads over it (rounded up), never as equal to it
+    assert [shown_half_width(w) for w in (0.10001, 0.1, 0.09951, 0.0123)] == ["10.1%", "10.0%", "10.0%", "1.3%"]
+
+
 def _adaptive(tmp_path, monkeypatch, budget_s: float, resolved_after: int, schedule: str = "sequential",
               min_rounds: int = 1):
     """A two-point experiment with [rounds]; runs recorded by a stand-in; ``more`` names both points until
