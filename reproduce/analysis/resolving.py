@@ -134,8 +134,10 @@ def unresolved_labels(reps: pd.DataFrame, pairs, rounds: Rounds, cores: int,
             if (r.target is not None and not r.met) or r.rounds < rounds.min_rounds]
 
 
-def headline_lines(reps: pd.DataFrame, pairs, rounds: Rounds, cores: int) -> list[str]:
-    """A markdown table of the headline ratios and the A/A control: value, interval, rounds, half-width vs target."""
+def headline_lines(reps: pd.DataFrame, pairs, rounds: Rounds, cores: int, split: str | None = None) -> list[str]:
+    """A markdown table of the headline ratios and the A/A control: value, interval, rounds, half-width vs target;
+    where one fell short, a note of the rounds it would need and (``split``: durations.run_split's words) where a
+    run's wall time went."""
     rows = headline(reps, pairs, rounds, cores)
     if not rows:
         return []
@@ -149,7 +151,8 @@ def headline_lines(reps: pd.DataFrame, pairs, rounds: Rounds, cores: int) -> lis
     if any(r.target is not None and not r.met and is_paired_ci(r.rounds) for r in rows):
         lines += ["", f"A ratio not reached stopped at the rounds' budget ({rounds.budget_s:.0f} s of added rounds) or "
                   f"at {rounds.max_rounds} rounds; the rounds it would need at the same spread: its rounds x "
-                  "(half-width / target)^2 (a half-width shrinks as one over the square root of the rounds)."]
+                  "(half-width / target)^2 (a half-width shrinks as one over the square root of the rounds)."
+                  + (f" Where a run's wall time went: {split}." if split else "")]
     return lines
 
 

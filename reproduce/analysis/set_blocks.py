@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from reproduce.analysis.durations import run_split
 from reproduce.analysis.frontier import frontier_lines, read_infeasible, verdict_lines
 from reproduce.analysis.resolving import band
 from reproduce.analysis.stats import ordered_pairs, predicted_vs_measured, spearman_ci
@@ -97,14 +98,15 @@ def _aa_schedule(reps: pd.DataFrame, root: Path, set_name: str, machine: str) ->
 
 def _evidence(exp_name: str):
     """A block of the headline ratios and the A/A control of experiment ``exp_name`` (cpu profile): value, interval,
-    rounds and the half-width each reached against its target."""
+    rounds and the half-width each reached against its target (where one fell short, where a run's wall time went)."""
     def block(reps: pd.DataFrame, root: Path, set_name: str, machine: str) -> list[str]:
         from reproduce.analysis.resolving import headline_lines
         from reproduce.harness.experiment import experiment
 
         exp = experiment(exp_name)
         cores = _cores(reps)
-        return headline_lines(reps, exp.headline, exp.rounds, cores) if cores else []
+        split = run_split(Path(root) / "results" / set_name / machine)
+        return headline_lines(reps, exp.headline, exp.rounds, cores, split) if cores else []
     return block
 
 

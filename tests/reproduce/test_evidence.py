@@ -144,6 +144,10 @@ def test_the_headline_table_names_the_table_size_and_the_rounds_an_unreached_rat
     lines = headline_lines(reps, [("el", "eco")], rounds, cores=2)
     assert f"no (~{need} rounds would)" in lines[2]
     assert "300 s of added rounds" in lines[-1] and "12 rounds" in lines[-1]
+    split = "data 0.2 s, timed 1.0 s, launch and exit 0.1 s (medians)"
+    assert headline_lines(reps, [("el", "eco")], rounds, 2, split)[-1].endswith(f"wall time went: {split}.")
+    assert "wall time went" not in "".join(headline_lines(_reps({"eco": a, "el": a}, group), [("el", "eco")],
+                                                          rounds, 2, split))  # every ratio reached: no note
     # a half-width a hair over its target reads over it (rounded up), never as equal to it
     assert [shown_half_width(w) for w in (0.10001, 0.1, 0.09951, 0.0123)] == ["10.1%", "10.0%", "10.0%", "1.3%"]
 
