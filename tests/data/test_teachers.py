@@ -88,7 +88,7 @@ def test_labels_follow_the_teacher_and_the_export_keeps_ids_and_dense(tmp_path):
 
 def _rows(sparse, start, n):
     """Samples [start, start + n) of a table-major batch."""
-    T, B = sparse.num_tables, sparse.batch_size
+    T = sparse.num_tables
     vals, lens = [], []
     for t in range(T):
         v, o = sparse.table(t)

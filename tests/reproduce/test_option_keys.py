@@ -36,7 +36,7 @@ def test_options_for_a_system_not_run_are_refused(tmp_path):
 def test_a_plain_option_goes_to_the_systems_that_take_it(tmp_path):
     """-o tt_min_rows=1000 with dense-torch in the run reaches the TT systems only; a key no system of the run
     takes is refused with each system's reason."""
-    from reproduce.harness.options import check_point, check_shared_options, options_for
+    from reproduce.harness.options import check_shared_options, options_for
 
     opts = {"tt_min_rows": 1000, "ranks": 8}
     points = [RunPoint(impl=i, data="uniform", batch_size=8, impl_options=options_for(i, opts))

@@ -10,7 +10,7 @@ from reproduce.harness.point import RunPoint
 from reproduce.harness.point import dataset_name, slug
 from reproduce.harness.record_store import record_path
 from reproduce.harness.machine import reference_machine
-from reproduce.harness.sweep import plan, todo
+from reproduce.harness.sweep import plan
 
 ROOT = Path(__file__).resolve().parents[2]
 

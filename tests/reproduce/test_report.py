@@ -1,7 +1,6 @@
 """`dlrmbench report`: claim values aggregated as the papers phrase them, intervals paired by round, two-sided
 verdicts, `not comparable` and modeled values without verdicts, growth per doubling, the noise warning; and the
 committed REPORT.md and README blocks equal what the report generates from the committed records."""
-import json
 import shutil
 from pathlib import Path
 
