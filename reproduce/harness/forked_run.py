@@ -133,8 +133,10 @@ class RankWatch:
 
     def note(self, text: str) -> None:
         if self.log is not None:
+            now = time.time()  # one reading for the seconds and their milliseconds
             with open(self.log, "a") as f:
-                f.write(f"[launcher {time.strftime('%H:%M:%S')}.{int(time.time() * 1000) % 1000:03d}] {text}\n")
+                f.write(f"[launcher {time.strftime('%H:%M:%S', time.localtime(now))}.{int(now * 1000) % 1000:03d}] "
+                        f"{text}\n")
 
     def stop(self, why: str) -> None:
         """Stop every process not ended yet, saying why and which had to be killed."""

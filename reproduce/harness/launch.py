@@ -77,21 +77,21 @@ def launch_point(point: RunPoint, out_dir: Path, timeout_s: float | None = None,
         t0 = time.monotonic()
         kills = oom_kills()
         env[LAUNCHED_ENV] = repr(time.time())  # the worker's start-up is measured from here (worker.py)
-        poll, first = _progress_poll(pending, on_progress), None
+        poll, root_cause = _progress_poll(pending, on_progress), None
         if point.nnodes == 1:  # its processes forked from the preloaded server (forked_run.py)
             open_for_write(pending_log, "w", "the run's log").close()
             procs = (forked_run.start_ranks(module, args, env, pending_log, point.world_size, cores)
                      if point.world_size > 1 else [forked_run.start(module, args, env, pending_log, cores)])
             watch = forked_run.RankWatch(procs, pending_log)
             code = watch.wait(timeout_s, poll)
-            first = watch.first_failure
+            root_cause = watch.first_failure
         else:  # over nodes: torchrun's rendezvous, with a short grace when it stops a failed run's ranks
             cmd = [sys.executable, "-m", "reproduce.harness.torchrun", *torchrun_args(point), "-m", module, *args]
             with open_for_write(pending_log, "w", "the run's log") as f:
                 code = run_in_group(cmd, f, timeout_s, env, poll=poll, cores=cores)
         oom = kills is not None and (oom_kills() or 0) > kills
         return finish_point(point, rec_path, log, code, timeout_s, time.monotonic() - t0, repeat, oom, pending=True,
-                            first=first)
+                            root_cause=root_cause)
     finally:
         release_lock(lock)
 
@@ -198,22 +198,22 @@ def _stop_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
 
 def finish_point(point: RunPoint, rec_path: Path, log: Path, code: int | None, timeout_s: float | None,
                  wall_s: float | None = None, repeat: int = 0, oom: bool = False, pending: bool = False,
-                 first: tuple[int, int] | None = None) -> Record:
+                 root_cause: tuple[int, int] | None = None) -> Record:
     """The one record of a finished launch (``code`` None: the time limit): the worker's own, its reason sharpened
     by what the ranks left behind, or a `failed` / `oom` record written here when the worker wrote none (`oom` for a
     SIGKILL only when ``oom``: the kernel's OOM-kill counter rose during the run). With ``pending`` the worker wrote
     its record and log beside the finished ones (records.pending_path), which they replace now, the log first, the
     record last: until then a finished record of the point is kept as it was. A run that ran out of disk space (its
     failure, or its log when it could write no record, says so) raises DiskFull and leaves no record, so that it is
-    redone once there is space. ``first``: the rank that failed first and its exit code, when the launcher watched
-    the ranks itself (forked_run.RankWatch); else torchrun's log names it."""
+    redone once there is space. ``root_cause``: the rank that failed first and its exit code, when the launcher
+    watched the ranks itself (forked_run.RankWatch); else torchrun's log names it."""
     written = pending_path(rec_path) if pending else rec_path
     written_log = pending_path(log) if pending else log
     _raise_if_disk_full(rec_path, written, written_log, code)
     if written.exists():
         record = read_record(written)
         if not record.ok and point.world_size > 1:
-            status, reason = _why(point, written, written_log, code, record.reason, first)
+            status, reason = _why(point, written, written_log, code, record.reason, root_cause)
             if reason != record.reason and not reason.startswith("worker exited"):
                 record.reason = f"{reason}; rank 0 saw: {record.reason}"
     elif code == 0 and point.nnodes > 1:  # rank 0 ran on another node and wrote the record there
@@ -232,7 +232,7 @@ def finish_point(point: RunPoint, rec_path: Path, log: Path, code: int | None, t
             status, reason = Status.FAILED, ("killed (signal 9); the kernel's OOM killer did not count it (or its "
                                              "counter is not readable here)")
         else:
-            status, reason = _why(point, written, written_log, code, first=first)
+            status, reason = _why(point, written, written_log, code, root_cause=root_cause)
         record = Record.failed(point.to_dict(), reason, status, point.point_id)
     _drop(rank_files(written, "step"))  # the ranks' progress notes are read (by _why) or not needed: never kept
     progress_path(written).unlink(missing_ok=True)
@@ -330,14 +330,14 @@ def stalled_ranks(steps: dict[int, int], world: int) -> list[int]:
 
 
 def _why(point: RunPoint, rec_path: Path, log: Path, code: int | None, rank0_reason: str | None = None,
-         first: tuple[int, int] | None = None) -> tuple[str, str]:
-    """Status and reason of a run whose ranks failed. The culprit is the rank torchrun observed failing first (its
-    "Root Cause", by time): that rank's own error file when it wrote one, else its exit code or signal. The other
-    ranks' errors (a peer's connection reset) only describe the aftermath. When that first failure is a collective's
-    time-out, the culprit is the rank that had stopped making progress (behind its peers' last step: a hung or
-    stopped process, which torchrun kills after the grace). Without a root cause: the lowest rank's error file.
-    Rank 0 reports in its record, not a file: ``rank0_reason``. ``first``: the root cause (rank, exit code) as the
-    launcher saw it, when no torchrun ran."""
+         root_cause: tuple[int, int] | None = None) -> tuple[str, str]:
+    """Status and reason of a run whose ranks failed. The culprit is the rank observed failing first (by time:
+    ``root_cause``, (rank, exit code) as the launcher's watch of forked ranks saw it, forked_run.RankWatch; else the
+    "Root Cause" of torchrun's log): that rank's own error file when it wrote one, else its exit code or signal. The
+    other ranks' errors (a peer's connection reset) only describe the aftermath. When that first failure is a
+    collective's time-out, the culprit is the rank that had stopped making progress (behind its peers' last step: a
+    hung or stopped process, which the launcher kills after the grace). Without a root cause: the lowest rank's error
+    file. Rank 0 reports in its record, not a file: ``rank0_reason``."""
     errors = {}
     for rank, f in rank_files(rec_path, "error").items():
         status, _, reason = f.read_text().partition("\n")
@@ -350,10 +350,10 @@ def _why(point: RunPoint, rec_path: Path, log: Path, code: int | None, rank0_rea
         except ValueError:
             pass  # torn mid-write by the kill: that rank's progress is unknown
         f.unlink()
-    if first is None and point.world_size > 1:
-        first = torchrun_root_cause(log.read_text(errors="replace") if log.exists() else "")
-    if first is not None and point.world_size > 1:
-        rank, exit_code = first
+    if root_cause is None and point.world_size > 1:
+        root_cause = torchrun_root_cause(log.read_text(errors="replace") if log.exists() else "")
+    if root_cause is not None and point.world_size > 1:
+        rank, exit_code = root_cause
         stalled = stalled_ranks(steps, point.world_size)
         first = errors[rank][1] if rank in errors else (rank0_reason or "") if rank == 0 else ""
         if stalled and rank not in stalled and re.search(r"time[sd]? ?out", first, re.I):
