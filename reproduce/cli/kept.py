@@ -15,17 +15,26 @@ from reproduce.cli.output import console, print_problems
 MODEL_OPTION = click.option("--model", "model_dir", required=True,
                             type=click.Path(exists=True, file_okay=False, path_type=Path),
                             help="a folder `train --save` wrote")
+IMPL_OPTION = click.option("--impl", "impl", default=None, metavar="SPEC",
+                           help="a model of an outside system: the code to run (file.py:Class or module:Class), held "
+                                "to the copy kept with the model; default: the installed package that declares it")
+ACCEPT_OPTION = click.option("--accept-other-code", "accept_code", is_flag=True,
+                             help="load an outside system's model with code that differs from the code that trained it")
 BATCH_OPTION = click.option("--batch-size", "-b", type=int, default=4096, show_default=True, callback=positive,
                             help="rows scored at a time")
 
 
-def _kept(model_dir: Path):
-    """The kept model loaded (its system resolved: an outside one is loaded from its spec) and its step built."""
-    from reproduce.harness.kept_model import load
+def _kept(model_dir: Path, impl: str | None, accept_code: bool):
+    """The kept model loaded (no code of its folder runs: kept_model.py), its system resolved (an outside one from
+    the code the user names, checked against the kept copy before it is imported) and its step built."""
+    from reproduce.harness.kept_model import load, system_spec
 
     try:
         kept = load(model_dir)
-        resolve_systems([kept.info.get("spec") or kept.info["system"]], "--model")  # an outside one is loaded
+        (name,) = resolve_systems([system_spec(model_dir, kept.info, impl, accept_code)], "--impl")
+        if name != kept.info["system"]:
+            raise ValueError(f"--impl {impl}: its system is {name!r}; {model_dir} was trained with "
+                             f"{kept.info['system']!r}")
         return kept, kept.build()
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
@@ -46,7 +55,9 @@ def _quality(what: str, probs, labels) -> None:
 @click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="the scores: CSV of source (file:line), score and, when the rows have it, label")
 @BATCH_OPTION
-def predict(model_dir, raw, out, batch_size) -> None:
+@IMPL_OPTION
+@ACCEPT_OPTION
+def predict(model_dir, raw, out, batch_size, impl, accept_code) -> None:
     """Score new raw rows with a kept model: each goes through the preparation the model's data had (the same
     transforms, the vocabulary fitted on its training split; a value it does not hold reads the out-of-vocabulary
     row). With labels in the rows, AUC and log loss are said too."""
@@ -57,7 +68,7 @@ def predict(model_dir, raw, out, batch_size) -> None:
     from impls.data.textio import Problems
     from reproduce.harness.kept_model import scores
 
-    kept, step = _kept(model_dir)
+    kept, step = _kept(model_dir, impl, accept_code)
     if kept.info["preparation_digest"] is None:
         raise click.UsageError(f"{model_dir} was trained on {kept.info['data']}, not a prepared click log: it has no "
                                f"preparation for raw rows; score a prepared split with `dlrmbench evaluate`")
@@ -114,7 +125,9 @@ def _reordering(kept):
 @click.option("--split", type=click.Choice(["train", "val", "test"]), default=None,
               help="the split scored (default: the held-out split the run scored, val else test)")
 @BATCH_OPTION
-def evaluate(model_dir, data, split, batch_size) -> None:
+@IMPL_OPTION
+@ACCEPT_OPTION
+def evaluate(model_dir, data, split, batch_size, impl, accept_code) -> None:
     """A kept model's AUC and log loss on a split of the prepared dataset it was trained on (a dataset prepared
     otherwise is refused: its ids would mean other values)."""
     import numpy as np
@@ -122,7 +135,7 @@ def evaluate(model_dir, data, split, batch_size) -> None:
     from impls.data.sources import open_source
     from reproduce.harness.kept_model import scores
 
-    kept, step = _kept(model_dir)
+    kept, step = _kept(model_dir, impl, accept_code)
     try:
         kept.check_data(data)
         if split is None:

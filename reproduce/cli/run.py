@@ -41,9 +41,10 @@ def run(impls, out, timeout, repeats, no_check_bounds, options, **kw) -> None:
     _compare(impls, out, timeout, repeats, options, dict(check_bounds=not no_check_bounds, **kw))
 
 
-def kept_folders(impls, save: Path | None, resume: Path | None, world_size: int) -> dict[str, list[str]]:
+def kept_folders(impls, save: Path | None, resume: Path | None, world_size: int,
+                 accept_code: bool = False) -> dict[str, list[str]]:
     """Each system's worker arguments that keep its model (--save DIR: DIR itself for one system, DIR/<system> for
-    several) or go on from one (--resume DIR: one system)."""
+    several) or go on from one (--resume DIR: one system, an outside one's code checked against the kept copy)."""
     if not (save or resume):
         return {}
     if world_size > 1:
@@ -53,7 +54,21 @@ def kept_folders(impls, save: Path | None, resume: Path | None, world_size: int)
         raise click.UsageError(f"--resume {resume} goes on with the one system kept there: name one --impl")
     if save is not None:
         writable_folder(save.parent, f"--save {save}: its folder")
-    from reproduce.harness.kept_model import check_replaceable
+    from reproduce.harness.kept_model import check_replaceable, read_info, system_spec
+
+    if resume is not None:
+        from reproduce.harness.systems import source
+
+        try:
+            info = read_info(resume)
+            src = source(impls[0])
+            if info.get("code") and src is None:
+                raise ValueError(f"--resume {resume}: it was trained with the outside system {info['system']!r}; "
+                                 f"name its code with --impl")
+            if info.get("code") and info["system"] == impls[0]:
+                system_spec(resume, info, src.spec, accept_code)
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
 
     out = {}
     for impl in impls:
@@ -77,7 +92,7 @@ def default_out(machine: str) -> Path:
 
 
 def _compare(impls, out, timeout, repeats, options, fields, save: Path | None = None,
-             resume: Path | None = None) -> None:
+             resume: Path | None = None, accept_code: bool = False) -> None:
     """Check, run and tabulate one point per implementation (``fields``: the RunPoint fields they share); a training
     run's model kept in ``save`` / gone on with from ``resume`` (kept_folders)."""
     from reproduce.analysis.aggregate import summarize
@@ -111,7 +126,7 @@ def _compare(impls, out, timeout, repeats, options, fields, save: Path | None = 
         points = [with_profile(p, ".", this_machine()) for p in points]
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    keep = kept_folders(impls, save, resume, fields.get("world_size", 1))
+    keep = kept_folders(impls, save, resume, fields.get("world_size", 1), accept_code)
     missing = missing_profiles(points)
     if missing:
         raise click.UsageError("no calibration profile at " + "; ".join(missing))
@@ -215,11 +230,13 @@ TRAIN_DEFAULTS = {"optimizer": "adagrad", "lr": 0.05, "mlp_optimizer": "adam", "
 @click.option("--resume", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="go on from the model kept in this folder: the same command with more --epochs trains as the run "
                    "that never stopped")
+@click.option("--accept-other-code", "accept_code", is_flag=True,
+              help="--resume an outside system's model with code that differs from the code that trained it")
 def train(impls, data, epochs, eval_every, early_stop, no_shuffle, no_check_bounds, out, timeout, options, save,
-          resume, **kw) -> None:
+          resume, accept_code, **kw) -> None:
     """Train the DLRM on DATA's training split with each implementation (one fresh process each) and report
     held-out AUC and log loss beside step time. The records keep the eval curve (AUC, log loss, train loss per
     evaluation); a NaN / inf loss stops a run as `diverged`, keeping its timings and curve."""
     fields = dict(kw, data=str(Path(data).resolve()), epochs=epochs, eval_every=eval_every, early_stop=early_stop, shuffle=not no_shuffle,
                   check_bounds=not no_check_bounds, mode="dlrm", iters=1, num_batches=1)
-    _compare(impls, out, timeout, 1, options, fields, save, resume)
+    _compare(impls, out, timeout, 1, options, fields, save, resume, accept_code)

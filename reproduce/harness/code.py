@@ -181,11 +181,23 @@ def source_key(path: Path, text: str, *more: Path) -> bytes:
     return "\0".join([str(path), *map(str, more), text]).encode("utf-8", "surrogateescape")
 
 
+_COMMIT = re.compile(r"[0-9a-f]{7,64}")
+
+
+def is_commit(text: object) -> bool:
+    """Whether ``text`` is a commit id (7 to 64 lowercase hex digits): what a record says is checked before any git
+    call, so a value such as ``--output=...`` never reaches git as an option."""
+    return isinstance(text, str) and _COMMIT.fullmatch(text) is not None
+
+
 @lru_cache(maxsize=8192)
 def file_hash_at(commit: str, rel: str, root: Path = ROOT) -> str | None:
-    """The hash ``file_hash`` gives ``rel`` as committed at ``commit`` (None: not in that commit, or no git)."""
+    """The hash ``file_hash`` gives ``rel`` as committed at ``commit`` (None: not in that commit, or no git).
+    ValueError when ``commit`` is not a commit id (is_commit)."""
     import subprocess
 
+    if not is_commit(commit):
+        raise ValueError(f"{commit!r} is not a commit id (7 to 64 hex digits)")
     try:
         text = subprocess.run(["git", "show", f"{commit}:{rel}"], cwd=root, capture_output=True, text=True,
                               check=True).stdout
@@ -203,6 +215,8 @@ def committed(files: dict[str, str], commit: str | None, root: Path = ROOT) -> b
     cannot tell (no git, a shallow clone without that commit, no commit recorded)."""
     if not commit:
         return None
+    if not is_commit(commit):
+        raise ValueError(f"a record names commit {commit!r}, which is not a commit id (7 to 64 hex digits)")
     then = {rel: file_hash_at(commit, rel, root) for rel in files}
     if all(h is None for h in then.values()):
         return None

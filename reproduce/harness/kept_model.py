@@ -4,10 +4,16 @@ the collection's optimizer state, impls/state.py) with the MLP optimizer's.
 
 DIR holds ``model.pt`` (torch.save: ``weights`` - the model's state_dict, the best evaluation's when early stop put
 them back -, ``last`` - the state at the end when that differs -, ``mlp_optimizer``, ``loop`` - where the run was,
-training.train_loop's state - and the torch RNG), ``model.json`` (the run's point, its tables, the digests) and
-``preparation/`` (a copy of the prepared dataset's meta.json and vocab/: how raw rows become ids and features).
-Loading checks the digest of model.pt and of preparation/ against model.json: a changed file is refused by name.
-Written beside DIR first and renamed into place, so an interrupted save leaves the earlier model whole."""
+training.train_loop's state - and the torch RNG), ``model.json`` (the run's point, its tables), ``preparation/``
+(a copy of the prepared dataset's meta.json and vocab/: how raw rows become ids and features), for an outside system
+``system/`` (a copy of its source, kept_code.py), and ``SHA256SUMS`` (every other file's sha256, as sha256sum
+writes them). Loading checks every file against SHA256SUMS: a changed file is refused by name.
+
+Nothing in a model folder executes code when loaded: model.pt loads weights-only (tensors and plain values; a pickle
+that would build any other object is refused before it does), and an outside system's code runs only when the user
+names it (kept_code.check). The digests guard against accidents; the weights-only load and the named code against a
+folder someone else made. Written beside DIR first and renamed into place, so an interrupted save leaves the earlier
+model whole."""
 from __future__ import annotations
 
 import copy
@@ -18,16 +24,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-MODEL, INFO, PREPARATION = "model.pt", "model.json", "preparation"
-FORMAT = 1
+from reproduce.harness.kept_code import sha256_file as _sha256
 
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+MODEL, INFO, PREPARATION, SUMS = "model.pt", "model.json", "preparation", "SHA256SUMS"
+FORMAT = 2  # 1: no SHA256SUMS, an outside system named by an absolute spec (read for our systems only)
 
 
 def preparation_files(folder: Path) -> list[Path]:
@@ -126,13 +126,14 @@ def save(folder: Path, point, tables, num_dense: int, data: str, step, res) -> N
         digest = preparation_digest(partial / PREPARATION)
     else:
         digest = None  # a synthetic stream: no preparation to keep
-    info = {"format": FORMAT, "system": point.impl, "spec": outside_spec(point.impl), "point": point.to_dict(),
+    info = {"format": FORMAT, "system": point.impl, "code": _keep_code(point.impl, partial), "point": point.to_dict(),
             "data": data,
             "tables": [asdict(t) for t in tables], "num_dense": num_dense, "model_digest": _sha256(partial / MODEL),
             "preparation_digest": digest, "stop": res.state["stop"], "steps": res.state["it"],
             "epochs": res.state["epoch"], "eval": res.curve[-1] if res.curve else None,
             "restored_best": res.last_weights is not None}
     (partial / INFO).write_text(json.dumps(info, indent=1, default=str) + "\n")
+    _write_sums(partial)
     old = folder.with_name(folder.name + ".old")
     shutil.rmtree(old, ignore_errors=True)
     if folder.exists():
@@ -141,41 +142,107 @@ def save(folder: Path, point, tables, num_dense: int, data: str, step, res) -> N
     shutil.rmtree(old, ignore_errors=True)
 
 
-def outside_spec(name: str) -> str | None:
-    """The spec that loads an outside system (a file's path made absolute, so the model loads from any folder);
-    None for one of ours."""
+def _keep_code(name: str, folder: Path) -> dict | None:
+    """An outside system's source copied into ``folder`` (kept_code.keep); None for one of ours."""
+    from reproduce.harness.kept_code import keep
     from reproduce.harness.systems import source
 
     src = source(name)
-    if src is None:
-        return None
-    target, _, cls = src.spec.rpartition(":")
-    if target.endswith(".py"):
-        target = str(Path(target).resolve())
-    return f"{target}:{cls}"
+    return None if src is None else keep(src.spec, folder)
 
 
-def load(folder: Path) -> KeptModel:
-    """Read a kept model, checking model.pt and preparation/ against the digests model.json holds."""
-    import torch
+def _files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.name != SUMS)
 
+
+def _write_sums(folder: Path) -> None:
+    lines = [f"{_sha256(p)}  {p.relative_to(folder).as_posix()}" for p in _files(folder)]
+    (folder / SUMS).write_text("\n".join(lines) + "\n")
+
+
+def _check_sums(folder: Path) -> None:
+    """Every file of ``folder`` as SHA256SUMS lists it: none changed, none missing, none added."""
+    listed: dict[str, str] = {}
+    for n, line in enumerate((folder / SUMS).read_text(errors="replace").splitlines(), 1):
+        digest, sep, rel = line.partition("  ")
+        if not sep or len(digest) != 64 or not rel or rel.startswith("/") or ".." in Path(rel).parts:
+            raise ValueError(f"{folder / SUMS} line {n}: not '<sha256>  <relative file name>' ({line[:80]!r})")
+        listed[rel] = digest
+    there = {p.relative_to(folder).as_posix(): p for p in _files(folder)}
+    for rel in sorted(set(listed) | set(there)):
+        if rel not in there:
+            raise ValueError(f"{folder / rel} is missing: {SUMS} lists it")
+        if rel not in listed:
+            raise ValueError(f"{folder / rel} is not one of the model's files ({SUMS} does not list it): remove it, or "
+                             f"save the model again")
+        if _sha256(there[rel]) != listed[rel]:
+            raise ValueError(f"{folder / rel} changed since the model was saved (its sha256 is not the one {SUMS} "
+                             f"holds)")
+    for rel in (MODEL, INFO):
+        if rel not in listed:
+            raise ValueError(f"{folder / SUMS} does not list {rel}: not a kept model")
+
+
+def read_info(folder: Path) -> dict[str, Any]:
+    """model.json of a kept model, every file checked first (SHA256SUMS; a format-1 folder: model.pt's digest)."""
     folder = Path(folder)
     info_path = folder / INFO
     if not info_path.is_file():
         raise ValueError(f"{folder} holds no kept model (no {INFO}): save one with `dlrmbench train ... --save DIR`")
+    if (folder / SUMS).is_file():
+        _check_sums(folder)
     try:
         info = json.loads(info_path.read_text())
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"{info_path} is not readable JSON ({exc})") from None
-    if info.get("format") != FORMAT:
-        raise ValueError(f"{info_path}: format {info.get('format')!r}, this version reads {FORMAT}")
-    if not (folder / MODEL).is_file() or _sha256(folder / MODEL) != info["model_digest"]:
-        raise ValueError(f"{folder / MODEL} is missing or changed since it was saved (its sha256 is not the one "
-                         f"{INFO} holds)")
-    if info["preparation_digest"] is not None and preparation_digest(folder / PREPARATION) != info["preparation_digest"]:
-        raise ValueError(f"{folder / PREPARATION} changed since the model was saved (its digest is not the one "
-                         f"{INFO} holds): its vocabulary or transforms are not the ones the model learned")
-    saved = torch.load(folder / MODEL, map_location="cpu", weights_only=False)
+    if not isinstance(info, dict) or info.get("format") not in (1, FORMAT):
+        got = info.get("format") if isinstance(info, dict) else None
+        raise ValueError(f"{info_path}: format {got!r}, this version reads {FORMAT} (and 1)")
+    if info["format"] == FORMAT and not (folder / SUMS).is_file():
+        raise ValueError(f"{folder / SUMS} is missing: the model's files cannot be checked")
+    if info["format"] == 1:
+        if info.get("spec"):
+            raise ValueError(f"{folder} was kept by an earlier version that named its outside system's code by an "
+                             f"absolute path ({info['spec']}) and keeps no copy of it: train it again to keep it")
+        if not (folder / MODEL).is_file() or _sha256(folder / MODEL) != info.get("model_digest"):
+            raise ValueError(f"{folder / MODEL} is missing or changed since it was saved (its sha256 is not the one "
+                             f"{INFO} holds)")
+        if info.get("preparation_digest") is not None and \
+                preparation_digest(folder / PREPARATION) != info["preparation_digest"]:
+            raise ValueError(f"{folder / PREPARATION} changed since the model was saved (its digest is not the one "
+                             f"{INFO} holds): its vocabulary or transforms are not the ones the model learned")
+    return info
+
+
+def system_spec(folder: Path, info: dict[str, Any], spec: str | None = None, accept: bool = False) -> str:
+    """What loads a kept model's system: its name (one of ours), else the outside code the user names (``spec``)
+    or an installed package declares, checked against the copy kept with the model (kept_code.check)."""
+    from reproduce.harness.kept_code import check
+
+    if not info.get("code"):
+        if spec is not None:
+            raise ValueError(f"--impl {spec}: {folder} was trained with {info['system']!r}, a system of this suite; "
+                             f"leave out --impl")
+        return info["system"]
+    return check(Path(folder), info["system"], info["code"], spec, accept)
+
+
+def load(folder: Path) -> KeptModel:
+    """Read a kept model: every file checked (read_info), model.pt loaded weights-only; no code of the folder runs."""
+    import pickle
+
+    import torch
+
+    folder = Path(folder)
+    info = read_info(folder)
+    try:
+        saved = torch.load(folder / MODEL, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, AttributeError, TypeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"{folder / MODEL} holds more than tensors and plain values, or is damaged; it is refused "
+                         f"unloaded, as a kept model is weights only ({first})") from None
+    if not isinstance(saved, dict) or "weights" not in saved:
+        raise ValueError(f"{folder / MODEL}: not a kept model's content (no 'weights')")
     return KeptModel(folder, info, saved)
 
 

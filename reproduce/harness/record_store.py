@@ -15,6 +15,7 @@ from typing import Any, Iterator
 from impls.data.lockfile import Locked, acquire, release
 # the store's errors, defined where impls/ raises them too (a lock, a staging folder)
 from impls.data.safe_write import DiskFull, SymlinkRefused, disk_full, refuse_symlink  # noqa: F401
+from reproduce.harness.code import is_commit
 from reproduce.harness.records import Record, point_id
 
 
@@ -146,9 +147,13 @@ def read_record(path: str | Path) -> Record:
     if not isinstance(d, dict):
         raise ValueError(f"{path}: not a record (a JSON {type(d).__name__}, not an object)")
     try:
-        return Record.from_dict(d)
+        rec = Record.from_dict(d)
     except (ValueError, TypeError) as exc:
         raise ValueError(f"{path}: not a record ({exc})") from None
+    sha = rec.env.get("git_sha")
+    if sha is not None and not is_commit(sha):  # it reaches `git show` (freshness): never as an option
+        raise ValueError(f"{path}: not a record (its env.git_sha {sha!r} is not a commit id, 7 to 64 hex digits)")
+    return rec
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ training (`train --resume`): end to end through the command line on a click log 
 second held out (reproduce/harness/kept_model.py, impls/data/raw_rows.py)."""
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -79,8 +80,8 @@ def test_a_resumed_run_equals_the_run_that_never_stopped_bit_for_bit(log):
     _train(log, "--epochs", "2", "--save", log / "whole")
     _train(log, "--epochs", "1", "--save", log / "half")
     _train(log, "--epochs", "2", "--resume", log / "half", "--save", log / "resumed")
-    whole = torch.load(log / "whole" / "model.pt", weights_only=False)
-    resumed = torch.load(log / "resumed" / "model.pt", weights_only=False)
+    whole = torch.load(log / "whole" / "model.pt", weights_only=True)
+    resumed = torch.load(log / "resumed" / "model.pt", weights_only=True)
     tensors = [k for k in whole["weights"] if not k.endswith("_extra_state")]
     assert tensors and all(torch.equal(whole["weights"][k], resumed["weights"][k]) for k in tensors)
     assert whole["loop"]["curve"] == resumed["loop"]["curve"] and len(whole["loop"]["curve"]) == 2
@@ -97,7 +98,7 @@ def test_a_changed_kept_model_or_another_dataset_is_refused(log, tmp_path):
     with open(tmp_path / "m" / "model.pt", "ab") as f:
         f.write(b"\0")
     res, said = _invoke("evaluate", "--model", tmp_path / "m", "--data", log / "prepared")
-    assert res.exit_code != 0 and "model.pt is missing or changed" in said
+    assert res.exit_code != 0 and "model.pt changed since the model was saved" in said
     res, said = _invoke("data", "prepare", "tabular", "--raw", log / "raw", "--label", "rating>=4", "--categorical",
                         "user,item", "--split", "files:1", "--out", tmp_path / "other")
     assert res.exit_code == 0, said
@@ -105,9 +106,13 @@ def test_a_changed_kept_model_or_another_dataset_is_refused(log, tmp_path):
     assert res.exit_code != 0 and "was not prepared as the data" in said
 
 
-def test_an_outside_system_is_kept_through_its_state_dict_and_loads_from_any_folder(log, tmp_path, monkeypatch):
-    """examples/robe.py (its optimizer state in its state_dict by CompressedCollection's extra state): saved by its
-    spec, evaluated from another folder, where its relative spec would not load."""
+def test_an_outside_system_is_kept_with_its_source_and_loads_only_from_code_the_user_names(log, tmp_path,
+                                                                                          monkeypatch):
+    """examples/robe.py (its optimizer state in its state_dict by CompressedCollection's extra state): saved with a
+    copy of its source; copied to another path, the folder loads from the code the user names (the kept copy), and
+    never by itself; code that differs from the kept copy is refused unless accepted."""
+    import shutil
+
     from reproduce.harness import systems
     from tests.conformance.outside_systems import forget_loaded_since
 
@@ -118,12 +123,107 @@ def test_an_outside_system_is_kept_through_its_state_dict_and_loads_from_any_fol
         res, said = _invoke("train", "--impl", "examples/robe.py:RobeEmbedding", "--data", log / "prepared", *TRAIN,
                             "--out", log / "runs", "--epochs", "1", "--save", log / "robe")
         assert res.exit_code == 0, said
+        info = json.loads((log / "robe" / "model.json").read_text())
+        assert info["code"]["spec"] == "system/robe.py:RobeEmbedding" and "spec" not in info
+        assert (log / "robe" / "system" / "robe.py").read_bytes() == (root / "examples" / "robe.py").read_bytes()
+        moved = tmp_path / "elsewhere" / "robe"
+        shutil.copytree(log / "robe", moved)
+        forget_loaded_since(before)
         monkeypatch.chdir(tmp_path)
-        res, evaluated = _invoke("evaluate", "--model", log / "robe", "--data", log / "prepared")
+        res, refused = _invoke("evaluate", "--model", moved, "--data", log / "prepared")
+        assert res.exit_code != 0 and "nothing in a model folder runs by itself" in refused, refused
+        assert "robe" not in systems._loaded
+        res, evaluated = _invoke("evaluate", "--model", moved, "--data", log / "prepared", "--impl",
+                                 f"{moved}/system/robe.py:RobeEmbedding")
         assert res.exit_code == 0 and "robe on" in evaluated, evaluated
         assert f"held-out AUC {_auc(evaluated):.4f}" in said  # what the run scored at its end
+        forget_loaded_since(before)
+        other = tmp_path / "robe_edited.py"
+        other.write_text((root / "examples" / "robe.py").read_text() + "\n# an edit\n")
+        res, differs = _invoke("evaluate", "--model", moved, "--data", log / "prepared", "--impl",
+                               f"{other}:RobeEmbedding")
+        assert res.exit_code != 0 and "differs from the code that trained" in differs, differs
+        assert "--accept-other-code" in differs and "robe" not in systems._loaded
+        res, accepted = _invoke("evaluate", "--model", moved, "--data", log / "prepared", "--impl",
+                                f"{other}:RobeEmbedding", "--accept-other-code")
+        assert res.exit_code == 0 and _auc(accepted) == _auc(evaluated), accepted
     finally:
         forget_loaded_since(before)
+
+
+class _Payload:
+    """A pickle that runs code when loaded: it would touch ``marker``."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+def _reseal(folder: Path) -> None:
+    """What an attacker does after editing a model folder: every digest recomputed (model.json's and SHA256SUMS)."""
+    from reproduce.harness.kept_model import INFO, MODEL, _sha256, _write_sums
+
+    info = json.loads((folder / INFO).read_text())
+    info["model_digest"] = _sha256(folder / MODEL)
+    (folder / INFO).write_text(json.dumps(info))
+    _write_sums(folder)
+
+
+def test_a_model_folder_made_to_run_code_is_refused_before_any_of_it_runs(log, tmp_path):
+    """A model.pt holding a pickle payload, and a model.json pointed at code, both with every digest recomputed:
+    refused, and the payload never runs."""
+    import shutil
+
+    _train(log, "--epochs", "1", "--save", log / "m4")
+    bad = tmp_path / "bad"
+    shutil.copytree(log / "m4", bad)
+    marker = tmp_path / "payload_ran"
+    saved = torch.load(bad / "model.pt", weights_only=True)
+    saved["loop"] = _Payload(marker)
+    torch.save(saved, bad / "model.pt")
+    _reseal(bad)
+    res, said = _invoke("evaluate", "--model", bad, "--data", log / "prepared")
+    assert res.exit_code != 0 and "refused unloaded" in said and "weights only" in said, said
+    assert not marker.exists()
+    # model.json pointed at a file of code, the way format 1 named an outside system (an absolute spec)
+    evil = tmp_path / "evil.py"
+    evil.write_text(f"from pathlib import Path\nPath({str(marker)!r}).touch()\n")
+    edited = tmp_path / "edited"
+    shutil.copytree(log / "m4", edited)
+    info = json.loads((edited / "model.json").read_text())
+    (edited / "model.json").write_text(json.dumps({**info, "format": 1, "spec": f"{evil}:Evil"}))
+    res, said = _invoke("evaluate", "--model", edited, "--data", log / "prepared")
+    assert res.exit_code != 0 and "model.json changed since the model was saved" in said, said
+    _reseal(edited)
+    (edited / "SHA256SUMS").unlink()  # a format-1 folder has none
+    res, said = _invoke("evaluate", "--model", edited, "--data", log / "prepared")
+    assert res.exit_code != 0 and "absolute path" in said, said
+    # and as an outside system's kept code, every digest recomputed: nothing runs unless the user names it
+    (edited / "model.json").write_text(json.dumps({**info, "system": "evil", "code": {
+        "spec": f"{evil}:Evil", "files": {"evil.py": "0" * 64}, "digest": "0" * 64}}))
+    _reseal(edited)
+    res, said = _invoke("evaluate", "--model", edited, "--data", log / "prepared")
+    assert res.exit_code != 0 and "nothing in a model folder runs by itself" in said, said
+    assert not marker.exists()
+
+
+def test_a_record_naming_a_commit_that_is_no_commit_id_is_refused_before_git_sees_it(tmp_path):
+    from reproduce.harness import code
+    from reproduce.harness.record_store import read_record
+
+    assert code.is_commit("982c96d") and code.is_commit("a" * 40) and not code.is_commit("--output=/tmp/x")
+    with pytest.raises(ValueError, match="not a commit id"):
+        code.committed({"impls/api.py": "x"}, "--output=/tmp/x")
+    with pytest.raises(ValueError, match="not a commit id"):
+        code.file_hash_at("-p", "impls/api.py")
+    good = next((Path(__file__).resolve().parents[2] / "results" / "sc24").rglob("*.json"))
+    rec = json.loads(good.read_text())
+    rec["env"]["git_sha"] = "--output=/tmp/owned"
+    (tmp_path / good.name).write_text(json.dumps(rec))
+    with pytest.raises(ValueError, match="git_sha '--output=/tmp/owned' is not a commit id"):
+        read_record(tmp_path / good.name)
 
 
 def test_save_refuses_a_folder_that_holds_anything_but_a_kept_model(log, tmp_path):
