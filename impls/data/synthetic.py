@@ -41,6 +41,24 @@ def _zipf_head(n: int, alpha: float) -> tuple[np.ndarray, float]:
     return cum, tail
 
 
+def rank_cdf(n: int, alpha: float, k: np.ndarray) -> np.ndarray:
+    """P(rank < k) under ``power_law_ranks`` (its exact head, its midpoint-rule tail), for an array of k in [0, n]."""
+    k = np.asarray(k, dtype=np.float64)
+    if alpha == 0:
+        return k / n
+    cum, tail = _zipf_head(int(n), float(alpha))
+    head_w = cum[-1]
+    h = len(cum)
+    ki = np.clip(k, 0, h).astype(np.int64)
+    below = np.where(ki > 0, cum[np.maximum(ki - 1, 0)], 0.0)
+    lo, x = h + 0.5, np.maximum(k, h) + 0.5
+    if abs(alpha - 1.0) < 1e-12:
+        extra = np.log(x / lo)
+    else:
+        extra = (x ** (1 - alpha) - lo ** (1 - alpha)) / (1 - alpha)
+    return (below + np.where(k > h, extra, 0.0)) / (head_w + tail)
+
+
 def power_law_ranks(rng: np.random.Generator, n: int, alpha: float, size: int) -> np.ndarray:
     """Ranks in [0, n) with P(rank = r) proportional to (r + 1)^-alpha: a bounded Zipf law, as EMBark's and
     fbgemm's generators draw (alpha = 0 is uniform). The first 2^10 ranks get their exact probabilities; the
@@ -67,6 +85,16 @@ def power_law_ranks(rng: np.random.Generator, n: int, alpha: float, size: int) -
             xs = (lo**e + w * e) ** (1.0 / e)
         out[in_tail] = np.floor(xs + 0.5) - 1  # x in [r + 0.5, r + 1.5) is rank r
     return np.clip(out, 0, n - 1).astype(np.int64)
+
+
+def random_bag_bound(hotness: float) -> int:
+    """The largest bag of ``bag_sizes="random"``: bags are uniform on [0, this]."""
+    return int(round(2 * hotness))
+
+
+def mean_bag(hotness: float, bag_sizes: str) -> float:
+    """The expected ids per bag of a table of this hotness (what ``SyntheticSource.lengths`` draws)."""
+    return float(int(hotness)) if bag_sizes == "fixed" else random_bag_bound(hotness) / 2.0
 
 
 @dataclass(frozen=True)
@@ -149,7 +177,7 @@ class SyntheticSource:
     def lengths(self, rng: np.random.Generator, t: TableSpec, batch_size: int) -> np.ndarray:
         if self.spec.bag_sizes == "fixed":
             return np.full(batch_size, int(t.hotness), dtype=np.int64)
-        return rng.integers(0, int(round(2 * t.hotness)) + 1, size=batch_size, dtype=np.int64)
+        return rng.integers(0, random_bag_bound(t.hotness) + 1, size=batch_size, dtype=np.int64)
 
     def ids(self, rng: np.random.Generator, i: int, size: int) -> np.ndarray:
         t = self.spec.tables[i]

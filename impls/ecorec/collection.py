@@ -16,6 +16,7 @@ from torch import Tensor
 from impls.api import register
 from impls.core import ops
 from impls.core.counters import TTWork
+from impls.core.stage_plan import IndexStats, StageCall, TablePlan
 from impls.core.tt_batch import bag_ids, dedup, prefix_groups
 from impls.core.tt_collection import TTCollection, TTTable
 
@@ -65,6 +66,24 @@ class EcoRec(TTCollection):
         self.micro_batches = int(micro_batches)
         self.min_chunk = int(min_chunk)
         self.native_step = bool(native_step)
+
+    @classmethod
+    def stage_plan(cls, shape, index: IndexStats, micro_batches: int = 4, min_chunk: int = 20000,
+                   native_step: bool = True, **_: Any) -> TablePlan:
+        """One table's step (impls/core/stage_plan.py): per micro-batch of the sorted unique ids (micro_batch_bounds)
+        its E1_i prefix groups and U_i items, once forward (C-M) and once backward (M-C, the prefixes recomputed);
+        alive: one chunk of rows forward, one chunk of row gradients beside every occurrence's bag backward. Totals
+        E1*a + U*b forward, 3*E1*a + 2*U*b backward, E1 = sum E1_i."""
+        bounds = micro_batch_bounds(int(round(index.unique)), micro_batches, min_chunk)
+        widest = max((hi - lo for lo, hi in bounds), default=0)
+        calls, e1 = [], 0.0
+        for lo, hi in bounds:
+            g = index.groups(lo, hi)
+            e1 += g
+            calls.append(StageCall("fwd", g, hi - lo, widest * shape.dim * 4))
+        for lo, hi in bounds:
+            calls.append(StageCall("bwd", index.groups(lo, hi), hi - lo, widest * shape.dim * 4 + index.nnz * 8))
+        return TablePlan(calls, unique=index.unique, e1=e1, micro_batches=len(bounds))
 
     def lookup_forward(self, table: TTTable, values: Tensor, offsets: Tensor, batch_size: int, work: TTWork):
         if self.native_step:

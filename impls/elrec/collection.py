@@ -20,6 +20,7 @@ from torch import Tensor
 from impls.api import MemoryReport, SparseFeatures, WorkReport, register
 from impls.core import ops
 from impls.core.counters import TTWork
+from impls.core.stage_plan import IndexStats, StageCall, TablePlan
 from impls.core.tt_batch import bag_ids, dedup, prefix_groups
 from impls.core.tt_collection import TTCollection, TTTable
 from impls.elrec.host_pipeline import HostPipeline
@@ -105,6 +106,16 @@ class ELRec(TTCollection):
         staged = sum(st.rows.numel() * st.rows.element_size() for st in self._staged.values())
         return MemoryReport(params=rep.params, optimizer_state=rep.optimizer_state,
                             peak_intermediates=rep.peak_intermediates + 2 * staged)  # this batch's and the next
+
+    @classmethod
+    def stage_plan(cls, shape, index: IndexStats, **_: Any) -> TablePlan:
+        """One table's step (impls/core/stage_plan.py): forward one call over the batch's E1 prefix groups and its nnz
+        occurrences (the rows of every occurrence alive); backward the full chain per unique id, U groups and U
+        items (the per-unique gradient rows alive beside every occurrence's bag)."""
+        e1 = index.groups(0, int(round(index.unique)))
+        return TablePlan([StageCall("fwd", e1, index.nnz, index.nnz * shape.dim * 4),
+                          StageCall("bwd", index.unique, index.unique, index.unique * shape.dim * 4 + index.nnz * 8)],
+                         unique=index.unique, e1=e1, micro_batches=1)
 
     def lookup_forward(self, table: TTTable, values: Tensor, offsets: Tensor, batch_size: int, work: TTWork):
         s = table.shape

@@ -17,6 +17,7 @@ from torch import Tensor, nn
 from impls.api import MemoryReport, register
 from impls.core import ops, tt
 from impls.core.counters import TTWork
+from impls.core.stage_plan import IndexStats, StageCall, TablePlan
 from impls.core.tt_batch import bag_ids, bag_ranges
 from impls.core.tt_collection import TTCollection, TTTable
 from impls.ttrec.cache import HotRowCache
@@ -163,6 +164,21 @@ class TTRec(TTCollection):
         extra = sum(c.nbytes for c in self.caches.values())
         return MemoryReport(params=rep.params, optimizer_state=rep.optimizer_state,
                             peak_intermediates=rep.peak_intermediates + extra)
+
+    @classmethod
+    def stage_plan(cls, shape, index: IndexStats, chunk: int = 20000, cache_rows: int = 0, **_: Any) -> TablePlan:
+        """One table's step (impls/core/stage_plan.py): every occurrence its own prefix and item, in chunks of
+        ``chunk`` occurrences, forward and backward (the prefixes recomputed); one chunk of rows alive each way.
+        Totals nnz*(a+b) forward, nnz*(3a+2b) backward."""
+        if int(cache_rows):
+            raise ValueError("the work model does not count TT-Rec's hot-row cache yet (cache_rows > 0): its hits "
+                             "depend on when the cache was populated")
+        nnz = index.nnz
+        full, rest = divmod(nnz, chunk)
+        sizes = [chunk] * int(full) + ([rest] if rest else [])
+        widest = max(sizes, default=0)
+        calls = [StageCall(phase, n, n, widest * shape.dim * 4) for phase in ("fwd", "bwd") for n in sizes]
+        return TablePlan(calls)
 
     def _chunks(self, values: Tensor):
         """(lo, hi, rows, item ids) per chunk of occurrences; every occurrence is its own item."""

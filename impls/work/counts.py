@@ -1,0 +1,82 @@
+"""The work of one embedding step, counted without running a kernel: per TT table the system's own stage plan
+(``stage_plan`` beside its schedule, impls/core/stage_plan.py) over the table's index statistics, counted as the ops
+count their calls (a TTWork), and the memory the step holds (the collection's own memory_report, said before it
+is built).
+
+``step_work(system, tables, options, indices)``: ``indices`` maps a table's index to its IndexStats, counted on a
+batch (SampledIndex: equal to the run's work_report, exactly) or expected under an id law (index_law.ExpectedIndex:
+the expectation); every table is looked up ``nnz`` times (dense ones too: the work report counts every lookup)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+from impls.api import TableSpec
+from impls.core.counters import TTWork
+from impls.core.stage_plan import IndexStats
+
+TT_KEYS = ("ranks", "p", "q", "cores", "tt_tables", "tt_min_rows", "tt_oversize")
+NOT_SCHEDULE = TT_KEYS + ("core_lr_scale", "weight_dist", "fused")
+
+
+def system_class(system: str):
+    from impls.registry import get_impl
+
+    cls = get_impl(system)
+    if not hasattr(cls, "stage_plan"):
+        raise ValueError(f"the work model counts the TT systems' schedules (ttrec, elrec, ecorec); {system!r} states "
+                         f"no stage plan")
+    return cls
+
+
+def tt_shapes(system: str, tables: Sequence[TableSpec], options: Mapping[str, Any]) -> dict:
+    """The TT shape of every table the system compresses (by index): its own plan_shapes."""
+    return system_class(system).plan_shapes(tables, **{k: options[k] for k in TT_KEYS if k in options})
+
+
+def schedule_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in options.items() if k not in NOT_SCHEDULE}
+
+
+def step_work(system: str, tables: Sequence[TableSpec], options: Mapping[str, Any],
+              index_of: Callable[[int, Any], IndexStats], nnz: Sequence[float]) -> TTWork:
+    """The TTWork one step of ``system`` does on ``tables``: ``index_of(i, shape)`` gives TT table i's IndexStats
+    (its ids grouped by ``shape.last_radix``), ``nnz[i]`` table i's lookups."""
+    cls = system_class(system)
+    shapes = tt_shapes(system, tables, options)
+    sched = schedule_options(options)
+    work = TTWork()
+    work.nnz = sum(nnz)
+    for i, shape in shapes.items():
+        cls.stage_plan(shape, index_of(i, shape), **sched).count(work, shape)
+    return work
+
+
+@dataclass(frozen=True)
+class MemoryModel:
+    """A step's bytes as the collection reports them (MemoryReport): parameters, optimizer state, and the
+    intermediates (the dense core-gradient buffers plus the step's peak live buffers)."""
+
+    params: float
+    optimizer_state: float
+    core_grads: float
+    peak_live: float
+
+    @property
+    def peak_intermediates(self) -> float:
+        return self.core_grads + self.peak_live
+
+    @property
+    def total(self) -> float:
+        return self.params + self.optimizer_state + self.peak_intermediates
+
+
+def memory(system: str, tables: Sequence[TableSpec], options: Mapping[str, Any], work: TTWork,
+           optimizer: str = "sgd") -> MemoryModel:
+    """The memory of a step of ``system`` whose work is ``work`` (step_work): params from the system's own
+    table_param_bytes, Adagrad's state as large as the parameters, the TT cores' gradient buffers."""
+    cls = system_class(system)
+    shapes = tt_shapes(system, tables, options)
+    params = float(sum(cls.table_param_bytes(tables, options)))
+    core = float(sum(s.num_params * 4 for s in shapes.values()))
+    return MemoryModel(params, params if optimizer == "adagrad" else 0.0, core, float(work.peak_intermediate_bytes))
