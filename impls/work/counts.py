@@ -80,3 +80,39 @@ def memory(system: str, tables: Sequence[TableSpec], options: Mapping[str, Any],
     params = float(sum(cls.table_param_bytes(tables, options)))
     core = float(sum(s.num_params * 4 for s in shapes.values()))
     return MemoryModel(params, params if optimizer == "adagrad" else 0.0, core, float(work.peak_intermediate_bytes))
+
+
+@dataclass
+class StepModel:
+    """A step's expected work under a synthetic spec's id law: the TTWork, the bytes its stages move, the stage
+    calls it launches and the tables it holds."""
+
+    work: TTWork
+    traffic: Any
+    calls: int
+    tt_tables: int
+    memory: MemoryModel
+
+
+def expected_step(system: str, spec, batch_size: int, options: Mapping[str, Any],
+                  optimizer: str = "sgd") -> StepModel:
+    """The expected step of ``system`` on ``batch_size`` samples of the synthetic ``spec`` (SyntheticSpec): every
+    table's lookups batch x its mean bag, its index statistics under the spec's law (index_law.ExpectedIndex)."""
+    from impls.data.synthetic import mean_bag
+    from impls.work.index_law import ExpectedIndex
+    from impls.work.traffic import Traffic
+
+    tables = list(spec.tables)
+    nnz = [batch_size * mean_bag(t.hotness, spec.bag_sizes) for t in tables]
+    cls = system_class(system)
+    shapes = tt_shapes(system, tables, options)
+    sched = schedule_options(options)
+    work, traffic, calls = TTWork(), Traffic(), 0
+    work.nnz = sum(nnz)
+    for i, shape in shapes.items():
+        index = ExpectedIndex(tables[i].num_embeddings, nnz[i], spec.alpha, spec.locality, shape.last_radix)
+        plan = cls.stage_plan(shape, index, **sched)
+        plan.count(work, shape)
+        traffic.add_plan(plan, shape, nnz[i], dedups=plan.unique > 0)
+        calls += len(plan.calls)
+    return StepModel(work, traffic, calls, len(shapes), memory(system, tables, options, work, optimizer))

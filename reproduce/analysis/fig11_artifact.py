@@ -1,21 +1,34 @@
-"""EcoRec's Figure 11 as its artifact recorded it: yatorho/SC24_ADE figure11/results.txt (commit d5a071e), forward +
-backward time of the 28 largest tables of Meta's 2022 trace on one GPU (hardware not stated), D = 32, TT ranks
-[32, 32], per batch size; "FBTT" is TT-Rec's kernel library. The per-batch ratios EL-Rec / EcoRec and FBTT / EcoRec
-are what sc24_fig11 compares with (facts transcribed, no code)."""
+"""EcoRec's Figure 11 as its artifact recorded it (facts/sc24_ade.toml, from yatorho/SC24_ADE figure11/results.txt
+at commit d5a071e): forward + backward time of the 28 largest keys of Meta's 2022 trace on one GPU (hardware not
+stated), D = 32, TT ranks [32, 32], per batch size; "FBTT" is TT-Rec's kernel library. The per-batch ratios EL-Rec /
+EcoRec and FBTT / EcoRec are what sc24_fig11 compares with."""
 from __future__ import annotations
 
+import tomllib
+from functools import lru_cache
+from pathlib import Path
+
+FACTS = Path(__file__).resolve().parent / "facts" / "sc24_ade.toml"
 SOURCE = "yatorho/SC24_ADE figure11/results.txt (one GPU, hardware not stated)"
 
-# batch size -> total (forward + backward) ms of EcoRec, EL-Rec and FBTT
-TOTAL_MS: dict[int, dict[str, float]] = {
-    2048: {"ecorec": 93.942, "elrec": 110.449, "ttrec": 369.953},
-    4096: {"ecorec": 142.599, "elrec": 187.256, "ttrec": 732.730},
-    8192: {"ecorec": 214.058, "elrec": 320.119, "ttrec": 1449.127},
-    16384: {"ecorec": 328.984, "elrec": 574.553, "ttrec": 2926.947},
-    32768: {"ecorec": 524.802, "elrec": 1079.883, "ttrec": 5900.180},
-    65536: {"ecorec": 843.539, "elrec": 2077.888, "ttrec": 11760.666},
-    131072: {"ecorec": 1420.375, "elrec": 3809.499, "ttrec": 23565.312},
-}
+
+@lru_cache(maxsize=1)
+def facts() -> dict:
+    """The artifact's published results (the whole data file)."""
+    with open(FACTS, "rb") as f:
+        return tomllib.load(f)
+
+
+def _figure11(what: str) -> dict[int, dict[str, float]]:
+    out = {}
+    for key, row in facts()["figure11"].items():
+        if key.startswith("b") and isinstance(row, dict):
+            out[int(row["batch"])] = {s: v[what] for s, v in row.items() if isinstance(v, dict)}
+    return dict(sorted(out.items()))
+
+
+TOTAL_MS: dict[int, dict[str, float]] = _figure11("total_ms")  # batch -> system -> forward + backward ms
+FORWARD_MS: dict[int, dict[str, float]] = _figure11("forward_ms")
 
 
 def ratio(numerator: str, batch: int) -> float:

@@ -1,6 +1,7 @@
 """The models an experiment runs after its sweep (its TOML's ``models``), each under one name for `dlrmbench model`:
-``sc24``, the scale model fitted on a machine's sc24 records (scale_model.py), and ``recsys24``, EMBark's cost model
-at 8-128 GPUs (recsys24_model.py). Each says where it writes, how to run and redraw it, and the report table it
+``sc24``, the scale model fitted on a machine's sc24 records (scale_model.py), ``recsys24``, EMBark's cost model
+at 8-128 GPUs (recsys24_model.py), and ``work``, the work model validated on the EcoRec artifact's published GPU
+results (work_model.py). Each says where it writes, how to run and redraw it, and the report table it
 contributes."""
 from __future__ import annotations
 
@@ -79,8 +80,29 @@ def _recsys24_table(root: Path, machine: str) -> list[str]:
     return lines
 
 
+def _work_run(root: Path, machine: str) -> dict[str, Path]:
+    from reproduce.analysis.work_model import draw, write
+
+    paths = write(root / "results" / "work_model")
+    return {**paths, **{p.name: p for p in draw(root / "results" / "work_model", root / "figures" / "work_model")}}
+
+
+def _work_redraw(root: Path, machine: str) -> list[Path]:
+    from reproduce.analysis.work_model import draw
+
+    return draw(root / "results" / "work_model", root / "figures" / "work_model")
+
+
+def _work_table(root: Path, machine: str) -> list[str]:
+    from reproduce.analysis.work_model import table
+
+    return table(Path(root) / "results" / "work_model")
+
+
 MODELS = {
     "sc24": Model("sc24", "scale_model", "scale-model", _sc24_run, _sc24_redraw, _sc24_table),
     "recsys24": Model("recsys24", "recsys24_model", "recsys24-model", _recsys24_run, _recsys24_redraw,
                       _recsys24_table),
+    # the work model against the EcoRec artifact's published GPU results (machine-independent: no run of ours)
+    "work": Model("work", "work_model", "work-model", _work_run, _work_redraw, _work_table),
 }

@@ -86,26 +86,41 @@ def verdict_table(rows: list[dict[str, Any]], with_machine: bool = True) -> list
     return lines
 
 
-def model_error(kind: str | None, root: Path, machine: str) -> str:
-    """How well a model predicts what was measured, out of sample: the scale model's mean absolute error when each
-    measured world size is predicted by a fit on the others."""
+MIN_WORLD_SIZES = 3  # a world-size extrapolation is quoted only from at least this many measured world sizes
+
+
+def model_error(kind: str | None, root: Path, machine: str, world_size: int | None = None) -> tuple[bool, str]:
+    """How well a model predicts what was measured, out of sample (the scale model's mean absolute error when each
+    measured world size is predicted by a fit on the others), and whether a value at ``world_size`` may be quoted:
+    only inside the measured world sizes, or beyond them from at least MIN_WORLD_SIZES of them."""
     if kind == "scale_model":
         path = root / "results" / "scale_model" / machine / "validation.csv"
-        if path.exists():
-            v = pd.read_csv(path)
-            return f"{v['error'].abs().mean():.0%} mean abs. error, out of sample over {len(v)} measured points"
-        return "not validated (no validation.csv)"
-    return "not validated against measurements"
+        if not path.exists():
+            return False, "not validated (no validation.csv)"
+        v = pd.read_csv(path)
+        worlds = sorted(int(w) for w in v["world_size"].unique())
+        err = f"{v['error'].abs().mean():.0%} mean abs. error, out of sample over {len(v)} measured points"
+        if world_size is not None and world_size > max(worlds) and len(worlds) < MIN_WORLD_SIZES:
+            return False, (f"not validated at {world_size} ranks: fitted on world sizes "
+                           f"{', '.join(map(str, worlds))} of CPU processes ({err}); a world-size extrapolation is "
+                           f"quoted only from at least {MIN_WORLD_SIZES} measured world sizes, and never across a "
+                           f"device class")
+        return True, err
+    return True, "not validated against measurements"
 
 
 def modeled_table(rows: list[dict[str, Any]], root: Path) -> list[str]:
-    """Modeled values, apart from the claims' rows: claim, model, value, its out-of-sample error. Never a verdict."""
+    """Modeled values, apart from the claims' rows: claim, model, value, its out-of-sample error. Never a verdict;
+    a value outside the model's validated range is not quoted (model_error says why)."""
     lines = ["| claim | paper value | model | modeled value | out-of-sample error |", "|---|---|---|---|---|"]
     for r in rows:
         specs = {m["label"]: m for m in r.get("modeled_spec", [])}
         for label, v in r["modeled"]:
-            err = model_error(specs.get(label, {}).get("error"), root, r["machine"])
-            lines.append(f"| {r['paper']}: {r['claim']} | {r['paper_value']:g} | {label} | {v:.3g} | {err} |")
+            spec = specs.get(label, {})
+            world = re.search(r"world_size == (\d+)", spec.get("query", ""))
+            ok, err = model_error(spec.get("error"), root, r["machine"], int(world[1]) if world else None)
+            lines.append(f"| {r['paper']}: {r['claim']} | {r['paper_value']:g} | {label} | "
+                         f"{f'{v:.3g}' if ok else 'not quoted'} | {err} |")
     return lines if len(lines) > 2 else ["No modeled values."]
 
 

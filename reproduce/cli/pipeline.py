@@ -41,8 +41,9 @@ class _ModelName(click.ParamType):
 @click.option("--plot-only", is_flag=True, help="redraw its figures from what it wrote (no fit, no model run)")
 def model(name, root, machine, plot_only) -> None:
     """Run a model: sc24, the scale model fitted on a machine's sc24 records, validated out of sample and projected
-    to 128 ranks; recsys24, EMBark's planner vs table_row_wise at 8-128 GPUs on the DGX-H100 cost model. Every
-    number it writes is modeled."""
+    to 128 ranks; recsys24, EMBark's planner vs table_row_wise at 8-128 GPUs on the DGX-H100 cost model; work, the
+    work model (impls/work) validated against the EcoRec artifact's published GPU results. Every number it writes is
+    modeled."""
     from reproduce.harness.machine import pick_machine
 
     m = _models()[name]
