@@ -11,6 +11,9 @@
 - the groups among a contiguous range [lo, hi) of the sorted distinct ids (EcoRec's micro-batches): a group is a run
   of sorted ids (id div p_last is monotone), and two neighbours share a group with probability
   rho = (U - E1) / (U - 1), so E = (hi - lo) - (hi - lo - 1) rho, and the m ranges sum to E1 + (m - 1) rho.
+  That treats a range's edge as falling anywhere in a group: it holds while the batch covers a small part of the
+  table. A batch that covers most of it fixes where the groups lie, and the m - 1 edges split a group or not by
+  their alignment; either way the sum lies in [E1, E1 + m - 1], so the error is at most m - 1 groups.
 
 These are expectations over batches, not counts of one batch; tests/work holds them to the mean over sampled
 batches."""

@@ -24,7 +24,7 @@ from reproduce.harness.records import Status
 # the committed reference sets `dlrmbench report --check` holds to the code (results/<name>/<reference machine>/)
 RECORD_SETS = tuple(reference_sets())  # each experiment TOML's ``reference`` profiles (harness/experiment.py)
 # the sets that are not run records: the benchmarks' and each model's (analysis/models.py)
-OTHER_SETS = ("bench", *(m.set_name for m in MODELS.values()))
+OTHER_SETS = ("bench", *(m.set_name for m in MODELS.values() if m.reference_set))
 REFERENCE_SETS = RECORD_SETS + OTHER_SETS
 MEASURED = (Status.OK, Status.DIVERGED)  # records whose numbers a report shows
 

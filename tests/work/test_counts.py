@@ -54,6 +54,13 @@ def test_a_plan_over_a_sampled_batch_equals_the_runs_counters_exactly(system, op
                                                                    mem.peak_intermediates)
 
 
+def _tolerance(xs) -> float:
+    """1 % of the sampled mean, or the mean's own sampling error (4 standard errors) where that is wider: a batch of
+    a few hundred ids has a spread no model removes."""
+    xs = np.asarray(xs, dtype=np.float64)
+    return max(0.01 * xs.mean(), 4 * xs.std(ddof=1) / np.sqrt(len(xs)))
+
+
 @settings(max_examples=12, deadline=None)
 @given(rows=st.sampled_from([3_000, 50_000, 2_000_000, 100_000_000]), alpha=st.sampled_from([0.0, 0.6, 0.9, 1.05, 1.3]),
        locality=st.sampled_from(["scattered", "ranked"]), batch=st.sampled_from([512, 2048, 8192]),
@@ -64,12 +71,17 @@ def test_the_expected_index_is_within_one_percent_of_the_sampled_mean(rows, alph
     src = SyntheticSource(spec)
     sampled = [SampledIndex(src.batch(k, batch).sparse.values, radix) for k in range(24)]
     expected = ExpectedIndex(rows, batch * mean_bag(hotness, "random"), alpha, locality, radix)
-    for what, got, want in (("nnz", expected.nnz, np.mean([s.nnz for s in sampled])),
-                            ("unique", expected.unique, np.mean([s.unique for s in sampled])),
-                            ("e1", expected.e1, np.mean([s.groups(0, s.unique) for s in sampled]))):
-        assert got == pytest.approx(want, rel=0.01), what
+    for what, got, xs in (("nnz", expected.nnz, [s.nnz for s in sampled]),
+                          ("unique", expected.unique, [s.unique for s in sampled]),
+                          ("e1", expected.e1, [s.groups(0, s.unique) for s in sampled])):
+        assert abs(got - np.mean(xs)) <= _tolerance(xs), what
     # EcoRec's micro-batches: the groups of 4 contiguous ranges of the sorted distinct ids, summed
     cuts = lambda u: [round(u * k / 4) for k in range(5)]  # noqa: E731
-    split = np.mean([sum(s.groups(a, b) for a, b in zip(cuts(s.unique), cuts(s.unique)[1:])) for s in sampled])
+    splits = [sum(s.groups(a, b) for a, b in zip(cuts(s.unique), cuts(s.unique)[1:])) for s in sampled]
+    split = np.mean(splits)
     c = cuts(round(expected.unique))
-    assert sum(expected.groups(a, b) for a, b in zip(c, c[1:])) == pytest.approx(split, rel=0.01)
+    ranges = sum(expected.groups(a, b) for a, b in zip(c, c[1:]))
+    if expected.unique <= rows / 2:  # the edges fall anywhere in a group (index_law.py)
+        assert abs(ranges - split) <= _tolerance(splits)
+    else:  # a covered table: the edges' alignment decides, within the m - 1 = 3 groups they can split
+        assert expected.e1 - 0.01 * expected.e1 <= ranges <= expected.e1 * 1.01 + 3 and abs(ranges - split) <= 3
