@@ -76,14 +76,11 @@ class EcoRec(TTCollection):
         E1*a + U*b forward, 3*E1*a + 2*U*b backward, E1 = sum E1_i."""
         bounds = micro_batch_bounds(int(round(index.unique)), micro_batches, min_chunk)
         widest = max((hi - lo for lo, hi in bounds), default=0)
-        calls, e1 = [], 0.0
-        for lo, hi in bounds:
-            g = index.groups(lo, hi)
-            e1 += g
-            calls.append(StageCall("fwd", g, hi - lo, widest * shape.dim * 4))
-        for lo, hi in bounds:
-            calls.append(StageCall("bwd", index.groups(lo, hi), hi - lo, widest * shape.dim * 4 + index.nnz * 8))
-        return TablePlan(calls, unique=index.unique, e1=e1, micro_batches=len(bounds))
+        groups = [index.groups(lo, hi) for lo, hi in bounds]
+        calls = [StageCall("fwd", g, hi - lo, widest * shape.dim * 4) for g, (lo, hi) in zip(groups, bounds)]
+        calls += [StageCall("bwd", g, hi - lo, widest * shape.dim * 4 + index.nnz * 8)
+                  for g, (lo, hi) in zip(groups, bounds)]
+        return TablePlan(calls, unique=index.unique, e1=sum(groups), micro_batches=len(bounds))
 
     def lookup_forward(self, table: TTTable, values: Tensor, offsets: Tensor, batch_size: int, work: TTWork):
         if self.native_step:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from impls.api import TableSpec
+from impls.api import MemoryReport, TableSpec
 from impls.core.counters import TTWork
 from impls.core.stage_plan import IndexStats
 
@@ -52,34 +52,17 @@ def step_work(system: str, tables: Sequence[TableSpec], options: Mapping[str, An
     return work
 
 
-@dataclass(frozen=True)
-class MemoryModel:
-    """A step's bytes as the collection reports them (MemoryReport): parameters, optimizer state, and the
-    intermediates (the dense core-gradient buffers plus the step's peak live buffers)."""
-
-    params: float
-    optimizer_state: float
-    core_grads: float
-    peak_live: float
-
-    @property
-    def peak_intermediates(self) -> float:
-        return self.core_grads + self.peak_live
-
-    @property
-    def total(self) -> float:
-        return self.params + self.optimizer_state + self.peak_intermediates
-
-
 def memory(system: str, tables: Sequence[TableSpec], options: Mapping[str, Any], work: TTWork,
-           optimizer: str = "sgd") -> MemoryModel:
-    """The memory of a step of ``system`` whose work is ``work`` (step_work): params from the system's own
-    table_param_bytes, Adagrad's state as large as the parameters, the TT cores' gradient buffers."""
+           optimizer: str = "sgd") -> MemoryReport:
+    """The MemoryReport a step of ``system`` whose work is ``work`` (step_work) gives, said before it is built:
+    params from the system's own table_param_bytes, Adagrad's state as large as the parameters, intermediates the
+    TT cores' dense gradient buffers plus the step's peak live buffers."""
     cls = system_class(system)
     shapes = tt_shapes(system, tables, options)
-    params = float(sum(cls.table_param_bytes(tables, options)))
-    core = float(sum(s.num_params * 4 for s in shapes.values()))
-    return MemoryModel(params, params if optimizer == "adagrad" else 0.0, core, float(work.peak_intermediate_bytes))
+    params = sum(cls.table_param_bytes(tables, options))
+    core = sum(s.num_params * 4 for s in shapes.values())
+    return MemoryReport(params=params, optimizer_state=params if optimizer == "adagrad" else 0,
+                        peak_intermediates=core + work.peak_intermediate_bytes)
 
 
 @dataclass
@@ -91,7 +74,7 @@ class StepModel:
     traffic: Any
     calls: int
     tt_tables: int
-    memory: MemoryModel
+    memory: MemoryReport
 
 
 def expected_step(system: str, spec, batch_size: int, options: Mapping[str, Any],

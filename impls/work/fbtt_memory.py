@@ -13,7 +13,7 @@ from __future__ import annotations
 def fbtt_peak_bytes(shape, batch_size: int, lookups: int) -> float:
     """FBTT's peak bytes (torch.cuda.max_memory_allocated after the backward) for one table of TT shape ``shape``."""
     per_lookup = 8 * (shape.d + 1) + 4 * (shape.prefix_width + shape.dim
-                                          + sum(shape.r[k] * shape.q[k] * shape.r[k + 1] for k in range(shape.d)))
+                                          + sum(shape.core_shape(k)[1] for k in range(shape.d)))
     return 2 * 4 * shape.num_params + lookups * per_lookup + 2 * 4 * batch_size * shape.dim
 
 

@@ -13,14 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-def slice_floats(shape, k: int) -> int:
-    return shape.r[k] * shape.q[k] * shape.r[k + 1]
-
-
-def prefix_floats(shape) -> int:
-    return shape.prefix_width
-
-
 @dataclass
 class Traffic:
     """Bytes per step of one system, by component."""
@@ -35,9 +27,9 @@ class Traffic:
         return self.stage_fwd + self.stage_bwd + self.pooling + self.index
 
     def add_plan(self, plan, shape, nnz: float, dedups: bool) -> None:
-        first = sum(slice_floats(shape, k) for k in range(shape.d - 1))
-        last = slice_floats(shape, shape.d - 1)
-        w, dim = prefix_floats(shape), shape.dim
+        first = sum(shape.core_shape(k)[1] for k in range(shape.d - 1))  # a digit's slice: r_k q_k r_{k+1}
+        last = shape.core_shape(shape.d - 1)[1]
+        w, dim = shape.prefix_width, shape.dim
         for c in plan.calls:
             if c.phase == "fwd":
                 self.stage_fwd += 4 * (c.groups * (first + w) + c.items * (w + last + dim))

@@ -117,8 +117,7 @@ def modeled_table(rows: list[dict[str, Any]], root: Path) -> list[str]:
         specs = {m["label"]: m for m in r.get("modeled_spec", [])}
         for label, v in r["modeled"]:
             spec = specs.get(label, {})
-            world = re.search(r"world_size == (\d+)", spec.get("query", ""))
-            ok, err = model_error(spec.get("error"), root, r["machine"], int(world[1]) if world else None)
+            ok, err = model_error(spec.get("error"), root, r["machine"], spec.get("world_size"))
             lines.append(f"| {r['paper']}: {r['claim']} | {r['paper_value']:g} | {label} | "
                          f"{f'{v:.3g}' if ok else 'not quoted'} | {err} |")
     return lines if len(lines) > 2 else ["No modeled values."]

@@ -115,8 +115,7 @@ def check(folder: Path, name: str, kept: dict, spec: str | None, accept: bool) -
         spec = ep.value
     files = SystemCode.of(spec).hashes()
     if digest_of(files) != kept["digest"] and not accept:
-        differ = sorted(set(files) ^ set(kept["files"]) | {f for f in files if kept["files"].get(f) not in
-                                                            (None, files[f])})
+        differ = sorted(f for f in set(files) | set(kept["files"]) if files.get(f) != kept["files"].get(f))
         raise ValueError(f"the code of {name!r} that would run ({spec}) differs from the code that trained "
                          f"{folder} (kept in {folder / SYSTEM}; differing: {', '.join(differ)}): run the kept copy "
                          f"({kept_hint(folder, kept)}), or pass {ACCEPT} to load it anyway")

@@ -17,14 +17,13 @@ model whole."""
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from reproduce.harness.kept_code import sha256_file as _sha256
+from reproduce.harness.kept_code import digest_of, sha256_file as _sha256
 
 MODEL, INFO, PREPARATION, SUMS = "model.pt", "model.json", "preparation", "SHA256SUMS"
 FORMAT = 2  # 1: no SHA256SUMS, an outside system named by an absolute spec (read for our systems only)
@@ -38,14 +37,12 @@ def preparation_files(folder: Path) -> list[Path]:
 
 
 def preparation_digest(folder: Path) -> str:
-    """sha256 over the names and bytes of ``preparation_files``."""
+    """sha256 over the names and bytes of ``preparation_files`` (kept_code.digest_of)."""
     folder = Path(folder)
-    h = hashlib.sha256()
     for f in preparation_files(folder):
         if not f.is_file():
             raise ValueError(f"{f} is missing: {folder} is not a complete prepared dataset")
-        h.update(str(f.relative_to(folder)).encode() + b"\0" + _sha256(f).encode() + b"\0")
-    return h.hexdigest()
+    return digest_of({str(f.relative_to(folder)): _sha256(f) for f in preparation_files(folder)})
 
 
 @dataclass
