@@ -373,7 +373,10 @@ class EmbarkCollection(ShardedCollection):
         return merge_memory(reports)
 
     def work_report(self) -> WorkReport:
+        """The stores' counters and the DP replica's (its local lookups), and this step's bytes."""
         reports = [c.work_report() for c in self.storage]
+        if self.dp is not None:
+            reports.append(self.dp.local.work_report())
         return merge_work(reports, self.comm, self._mark)
 
 

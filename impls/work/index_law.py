@@ -30,7 +30,7 @@ from impls.data.zipf import expected_unique
 EXACT_GROUPS = 1 << 16  # ranked: groups summed one by one; beyond, geometric bins
 
 
-def _hit(mass: np.ndarray, draws: float) -> np.ndarray:
+def hit(mass: np.ndarray, draws: float) -> np.ndarray:
     """1 - (1 - mass)^draws, stable for small mass."""
     return -np.expm1(draws * np.log1p(-np.clip(mass, 0.0, 1.0 - 1e-16)))
 
@@ -51,14 +51,14 @@ def expected_groups(rows: int, draws: float, alpha: float, radix: int, locality:
     head = min(count, EXACT_GROUPS)
     edges = np.minimum(np.arange(head + 1, dtype=np.float64) * radix, rows)
     cdf = rank_cdf(rows, alpha, edges)
-    total = float(_hit(np.diff(cdf), draws).sum())
+    total = float(hit(np.diff(cdf), draws).sum())
     if count > head:
         g = np.unique(np.geomspace(head, count, 512).astype(np.int64))
         lo_rank = g[:-1] * float(radix)
         hi_rank = np.minimum(g[1:] * float(radix), rows)
         mass = np.diff(rank_cdf(rows, alpha, np.stack([lo_rank, hi_rank]).T.ravel()))[::2]
         n_groups = (g[1:] - g[:-1]).astype(np.float64)
-        total += float((n_groups * _hit(mass / n_groups, draws)).sum())
+        total += float((n_groups * hit(mass / n_groups, draws)).sum())
     return total
 
 

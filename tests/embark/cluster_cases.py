@@ -1,5 +1,5 @@
 """What each rank of the EMBark cluster tests runs: the sharded step beside the single-device dense-torch step
-on the global batch, and the closed-form byte counts of §1.4 computed independently from the batch."""
+on the global batch, and the bytes the work layer (impls/work/exchange.py) counts from the plan and the batch."""
 from __future__ import annotations
 
 import torch
@@ -41,48 +41,23 @@ def hier_plan() -> Plan:
 
 
 def expected_bytes(ctx, plan: Plan, batch, B: int, fp16: bool) -> dict[str, int]:
-    """Bytes this rank sends per phase, from §1.4's closed forms, counted directly from the batch."""
-    G, me = ctx.world_size, ctx.rank
-    e = 2 if fp16 else 4
-    locals_ = [rank_slice(batch, s, G).sparse for s in range(G)]
-    sizes = [loc.batch_size for loc in locals_]
-    mine = locals_[me]
+    """Bytes this rank sends per phase, as the work layer (impls/work/exchange.py) counts them from the plan and
+    the ranks' local batches."""
+    from impls.work.exchange import Exchange, SampledKeys, embark, rank_sizes
 
-    def keys_of(loc, s):  # the keys of a local batch that shard s holds
-        return [int(k) // s.rows for k in loc.table(s.table)[0].tolist() if int(k) % s.rows == s.row]
+    G = ctx.world_size
+    ex = Exchange(G)
+    embark(ex, TABLES, plan, rank_sizes(B, G), SampledKeys([rank_slice(batch, s, G).sparse for s in range(G)]),
+           fp16=fp16, gpus_per_node=ctx.local_world_size)
+    return ex.by_phase(ctx.rank)
 
-    out = {"embark.keys.header": 16 * (G - 1), "embark.keys": 0, "embark.fwd": 0, "embark.bwd": 0}
-    if plan.hierarchical:  # RB partial sums: intra-node reduce to the serving peer, then one message per rail
-        L, N, lr, node = ctx.local_world_size, ctx.num_nodes, ctx.local_rank, me // ctx.local_world_size
-        D = [sum(TABLES[s.table].dim // s.cols for s in plan.gpu_shards(n * L) if plan.cluster_of(s.table) == "rb")
-             for n in range(N)]
-        served = [sum(sizes[s] for s in range(q, G, L)) for q in range(L)]  # samples of sources with local rank q
-        out["embark.fwd.intra"] = e * D[node] * sum(served[q] for q in range(L) if q != lr)
-        out["embark.fwd.rail"] = e * D[node] * sum(sizes[n * L + lr] for n in range(N) if n != node)
-        out["embark.bwd.rail"] = e * sizes[me] * sum(D[n] for n in range(N) if n != node)
-        out["embark.bwd.intra"] = e * D[node] * served[lr] * (L - 1)
-    for g in range(G):
-        if g == me:
-            continue
-        for s in plan.gpu_shards(g):  # what I send owner g
-            d = TABLES[s.table].dim // s.cols
-            if plan.cluster_of(s.table) == "rb":
-                out["embark.keys"] += 8 * (sizes[me] + len(keys_of(mine, s)))  # counts per sample + keys
-                if not plan.hierarchical:
-                    out["embark.bwd"] += e * sizes[me] * d  # the gradient of my rows
-                continue
-            u = len(set(keys_of(mine, s)))
-            out["embark.keys"] += 8 * (1 + u)  # unique keys (source-side dedup)
-            out["embark.bwd"] += e * u * d  # one gradient per unique key
-        for s in plan.gpu_shards(me):  # what I answer source g
-            d = TABLES[s.table].dim // s.cols
-            if plan.cluster_of(s.table) == "rb" and plan.hierarchical:
-                continue
-            n = sizes[g] if plan.cluster_of(s.table) == "rb" else len(set(keys_of(locals_[g], s)))
-            out["embark.fwd"] += e * n * d  # RB: b_g partial sums; UB: U_g vectors
-    dp_elems = sum(TABLES[t].num_embeddings * TABLES[t].dim for t in plan.dp)
-    out["emb.dp"] = 2 * (G - 1) * 4 * dp_elems // G
-    return {k: v for k, v in out.items() if v}
+
+def modeled_lookups(ctx, plan: Plan, batch, B: int) -> list[float]:
+    """Rows every rank's stores look up, as the work layer counts them (impls/work/exchange.embark_lookups)."""
+    from impls.work.exchange import SampledKeys, embark_lookups
+
+    G = ctx.world_size
+    return embark_lookups(TABLES, plan, SampledKeys([rank_slice(batch, s, G).sparse for s in range(G)]))
 
 
 def flat_inter_node_bytes(plan: Plan, B: int, L: int) -> list[int]:
@@ -126,8 +101,10 @@ def check_embark(ctx, optim_kind: str = "sgd", fp16: bool = False, hierarchical:
         d = v - before.get((phase, _), 0)
         if d:
             sent[phase] = sent.get(phase, 0) + d
+    looked_up = coll.work_report().nnz
     dist.all_reduce(loss)
     assert abs(float(loss) - ref_loss) <= (1e-3 if fp16 else 1e-5) * max(1.0, abs(ref_loss))
+    assert looked_up == modeled_lookups(ctx, plan, batch, B)[ctx.rank], (ctx.rank, looked_up, modeled_lookups(ctx, plan, batch, B))
     for t in TABLES:
         w = coll.gather_table(t.name)
         want = ref.materialize(t.name)

@@ -85,3 +85,28 @@ def test_the_expected_index_is_within_one_percent_of_the_sampled_mean(rows, alph
         assert abs(ranges - split) <= _tolerance(splits)
     else:  # a covered table: the edges' alignment decides, within the m - 1 = 3 groups they can split
         assert expected.e1 - 0.01 * expected.e1 <= ranges <= expected.e1 * 1.01 + 3 and abs(ranges - split) <= 3
+
+
+@settings(max_examples=8, deadline=None)
+@given(rows=st.sampled_from([3_000, 50_000, 2_000_000]), alpha=st.sampled_from([0.0, 0.9, 1.05, 1.3]),
+       batch=st.sampled_from([512, 4096]), hotness=st.sampled_from([1, 5]), shards=st.sampled_from([2, 3, 8]),
+       world=st.sampled_from([2, 4]), locality=st.sampled_from(["scattered", "ranked"]))
+def test_a_row_shards_expected_keys_are_within_one_percent_of_the_sampled_mean(rows, alpha, batch, hotness, shards,
+                                                                               world, locality):
+    """EMBark's shard j of r of a table holds ids = j mod r: a source's keys there, its distinct keys, and the
+    distinct keys over the global batch (impls/work/exchange.ExpectedKeys against SampledKeys)."""
+    from impls.work.exchange import ExpectedKeys, SampledKeys
+
+    table = TableSpec("t", rows, 8, hotness=hotness)
+    src = SyntheticSource(SyntheticSpec((table,), alpha=alpha, locality=locality, bag_sizes="random", seed=2))
+    sampled = [SampledKeys(src.batch(k, batch * world).sparse.split_batch(world)) for k in range(64)]
+    lookups = [[batch * mean_bag(hotness, "random")] for _ in range(world)]
+    expected = ExpectedKeys.of_source(src, lookups)
+    for j in (0, shards - 1):
+        keys = [s.shard_keys(1, 0, shards, j) for s in sampled]
+        got = expected.shard_keys(1, 0, shards, j)
+        for k, what in enumerate(("keys", "distinct keys")):
+            xs = [x[k] for x in keys]
+            assert abs(got[k] - np.mean(xs)) <= _tolerance(xs), (what, j)
+        xs = [s.union_keys(0, shards, j) for s in sampled]
+        assert abs(expected.union_keys(0, shards, j) - np.mean(xs)) <= _tolerance(xs), ("union", j)
