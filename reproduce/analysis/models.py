@@ -83,23 +83,35 @@ def _recsys24_table(root: Path, machine: str) -> list[str]:
     return lines
 
 
-def _work_run(root: Path, machine: str) -> dict[str, Path]:
-    from reproduce.analysis.work_model import draw, write
+WORK_PARTS = ("reproduce.analysis.work_model", "reproduce.analysis.work_scale")  # each: write, draw, table
 
-    paths = write(root / "results" / "work_model")
-    return {**paths, **{p.name: p for p in draw(root / "results" / "work_model", root / "figures" / "work_model")}}
+
+def _work_parts():
+    import importlib
+
+    return [importlib.import_module(m) for m in WORK_PARTS]
+
+
+def _work_run(root: Path, machine: str) -> dict[str, Path]:
+    out, figures = root / "results" / "work_model", root / "figures" / "work_model"
+    paths: dict[str, Path] = {}
+    for part in _work_parts():
+        paths.update(part.write(out))
+        paths.update({p.name: p for p in part.draw(out, figures)})
+    return paths
 
 
 def _work_redraw(root: Path, machine: str) -> list[Path]:
-    from reproduce.analysis.work_model import draw
-
-    return draw(root / "results" / "work_model", root / "figures" / "work_model")
+    return [p for part in _work_parts() for p in part.draw(root / "results" / "work_model", root / "figures" / "work_model")]
 
 
 def _work_table(root: Path, machine: str) -> list[str]:
-    from reproduce.analysis.work_model import table
-
-    return table(Path(root) / "results" / "work_model")
+    lines: list[str] = []
+    for part in _work_parts():
+        block = part.table(Path(root) / "results" / "work_model")
+        if block:
+            lines += ([""] if lines else []) + block
+    return lines
 
 
 MODELS = {

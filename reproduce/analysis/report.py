@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from reproduce.analysis.at_scale import at_scale
 from reproduce.analysis.claims import BAND, evaluate_claim, repeats_of, spread
 from reproduce.analysis.resolving import control
 from reproduce.analysis.freshness import RECORD_SETS, REFERENCE_SETS, SetState, set_state
@@ -68,20 +69,21 @@ def claim_rows(doc: dict, root: Path, machines: list[str] | None, states: States
         for m in machines or [pick_machine(exp_dir, root / "results")]:
             st = states(c["experiment"], m) if c.get("experiment") else None
             rows.append({**evaluate_claim(c, root, m, None if st is None or st.missing else st),
-                         "modeled_spec": c.get("modeled", [])})
+                         "modeled_spec": c.get("modeled", []), "at_scale": at_scale(c, root)})
     return rows
 
 
 def verdict_table(rows: list[dict[str, Any]], with_machine: bool = True) -> list[str]:
     head = ["paper", "claim", "paper value", "ours [interval]", "interval", "as", "groups: n: min / median / max",
-            "rounds per point"] + (["machine"] if with_machine else []) + ["measured at", "verdict"]
+            "rounds per point"] + (["machine"] if with_machine else []) + ["measured at", "verdict",
+                                                                           "modelled at the paper's scale"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         verdict = r["verdict"] + (f": {r['why']}" if r["why"] else "") + (f" (noise: {r['noise']})" if r["noise"]
                                                                           else "")
         cells = [r["paper"], r["claim"], f"{r['paper_value']:g}", _value(r), r["interval"] or "–", r["aggregate"],
                  spread(r["groups"]), "–" if r["runs"] is None else str(r["runs"])] + (
-                     [r["machine"]] if with_machine else []) + [r["set"] or "–", verdict]
+                     [r["machine"]] if with_machine else []) + [r["set"] or "–", verdict, r.get("at_scale", "–")]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
