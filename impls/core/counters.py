@@ -21,6 +21,7 @@ class TTWork:
     gemms: dict[str, int] = field(default_factory=lambda: {"fwd": 0, "bwd": 0})
     flops: dict[str, int] = field(default_factory=lambda: {"fwd": 0, "bwd": 0})
     stage_gemms: dict[str, int] = field(default_factory=dict)  # e.g. "fwd.stage1" -> count
+    stage_flops: dict[str, int] = field(default_factory=dict)  # the same keys -> FLOPs (the work model's time)
     peak_intermediate_bytes: int = 0
 
     def add(self, phase: str, stage: str, gemms: int, flops: int) -> None:
@@ -28,6 +29,7 @@ class TTWork:
         self.flops[phase] += flops
         key = f"{phase}.{stage}"
         self.stage_gemms[key] = self.stage_gemms.get(key, 0) + gemms
+        self.stage_flops[key] = self.stage_flops.get(key, 0) + flops
 
     def live(self, *buffers: Tensor | None) -> None:
         """Record the bytes of the intermediate buffers alive together at this point of a schedule."""

@@ -9,6 +9,7 @@ the expectation); every table is looked up ``nnz`` times (dense ones too: the wo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable, Mapping, Sequence
 
 from impls.api import MemoryReport, TableSpec
@@ -75,6 +76,26 @@ class StepModel:
     calls: int
     tt_tables: int
     memory: MemoryReport
+
+
+@lru_cache(maxsize=None)
+def _table_step(system: str, spec, index: int, batch_size: int, options: tuple, optimizer: str) -> "StepModel":
+    import dataclasses
+
+    return expected_step(system, dataclasses.replace(spec, tables=(spec.tables[index],)), batch_size, dict(options),
+                         optimizer)
+
+
+def table_step(system: str, spec, index: int, batch_size: int, options: Mapping[str, Any],
+               optimizer: str = "sgd") -> "StepModel":
+    """The expected step of table ``index`` of ``spec`` alone (a step's work adds over its tables), cached: a
+    workload's tables repeat (its strata, its groups), and a world of ranks asks for each table once per rank."""
+    return _table_step(system, spec, index, batch_size, tuple(sorted((k, _frozen(v)) for k, v in options.items())),
+                       optimizer)
+
+
+def _frozen(v):
+    return tuple(v) if isinstance(v, list) else v
 
 
 def expected_step(system: str, spec, batch_size: int, options: Mapping[str, Any],

@@ -83,7 +83,10 @@ def _recsys24_table(root: Path, machine: str) -> list[str]:
     return lines
 
 
-WORK_PARTS = ("reproduce.analysis.work_model", "reproduce.analysis.work_scale")  # each: write, draw, table
+# each: write(out, root, machine), draw(out, figures, machine), table(out, machine); the GPU validation and the
+# scale counts are machine-independent, the memory (and time) validations against a machine's committed sets are not
+WORK_PARTS = ("reproduce.analysis.work_model", "reproduce.analysis.work_scale", "reproduce.analysis.work_memory",
+              "reproduce.analysis.work_cpu")
 
 
 def _work_parts():
@@ -96,19 +99,20 @@ def _work_run(root: Path, machine: str) -> dict[str, Path]:
     out, figures = root / "results" / "work_model", root / "figures" / "work_model"
     paths: dict[str, Path] = {}
     for part in _work_parts():
-        paths.update(part.write(out))
-        paths.update({p.name: p for p in part.draw(out, figures)})
+        paths.update(part.write(out, root, machine))
+        paths.update({p.name: p for p in part.draw(out, figures, machine)})
     return paths
 
 
 def _work_redraw(root: Path, machine: str) -> list[Path]:
-    return [p for part in _work_parts() for p in part.draw(root / "results" / "work_model", root / "figures" / "work_model")]
+    return [p for part in _work_parts()
+            for p in part.draw(root / "results" / "work_model", root / "figures" / "work_model", machine)]
 
 
 def _work_table(root: Path, machine: str) -> list[str]:
     lines: list[str] = []
     for part in _work_parts():
-        block = part.table(Path(root) / "results" / "work_model")
+        block = part.table(Path(root) / "results" / "work_model", machine)
         if block:
             lines += ([""] if lines else []) + block
     return lines

@@ -108,7 +108,7 @@ def verdict(points: pd.DataFrame, ratios: pd.DataFrame, memory: pd.DataFrame) ->
             "memory_worst": float(memory["error"].abs().max())}
 
 
-def write(out: Path) -> dict[str, Path]:
+def write(out: Path, root: Path | None = None, machine: str | None = None) -> dict[str, Path]:
     """Validate and write the tables (CSV) and the constants with their calibration subset (JSON) into ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     points, ratios, constants = fig11_validation()
@@ -124,7 +124,7 @@ def write(out: Path) -> dict[str, Path]:
     return paths
 
 
-def draw(out: Path, figures: Path) -> list[Path]:
+def draw(out: Path, figures: Path, machine: str | None = None) -> list[Path]:
     """Predicted against published ms, every point of Figure 11 (calibration and validation marked)."""
     import matplotlib
 
@@ -156,7 +156,7 @@ def draw(out: Path, figures: Path) -> list[Path]:
     return paths
 
 
-def table(out: Path) -> list[str]:
+def table(out: Path, machine: str | None = None) -> list[str]:
     """The report block: every Figure 11 point and ratio with its error, Table 1's memory, the verdicts."""
     if not (out / "fit.json").exists():
         return []

@@ -13,9 +13,7 @@ id-law expectations within 1 %, the peak-memory model within 0.2 % of the artifa
 drawn: the time model missed its GPU target (work_model.py), so no modeled GPU time or speedup is quoted."""
 from __future__ import annotations
 
-import dataclasses
 import time
-from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
@@ -34,14 +32,6 @@ def workload():
     return get_preset(WORKLOAD["preset"], dim=WORKLOAD["dim"])
 
 
-@lru_cache(maxsize=None)
-def _table_step(system: str, spec, index: int, batch: int):
-    """The expected step of one table (its work is additive over tables; cached: the preset's strata repeat)."""
-    from impls.work.counts import expected_step
-
-    return expected_step(system, dataclasses.replace(spec, tables=(spec.tables[index],)), batch, OPTIONS)
-
-
 def _key(spec, t: int) -> tuple:
     tb = spec.tables[t]
     return tb.num_embeddings, tb.dim, tb.hotness
@@ -49,7 +39,7 @@ def _key(spec, t: int) -> tuple:
 
 def rank_steps(system: str, spec, world: int, owned) -> list[dict]:
     """Every rank's summed work and memory: owners over the global batch, a replica (owned None) over its local one."""
-    from impls.work.counts import memory
+    from impls.work.counts import memory, table_step
 
     tables = list(spec.tables)
     rep = {}  # one representative table index per distinct (rows, dim, hotness): the cache's key
@@ -62,7 +52,7 @@ def rank_steps(system: str, spec, world: int, owned) -> list[dict]:
         flops = stage = look = uniq = nnz = 0.0
         peak_inter = 0.0
         for t in g:
-            st = _table_step(system, spec, rep[_key(spec, t)], batch)
+            st = table_step(system, spec, rep[_key(spec, t)], batch, OPTIONS)
             w = st.work
             flops += w.flops["fwd"] + w.flops["bwd"]
             stage += st.traffic.stage_fwd + st.traffic.stage_bwd
@@ -132,8 +122,10 @@ def scale_rows() -> pd.DataFrame:
 def whole_model_seconds() -> float:
     """Seconds the whole model takes for 128 GPUs and 510 tables (EMBark's T510 workload): the three TT systems'
     counts and exchanges, and EMBark's plan with its exchange and lookups (issue 74's budget: under 10 s)."""
+    from impls.work import counts
+
     t0 = time.perf_counter()
-    _table_step.cache_clear()
+    counts._table_step.cache_clear()
     from impls.data.presets import get_preset
 
     world_counts(get_preset("embark-t510"), 128)
@@ -160,7 +152,7 @@ def ratios(points: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def write(out: Path) -> dict[str, Path]:
+def write(out: Path, root: Path | None = None, machine: str | None = None) -> dict[str, Path]:
     """The scale points, their ratios and EMBark's plans (CSV), and the whole model's run time (JSON)."""
     import json
 
@@ -177,7 +169,7 @@ def write(out: Path) -> dict[str, Path]:
     return paths
 
 
-def draw(out: Path, figures: Path) -> list[Path]:
+def draw(out: Path, figures: Path, machine: str | None = None) -> list[Path]:
     """Per GPU at 8-128 GPUs: the busiest rank's peak memory (against the devices' 80 GB), its FLOPs and the bytes it
     sends per step, each system; modeled counts, no time."""
     import matplotlib
@@ -210,7 +202,7 @@ def draw(out: Path, figures: Path) -> list[Path]:
     return paths
 
 
-def table(out: Path) -> list[str]:
+def table(out: Path, machine: str | None = None) -> list[str]:
     if not (out / "scale_ratios.csv").exists():
         return []
     r = pd.read_csv(out / "scale_ratios.csv")
