@@ -220,15 +220,9 @@ def draw(out: Path, figures: Path, machine: str | None = None) -> list[Path]:
            title=f"work model on CPU, nothing fitted; band ±{WORST_TARGET:.0%}")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    figures = figures / machine
-    figures.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for ext in ("png", "pdf"):
-        f = figures / f"cpu_validation.{ext}"
-        fig.savefig(f, dpi=130)
-        paths.append(f)
-    plt.close(fig)
-    return paths
+    from reproduce.analysis.plots.style import save
+
+    return save(fig, figures / machine, "cpu_validation")
 
 
 def table(out: Path, machine: str) -> list[str]:

@@ -132,7 +132,6 @@ def draw(out: Path, figures: Path, machine: str | None = None) -> list[Path]:
     import matplotlib.pyplot as plt
 
     points = pd.read_csv(out / "fig11_points.csv")
-    figures.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(5.2, 4.4))
     for (s, g), color in zip(points.groupby("system"), ("C0", "C1", "C2")):
         for use, marker in (("calibration", "o"), ("validation", "^")):
@@ -147,13 +146,9 @@ def draw(out: Path, figures: Path, machine: str | None = None) -> list[Path]:
            ylabel="modeled ms", title=f"work model: fitted on batch <= {CALIBRATION_MAX}, band ±{TIME_TARGET:.0%}")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    paths = []
-    for ext in ("png", "pdf"):
-        p = figures / f"fig11_validation.{ext}"
-        fig.savefig(p, dpi=130)
-        paths.append(p)
-    plt.close(fig)
-    return paths
+    from reproduce.analysis.plots.style import save
+
+    return save(fig, figures, "fig11_validation")
 
 
 def table(out: Path, machine: str | None = None) -> list[str]:

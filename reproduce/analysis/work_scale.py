@@ -192,14 +192,9 @@ def draw(out: Path, figures: Path, machine: str | None = None) -> list[Path]:
     fig.suptitle(f"work model, modeled counts at scale ({WORKLOAD['preset']} preset, D = {WORKLOAD['dim']}, TT rank 32)"
                  f"; no time: the GPU time model is not validated", fontsize=9)
     fig.tight_layout()
-    figures.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for ext in ("png", "pdf"):
-        path = figures / f"scale_work.{ext}"
-        fig.savefig(path, dpi=130)
-        paths.append(path)
-    plt.close(fig)
-    return paths
+    from reproduce.analysis.plots.style import save
+
+    return save(fig, figures, "scale_work")
 
 
 def table(out: Path, machine: str | None = None) -> list[str]:
