@@ -15,8 +15,12 @@ lookup (forward, and backward with its update) of its storage. The exchange cost
 profile's line for its world size (its fixed cost plus its bytes), the AlltoAlls of EcoRec's table-group pipeline
 but the first group's overlapped with compute.
 
-Limits: no per-call dispatch cost is measured (a schedule of many small stage calls is underestimated), the kernels'
-rates are those of one table shape (the SC24 Table-1 table), and a table's work is its expectation under the id law."""
+A system's cost apart from its work (per step and per table: its calls, sorts, allocations and Python) is given by
+the caller: reproduce/analysis/work_cpu.py measures it on tiny tables and adds it to these components.
+
+Limits: no term for a dense table's random row access beyond the cache or its sparse update, none for ranks that
+share cores, the kernels' rates are those of one table shape (the SC24 Table-1 table), and a table's work is its
+expectation under the id law."""
 from __future__ import annotations
 
 import json

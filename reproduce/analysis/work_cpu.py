@@ -45,14 +45,18 @@ def dispatch(root: Path, machine: str) -> dict[str, dict[str, float]]:
     if not path.exists():
         raise ValueError(f"the CPU time model needs {path}: run `dlrmbench sweep reproduce/experiments/"
                          f"{DISPATCH_SET}.toml` on {machine}")
-    d = pd.read_csv(path)
-    d = d[d["status"] == "ok"].set_index(["impl", "data"])
+    d = _measured(pd.read_csv(path)).set_index(["impl", "data"])
     out = {}
     for impl in sorted({i for i, _ in d.index}):
         one, many = d.loc[(impl, "sc24-f4"), "total_ms"] / 1e3, d.loc[(impl, "criteo-kaggle"), "total_ms"] / 1e3
         per_table = max(0.0, (many - one) / 25)
         out[impl] = {"per_step_s": max(0.0, one - per_table), "per_table_s": per_table}
     return out
+
+
+def _measured(d: pd.DataFrame) -> pd.DataFrame:
+    """A set's finished points, less the A/A control's twin (a repeat of its original: the set's noise floor)."""
+    return d[(d["status"] == "ok") & (d.get("twin", 0) == 0)]
 
 
 def _record(root: Path, name: str, machine: str, point_id: str) -> dict:
@@ -157,8 +161,7 @@ def validate(root: Path, machine: str) -> tuple[pd.DataFrame, pd.DataFrame]:
         path = root / "results" / name / machine / "summary.csv"
         if not path.exists():
             continue
-        d = pd.read_csv(path)
-        d = d[d["status"] == "ok"]
+        d = _measured(pd.read_csv(path))
         for _, row in d.iterrows():
             base = {"set": name, "point_id": row["point_id"], "impl": row["impl"], "label": row["label"],
                     "data": row["data"], "batch_size": int(row["batch_size"]), "world_size": int(row["world_size"]),

@@ -9,7 +9,8 @@ lookups and distinct ids (an owner serves its tables over the global batch; a re
 parameter, optimizer and intermediate bytes and their sum (the peak), and the bytes it sends and receives per step
 (impls/work/exchange.py); the busiest rank of each. The device profiles (A100 / H100, 80 GB) say whether a rank's
 peak fits. These are counts, with the error the count was validated to: exact on sampled batches (tests/work), the
-id-law expectations within 1 %, the peak-memory model within 0.2 % of the artifact's Table 1. Step time is not
+id-law expectations within 1 %; the peak bytes are the counted ones (the CPU peak-RSS model built on them:
+work_memory.py). Step time is not
 drawn: the time model missed its GPU target (work_model.py), so no modeled GPU time or speedup is quoted."""
 from __future__ import annotations
 

@@ -99,3 +99,17 @@ def test_a_time_at_the_papers_scale_is_quoted_only_when_the_gpu_model_met_its_ta
     assert at_scale.at_scale({"id": "y"}, tmp_path) == "–"
     with pytest.raises(ValueError, match="unknown at_scale kind"):
         at_scale.at_scale({"id": "z", "at_scale": {"kind": "guess"}}, tmp_path)
+
+
+def test_the_memory_claim_at_scale_cites_the_memory_model_of_our_own_systems(tmp_path):
+    out = tmp_path / "results" / "work_model"
+    (out / "m1").mkdir(parents=True)
+    (tmp_path / "results" / "REFERENCE_MACHINE").write_text("m1\n")
+    (out / "fit.json").write_text(json.dumps({"verdict": {"memory_worst": 0.002}}))
+    pd.DataFrame([{"world_size": 32, "ecorec_memory_saving_vs_elrec": 0.5}]).to_csv(out / "scale_ratios.csv")
+    claim = {"id": "m", "at_scale": {"kind": "memory", "world_size": 32, "column": "ecorec_memory_saving_vs_elrec",
+                                     "workload": "w"}}
+    assert "not validated" in at_scale.at_scale(claim, tmp_path)
+    (out / "m1" / "memory_fit.json").write_text(json.dumps({"worst": 0.091, "target": 0.05, "within": False}))
+    text = at_scale.at_scale(claim, tmp_path)
+    assert text.startswith("50.0% at 32 GPUs on w") and "9.1%" in text and "not met" in text and "0.2%" not in text
