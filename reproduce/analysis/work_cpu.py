@@ -56,7 +56,9 @@ def dispatch(root: Path, machine: str) -> dict[str, dict[str, float]]:
 
 def _measured(d: pd.DataFrame) -> pd.DataFrame:
     """A set's finished points, less the A/A control's twin (a repeat of its original: the set's noise floor)."""
-    return d[(d["status"] == "ok") & (d.get("twin", 0) == 0)]
+    from reproduce.analysis.aggregate import without_twins
+
+    return without_twins(d[d["status"] == "ok"])
 
 
 def _record(root: Path, name: str, machine: str, point_id: str) -> dict:

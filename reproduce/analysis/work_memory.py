@@ -32,7 +32,9 @@ def _terms(d: pd.DataFrame) -> np.ndarray:
 
 def _ok(d: pd.DataFrame) -> pd.DataFrame:
     """The measured points, less the A/A control's twin (it repeats its original; it is the set's noise floor)."""
-    return d[(d["status"] == "ok") & d["peak_rss_delta_bytes"].notna() & (d.get("twin", 0) == 0)]
+    from reproduce.analysis.aggregate import without_twins
+
+    return without_twins(d[(d["status"] == "ok") & d["peak_rss_delta_bytes"].notna()])
 
 
 def fit(root: Path, machine: str) -> dict[str, dict[str, float]]:
