@@ -237,6 +237,19 @@ class EmbeddingOptim:
         state.addcmul_(grad, grad)
         weight.addcdiv_(grad, state.sqrt().add_(self.eps), value=-self.lr)
 
+    def apply_dense_all(self, weights: list[Tensor], states: list, grads: list[Tensor]) -> None:
+        """apply_dense over many parameters at once (torch's multi-tensor ops: the same arithmetic, element by
+        element, as apply_dense's)."""
+        if not weights:
+            return
+        if self.kind == "sgd":
+            torch._foreach_add_(weights, grads, alpha=-self.lr)
+            return
+        torch._foreach_addcmul_(states, grads, grads)
+        denom = torch._foreach_sqrt(states)
+        torch._foreach_add_(denom, self.eps)
+        torch._foreach_addcdiv_(weights, grads, denom, value=-self.lr)
+
 
 @dataclass
 class MemoryReport:

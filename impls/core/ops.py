@@ -314,6 +314,11 @@ def ecorec_forward(cores: Sequence[Tensor], shape, values: Tensor, offsets: Tens
     q, r = _tt_args(shape)
     out, unique, co, occ_bags, bounds, groups = torch.ops.dlrmbench.ecorec_forward(
         list(cores), q, r, values, offsets, int(batch_size), int(micro_batches), int(min_chunk), _num_rows(shape))
+    return out, _ecorec_saved(shape, unique, co, occ_bags, bounds, groups, work)
+
+
+def _ecorec_saved(shape, unique, co, occ_bags, bounds, groups, work) -> EcoRecSaved:
+    """One table's EcoRecSaved from what its forward returned, its work counted into ``work``."""
     cb = bounds.tolist()
     chunks = [(hi - lo, g) for lo, hi, g in zip(cb, cb[1:], groups.tolist())]
     if work is not None:
@@ -324,7 +329,28 @@ def ecorec_forward(cores: Sequence[Tensor], shape, values: Tensor, offsets: Tens
             work.e1 += g
             count_stages(work, shape, g, n)
         work.live_bytes(widest * shape.dim * 4)  # the one chunk-sized row buffer
-    return out, EcoRecSaved(unique, co, occ_bags, bounds, chunks)
+    return EcoRecSaved(unique, co, occ_bags, bounds, chunks)
+
+
+def _tables_args(tables) -> tuple[list[Tensor], list[int], list[int], list[int], list[int]]:
+    """cores, cores_per_table, q, r, num_rows of (cores, shape) per table, laid out as the *_tables ops take them."""
+    cores = [c for cs, _ in tables for c in cs]
+    return (cores, [s.d for _, s in tables], [x for _, s in tables for x in s.q], [x for _, s in tables for x in s.r],
+            [_num_rows(s) for _, s in tables])
+
+
+def ecorec_tables_forward(tables, values: Tensor, offsets: Tensor, table_ids: Sequence[int], batch_size: int,
+                          micro_batches: int, min_chunk: int, work=None) -> tuple[list[Tensor], list[EcoRecSaved]]:
+    """ecorec_forward for every TT table of a batch in one native call: ``tables`` (cores, shape) per TT table,
+    TT table k reading the batch's table ``table_ids[k]`` of the table-major ``values`` / ``offsets`` [T*B+1]
+    (SparseFeatures' layout). Each table's sum-pooled [B, D_k] and what ecorec_tables_backward needs."""
+    require_kernel("ecorec_tables_forward", values.device)
+    cores, per, q, r, rows = _tables_args(tables)
+    outs, unique, co, occ_bags, bounds, groups = torch.ops.dlrmbench.ecorec_tables_forward(
+        cores, per, q, r, values, offsets, [int(t) for t in table_ids], int(batch_size), int(micro_batches),
+        int(min_chunk), rows)
+    saved = [_ecorec_saved(s, *parts, work) for (_, s), *parts in zip(tables, unique, co, occ_bags, bounds, groups)]
+    return list(outs), saved
 
 
 def ecorec_backward(cores: Sequence[Tensor], shape, saved: EcoRecSaved, grad: Tensor, grad_cores: Sequence[Tensor],
@@ -335,11 +361,31 @@ def ecorec_backward(cores: Sequence[Tensor], shape, saved: EcoRecSaved, grad: Te
     torch.ops.dlrmbench.ecorec_backward(list(cores), q, r, saved.unique, saved.count_offsets, saved.occ_bags,
                                         saved.chunk_bounds, grad, list(grad_cores), _num_rows(shape))
     if work is not None:
-        widest = max((n for n, _ in saved.chunks), default=0)
-        for n, g in saved.chunks:
-            count_stages_backward(work, shape, g, n)
-        # the chunk's gradient rows beside the occurrences' bags
-        work.live_bytes(widest * shape.dim * 4 + saved.occ_bags.numel() * saved.occ_bags.element_size())
+        _count_ecorec_backward(work, shape, saved)
+
+
+def _count_ecorec_backward(work, shape, saved: EcoRecSaved) -> None:
+    widest = max((n for n, _ in saved.chunks), default=0)
+    for n, g in saved.chunks:
+        count_stages_backward(work, shape, g, n)
+    # the chunk's gradient rows beside the occurrences' bags
+    work.live_bytes(widest * shape.dim * 4 + saved.occ_bags.numel() * saved.occ_bags.element_size())
+
+
+def ecorec_tables_backward(tables, saved: Sequence[EcoRecSaved], grads: Sequence[Tensor],
+                           grad_cores: Sequence[Sequence[Tensor]], work=None) -> None:
+    """Backward of ecorec_tables_forward in one native call: adds into every table's d core gradients
+    (``grad_cores``: the gradient buffers of each table's cores)."""
+    if not tables:
+        return
+    require_kernel("ecorec_tables_backward", grads[0].device)
+    cores, per, q, r, rows = _tables_args(tables)
+    torch.ops.dlrmbench.ecorec_tables_backward(
+        cores, per, q, r, [x.unique for x in saved], [x.count_offsets for x in saved], [x.occ_bags for x in saved],
+        [x.chunk_bounds for x in saved], list(grads), [g for gs in grad_cores for g in gs], rows)
+    if work is not None:
+        for (_, shape), x in zip(tables, saved):
+            _count_ecorec_backward(work, shape, x)
 
 
 def gather_pool(src: Tensor, index: Tensor, segment_offsets: Tensor, out: Tensor, check_indices: bool = True) -> None:
@@ -429,6 +475,26 @@ def _ecorec_forward_fake(cores, q, r, values, offsets, batch_size, micro_batches
 
 @torch.library.register_fake(f"{_LIB}::ecorec_backward")
 def _ecorec_backward_fake(cores, q, r, unique, count_offsets, occ_bags, chunk_bounds, grad, grad_cores, num_rows=-1):
+    return None
+
+
+@torch.library.register_fake(f"{_LIB}::ecorec_tables_forward")
+def _ecorec_tables_forward_fake(cores, cores_per_table, q, r, values, offsets, tables, batch_size, micro_batches,
+                                min_chunk, num_rows):
+    ctx, parts, at = torch.library.get_ctx(), [[] for _ in range(6)], 0
+    for d in cores_per_table:
+        u, m, nnz = ctx.new_dynamic_size(), ctx.new_dynamic_size(), ctx.new_dynamic_size()
+        made = (cores[0].new_empty(batch_size, math.prod(q[at:at + d])), values.new_empty(u), values.new_empty(u + 1),
+                values.new_empty(nnz), values.new_empty(m + 1), values.new_empty(m))
+        for part, x in zip(parts, made):
+            part.append(x)
+        at += d
+    return tuple(parts)
+
+
+@torch.library.register_fake(f"{_LIB}::ecorec_tables_backward")
+def _ecorec_tables_backward_fake(cores, cores_per_table, q, r, unique, count_offsets, occ_bags, chunk_bounds, grads,
+                                 grad_cores, num_rows):
     return None
 
 

@@ -74,36 +74,29 @@ class TTTable(nn.Module):
 
 
 class TTStep(torch.autograd.Function):
-    """Every TT table's pooled lookup of one step, as one autograd node: forward runs the system's schedule for each
-    table in turn, backward walks each table's back into its core gradients (and, fused, updates its cores), so a
-    step has one forward and one backward call however many TT tables it has. ``lookups``: (table index, values,
-    offsets) per TT table in the step; ``cores``: every core of those tables, in that order (autograd's inputs)."""
+    """Every TT table's pooled lookup of one step, as one autograd node: forward runs the system's schedule over every
+    table (TTCollection.step_forward), backward walks them back into their core gradients (step_backward) and, fused,
+    updates every table's cores at once, so a step has one forward and one backward call however many TT tables it
+    has. ``lookups``: (table index, values, offsets) per TT table in the step; ``features``: the step's batch, whose
+    tables they are; ``cores``: every core of those tables, in that order (autograd's inputs)."""
 
     @staticmethod
-    def forward(ctx, coll, lookups, batch_size, *cores):
-        outs, saved = [], []
-        for index, values, offsets in lookups:
-            out, s = coll.lookup_forward(coll.tt[str(index)], values, offsets, batch_size, coll._step_work)
-            outs.append(out)
-            saved.append(s)
+    def forward(ctx, coll, lookups, batch_size, features, *cores):
+        outs, saved = coll.step_forward(lookups, batch_size, features, coll._step_work)
         ctx.coll, ctx.indices, ctx.saved = coll, [index for index, _, _ in lookups], saved
         return tuple(outs)
 
     @staticmethod
     def backward(ctx, *grad_outs):
-        coll, core_grads = ctx.coll, []
-        for index, saved, grad_out in zip(ctx.indices, ctx.saved, grad_outs):
-            table = coll.tt[str(index)]
-            for g in table.grads:
-                g.zero_()
-            coll.lookup_backward(table, saved, grad_out.contiguous(), coll._step_work)
-            if coll.fused:
-                coll.apply_update(table)
-                core_grads += [None] * table.shape.d
-            else:
-                core_grads += [g.clone() for g in table.grads]
+        coll = ctx.coll
+        tables = [coll.tt[str(index)] for index in ctx.indices]
+        torch._foreach_zero_([g for t in tables for g in t.grads])
+        coll.step_backward(tables, ctx.saved, [g.contiguous() for g in grad_outs], coll._step_work)
         ctx.saved = None
-        return (None, None, None, *core_grads)
+        if coll.fused:
+            coll.apply_updates(tables)
+            return (None, None, None, None, *[None] * sum(t.shape.d for t in tables))
+        return (None, None, None, None, *[g.clone() for t in tables for g in t.grads])
 
 
 class TTCollection(EmbeddingCollection):
@@ -296,18 +289,37 @@ class TTCollection(EmbeddingCollection):
     def lookup_backward(self, table: TTTable, saved: Any, grad: Tensor, work: TTWork) -> None:
         """Add the core gradients of one TT table into ``table.grads``."""
 
+    def step_forward(self, lookups: Sequence[tuple[int, Tensor, Tensor]], batch_size: int, features: SparseFeatures,
+                     work: TTWork) -> tuple[list[Tensor], list[Any]]:
+        """Sum-pooled [B, D] of every TT table of ``lookups`` and what step_backward needs: by default
+        lookup_forward table by table; a system with a native step over all its tables overrides it."""
+        outs, saved = [], []
+        for index, values, offsets in lookups:
+            out, s = self.lookup_forward(self.tt[str(index)], values, offsets, batch_size, work)
+            outs.append(out)
+            saved.append(s)
+        return outs, saved
+
+    def step_backward(self, tables: Sequence[TTTable], saved: Sequence[Any], grads: Sequence[Tensor],
+                      work: TTWork) -> None:
+        """Every table's core gradients into its ``grads`` (zeroed): by default lookup_backward table by table."""
+        for table, s, grad in zip(tables, saved, grads):
+            self.lookup_backward(table, s, grad, work)
+
     def tt_route(self, index: int, values: Tensor, offsets: Tensor, batch_size: int
                  ) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
         """What of TT table ``index``'s lookup goes through its cores: (values, offsets) for the step's TT call, or
         None for both when nothing does, and a pooled [B, D] served elsewhere (e.g. a cache) to add, or None."""
         return values, offsets, None
 
-    def tt_step(self, lookups: Sequence[tuple[int, Tensor, Tensor]], batch_size: int) -> list[Tensor]:
-        """Sum-pooled [B, D] of every TT table of ``lookups`` ((index, values, offsets) each), in one TTStep."""
+    def tt_step(self, lookups: Sequence[tuple[int, Tensor, Tensor]], batch_size: int,
+                features: SparseFeatures) -> list[Tensor]:
+        """Sum-pooled [B, D] of every TT table of ``lookups`` ((index, values, offsets) each, tables of
+        ``features``), in one TTStep."""
         if not lookups:
             return []
         cores = [c for index, _, _ in lookups for c in self.tt[str(index)].cores]
-        return list(TTStep.apply(self, tuple(lookups), batch_size, *cores))
+        return list(TTStep.apply(self, tuple(lookups), batch_size, features, *cores))
 
     def dense_lookup(self, index: int, values: Tensor, offsets: Tensor, pooling: str) -> Tensor:
         """Pooled [B, D] of uncompressed table ``index`` (sparse gradient into the table)."""
@@ -332,7 +344,7 @@ class TTCollection(EmbeddingCollection):
                 outs.append(None)
             else:
                 outs.append(self.dense_lookup(i, values, offsets, spec.pooling))
-        through_cores = dict(zip(on_cores, self.tt_step(lookups, B)))
+        through_cores = dict(zip(on_cores, self.tt_step(lookups, B, features)))
         for i, (elsewhere, offsets) in served.items():
             parts = [p for p in (elsewhere, through_cores.get(i)) if p is not None]
             out = parts[0] if len(parts) == 1 else parts[0] + parts[1]
@@ -357,8 +369,18 @@ class TTCollection(EmbeddingCollection):
 
     @torch.no_grad()
     def apply_update(self, table: TTTable) -> None:
-        for k, core in enumerate(table.cores):
-            table.optim.apply_dense(core.data, table.state[k], table.grads[k])
+        self.apply_updates([table])
+
+    @torch.no_grad()
+    def apply_updates(self, tables: Sequence[TTTable]) -> None:
+        """Every core of ``tables`` stepped from its gradient buffer: one multi-tensor update per optimizer
+        (tables whose cores share a rate share one)."""
+        by_optim: dict[EmbeddingOptim, list[TTTable]] = {}
+        for t in tables:
+            by_optim.setdefault(t.optim, []).append(t)
+        for optim, group in by_optim.items():
+            optim.apply_dense_all([c.data for t in group for c in t.cores], [s for t in group for s in t.state],
+                                  [g for t in group for g in t.grads])
 
     @torch.no_grad()
     def optimizer_step(self) -> None:

@@ -29,9 +29,10 @@ def registered_compositions() -> set[str]:
     return names
 
 
-# ecorec_forward / ecorec_backward: tests/core/test_ecorec_step.py (test_composition_equals_the_cpu_kernels)
+# ecorec_forward / ecorec_backward: tests/core/test_ecorec_step.py (test_composition_equals_the_cpu_kernels);
+# ecorec_tables_forward / ecorec_tables_backward: tests/core/test_ecorec_tables.py (the same test's name)
 TESTED = {"route_keys", "transpose_segments", "jagged_unique", "tt_stages", "tt_stages_backward", "ecorec_forward",
-          "ecorec_backward"}
+          "ecorec_backward", "ecorec_tables_forward", "ecorec_tables_backward"}
 
 
 def test_every_composition_has_a_cpu_twin_and_a_test_here():

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from impls.core import ops  # noqa: F401  (loads the library)
 from impls.core import tt
 from tests.core import test_route_keys as route_cases
+from tests.core import test_ecorec_tables as ecorec_tables
 from tests.core.test_ecorec_step import cores_of, step_cases
 from tests.core import test_transpose_segments as segment_cases
 from tests.core.test_tt_ops import make, tt_cases
@@ -47,7 +48,8 @@ def jagged_args(draw_case):
 
 SAMPLED = {"bounds_check", "jagged_unique", "tt_prefix", "tt_last", "tt_last_backward", "tt_prefix_backward",
            "tt_stages", "tt_stages_backward", "raise_index_error", "gather_pool", "scatter_add_rows", "route_keys",
-           "transpose_segments", "counter_uniform", "ecorec_forward", "ecorec_backward"}
+           "transpose_segments", "counter_uniform", "ecorec_forward", "ecorec_backward", "ecorec_tables_forward",
+           "ecorec_tables_backward"}
 
 
 def test_every_op_has_samples_here():
@@ -99,6 +101,17 @@ def test_ecorec_step_ops(case):
                                                             s.num_embeddings)
     check("ecorec_backward", cores, q, r, unique, co, occ_bags, bounds, torch.randn(B, s.dim),
           [torch.zeros_like(c) for c in cores], s.num_embeddings)
+
+
+@settings(max_examples=8, deadline=None)
+@given(ecorec_tables.batches())
+def test_ecorec_tables_ops(case):
+    shapes, values, offsets, tables, B, m, min_chunk, seed = case
+    cs, per, q, r, rows = ecorec_tables.flat(shapes, [cores_of(s, seed + k) for k, s in enumerate(shapes)])
+    check("ecorec_tables_forward", cs, per, q, r, values, offsets, tables, B, m, min_chunk, rows)
+    _, *saved = LIB.ecorec_tables_forward(cs, per, q, r, values, offsets, tables, B, m, min_chunk, rows)
+    check("ecorec_tables_backward", cs, per, q, r, *saved[:4], [torch.randn(B, s.dim) for s in shapes],
+          [torch.zeros_like(c) for c in cs], rows)
 
 
 def test_tt_ops_on_an_sc24_shape():

@@ -66,6 +66,21 @@ TORCH_LIBRARY(dlrmbench, m) {
   m.def(
       "ecorec_backward(Tensor[] cores, int[] q, int[] r, Tensor unique, Tensor count_offsets, Tensor occ_bags, "
       "Tensor chunk_bounds, Tensor grad, Tensor(a!)[] grad_cores, int num_rows=-1) -> ()");
+  // EcoRec's step over several TT tables of one batch in one call each way: TT table k reads the batch's table
+  // tables[k] of a table-major batch (values [nnz], offsets [num_tables * batch_size + 1], as bounds_check's), its
+  // cores_per_table[k] cores next in cores, its radices next in q, its ranks next in r (d_k + 1 of them), its row
+  // limit num_rows[k]. Per TT table, what ecorec_forward returns, as six lists (out, unique, count_offsets, occ_bags,
+  // chunk_bounds, chunk_groups); the backward takes them back with each table's gradient grads[k] [B, D_k] and adds
+  // into grad_cores (laid out as cores). A table's step is ecorec_forward's / ecorec_backward's; an error names the
+  // table.
+  m.def(
+      "ecorec_tables_forward(Tensor[] cores, int[] cores_per_table, int[] q, int[] r, Tensor values, Tensor offsets, "
+      "int[] tables, int batch_size, int micro_batches, int min_chunk, int[] num_rows) "
+      "-> (Tensor[], Tensor[], Tensor[], Tensor[], Tensor[], Tensor[])");
+  m.def(
+      "ecorec_tables_backward(Tensor[] cores, int[] cores_per_table, int[] q, int[] r, Tensor[] unique, "
+      "Tensor[] count_offsets, Tensor[] occ_bags, Tensor[] chunk_bounds, Tensor[] grads, Tensor(a!)[] grad_cores, "
+      "int[] num_rows) -> ()");
   // Raises the ValueError an unchecked bad index left in like's device's record, and clears it (index_errors.h);
   // nothing to do on the CPU, whose kernels raise at once.
   m.def("raise_index_error(Tensor like) -> ()");

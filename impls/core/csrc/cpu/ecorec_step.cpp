@@ -30,6 +30,7 @@
 #include "cpu_kernels.h"
 #include "cpu_util.h"
 #include "ecorec_index.h"
+#include "ecorec_step.h"
 
 namespace dlrmbench {
 namespace {
@@ -150,7 +151,9 @@ void check_ecorec_saved(const char* op, const int64_t* uq, int64_t U, const int6
   for (int64_t k = 0; k < m; ++k) TORCH_CHECK_VALUE(cb[k + 1] >= cb[k], op, ": chunk_bounds decrease at ", k + 1);
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> ecorec_forward_cpu(
+}  // namespace
+
+EcoRecForward ecorec_forward_cpu(
     at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& values, const at::Tensor& offsets,
     int64_t batch_size, int64_t micro_batches, int64_t min_chunk, int64_t num_rows) {
   const char* op = "ecorec_forward";
@@ -216,8 +219,6 @@ void ecorec_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArray
   tt_stages_backward_pooled_cpu_selected(cores, q, r, uq_c, g.prefix_ids, g.group_start, co_c, ob_c, grad_c,
                                          grad_cores);
 }
-
-}  // namespace
 
 TORCH_LIBRARY_IMPL(dlrmbench, CPU, m) {
   m.impl("ecorec_forward", &ecorec_forward_cpu);
