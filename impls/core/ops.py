@@ -33,10 +33,15 @@ BOUNDS_PROBLEMS = {
 }
 
 
+def has_kernel(op: str, device: torch.device) -> bool:
+    """Whether ``op`` has a kernel for ``device`` in this build."""
+    key = {"cpu": "CPU", "cuda": "CUDA"}.get(device.type)
+    return key is not None and torch._C._dispatch_has_kernel_for_dispatch_key(f"{_LIB}::{op}", key)
+
+
 def require_kernel(op: str, device: torch.device) -> None:
     """Raise NotImplementedError when ``op`` has no kernel for ``device`` in this build."""
-    key = {"cpu": "CPU", "cuda": "CUDA"}.get(device.type)
-    if key is None or not torch._C._dispatch_has_kernel_for_dispatch_key(f"{_LIB}::{op}", key):
+    if not has_kernel(op, device):
         raise NotImplementedError(f"{_LIB}::{op} has no {device.type} kernel in this build")
 
 
@@ -388,6 +393,85 @@ def ecorec_tables_backward(tables, saved: Sequence[EcoRecSaved], grads: Sequence
             _count_ecorec_backward(work, shape, x)
 
 
+def ttrec_tables_forward(tables, values: Tensor, offsets: Tensor, table_ids: Sequence[int], batch_size: int,
+                         chunk: int, work=None) -> list[Tensor]:
+    """TT-Rec's step, forward, for every TT table of a table-major batch in one native call (laid out as
+    ecorec_tables_forward's): in chunks of ``chunk`` occurrences every occurrence its own chain, into its bag. Each
+    table's sum-pooled [B, D_k]."""
+    require_kernel("ttrec_tables_forward", values.device)
+    cores, per, q, r, rows = _tables_args(tables)
+    outs = torch.ops.dlrmbench.ttrec_tables_forward(cores, per, q, r, values, offsets, [int(t) for t in table_ids],
+                                                    int(batch_size), int(chunk), rows)
+    if work is not None:
+        _count_ttrec(work, tables, offsets, table_ids, batch_size, chunk, count_stages)
+    return list(outs)
+
+
+def ttrec_tables_backward(tables, values: Tensor, offsets: Tensor, table_ids: Sequence[int], batch_size: int,
+                          chunk: int, grads: Sequence[Tensor], grad_cores: Sequence[Sequence[Tensor]],
+                          work=None) -> None:
+    """Backward of ttrec_tables_forward in one native call (the chains recomputed): adds into every table's core
+    gradients."""
+    if not tables:
+        return
+    require_kernel("ttrec_tables_backward", values.device)
+    cores, per, q, r, rows = _tables_args(tables)
+    torch.ops.dlrmbench.ttrec_tables_backward(cores, per, q, r, values, offsets, [int(t) for t in table_ids],
+                                              int(batch_size), int(chunk), list(grads),
+                                              [g for gs in grad_cores for g in gs], rows)
+    if work is not None:
+        _count_ttrec(work, tables, offsets, table_ids, batch_size, chunk, count_stages_backward)
+
+
+def _count_ttrec(work, tables, offsets: Tensor, table_ids: Sequence[int], batch_size: int, chunk: int, count) -> None:
+    """TT-Rec's chunks of every table (each occurrence its own prefix and item), and the chunk of rows alive."""
+    ends = offsets[torch.tensor([[t * batch_size, (t + 1) * batch_size] for t in table_ids],
+                                dtype=torch.long, device=offsets.device).reshape(-1)].tolist() if tables else []
+    for (_, shape), lo, hi in zip(tables, ends[::2], ends[1::2]):
+        full, rest = divmod(hi - lo, chunk)
+        for n in [chunk] * full + ([rest] if rest else []):
+            count(work, shape, n, n)
+        work.live_bytes(min(chunk, hi - lo) * shape.dim * 4)  # one chunk of rows (of their gradients backward)
+
+
+def elrec_tables_forward(tables, values: Tensor, offsets: Tensor, table_ids: Sequence[int], batch_size: int,
+                         work=None) -> tuple[list[Tensor], list[tuple[Tensor, Tensor, Tensor]]]:
+    """EL-Rec's step, forward, for every TT table of a table-major batch in one native call (laid out as
+    ecorec_tables_forward's): one stage-1 product per prefix group of the sorted unique ids, stage 2 per occurrence.
+    Each table's sum-pooled [B, D_k], and (unique, count_offsets, occ_bags) per table for the backward."""
+    require_kernel("elrec_tables_forward", values.device)
+    cores, per, q, r, rows = _tables_args(tables)
+    outs, unique, co, occ_bags, groups = torch.ops.dlrmbench.elrec_tables_forward(
+        cores, per, q, r, values, offsets, [int(t) for t in table_ids], int(batch_size), rows)
+    if work is not None:
+        for (_, shape), u, g, ob in zip(tables, unique, groups, occ_bags):
+            e1, nnz = int(g), ob.numel()
+            work.unique += u.numel()
+            work.e1 += e1
+            work.micro_batches += 1
+            count_stages(work, shape, e1, nnz)
+            work.live_bytes(nnz * shape.dim * 4)  # every occurrence's row
+    return list(outs), list(zip(unique, co, occ_bags))
+
+
+def elrec_tables_backward(tables, saved: Sequence[tuple[Tensor, Tensor, Tensor]], grads: Sequence[Tensor],
+                          grad_cores: Sequence[Sequence[Tensor]], work=None) -> None:
+    """Backward of elrec_tables_forward in one native call: per unique id its gradient summed, its whole chain walked
+    back (no prefix reuse); adds into every table's core gradients."""
+    if not tables:
+        return
+    require_kernel("elrec_tables_backward", grads[0].device)
+    cores, per, q, r, rows = _tables_args(tables)
+    torch.ops.dlrmbench.elrec_tables_backward(cores, per, q, r, [u for u, _, _ in saved], [c for _, c, _ in saved],
+                                              [b for _, _, b in saved], list(grads),
+                                              [g for gs in grad_cores for g in gs], rows)
+    if work is not None:
+        for (_, shape), (u, _, ob) in zip(tables, saved):
+            count_stages_backward(work, shape, u.numel(), u.numel())
+            # the per-unique gradient rows beside every occurrence's bag
+            work.live_bytes(u.numel() * shape.dim * 4 + ob.numel() * 8)
+
+
 def gather_pool(src: Tensor, index: Tensor, segment_offsets: Tensor, out: Tensor, check_indices: bool = True) -> None:
     """out[s] += sum(src[index[j]] for j in segment s); segments given by offsets (len S+1)."""
     require_kernel("gather_pool", src.device)
@@ -495,6 +579,40 @@ def _ecorec_tables_forward_fake(cores, cores_per_table, q, r, values, offsets, t
 @torch.library.register_fake(f"{_LIB}::ecorec_tables_backward")
 def _ecorec_tables_backward_fake(cores, cores_per_table, q, r, unique, count_offsets, occ_bags, chunk_bounds, grads,
                                  grad_cores, num_rows):
+    return None
+
+
+@torch.library.register_fake(f"{_LIB}::ttrec_tables_forward")
+def _ttrec_tables_forward_fake(cores, cores_per_table, q, r, values, offsets, tables, batch_size, chunk, num_rows):
+    outs, at = [], 0
+    for d in cores_per_table:
+        outs.append(cores[0].new_empty(batch_size, math.prod(q[at:at + d])))
+        at += d
+    return outs
+
+
+@torch.library.register_fake(f"{_LIB}::ttrec_tables_backward")
+def _ttrec_tables_backward_fake(cores, cores_per_table, q, r, values, offsets, tables, batch_size, chunk, grads,
+                                grad_cores, num_rows):
+    return None
+
+
+@torch.library.register_fake(f"{_LIB}::elrec_tables_forward")
+def _elrec_tables_forward_fake(cores, cores_per_table, q, r, values, offsets, tables, batch_size, num_rows):
+    ctx, parts, at = torch.library.get_ctx(), [[] for _ in range(5)], 0
+    for d in cores_per_table:
+        u, nnz = ctx.new_dynamic_size(), ctx.new_dynamic_size()
+        made = (cores[0].new_empty(batch_size, math.prod(q[at:at + d])), values.new_empty(u), values.new_empty(u + 1),
+                values.new_empty(nnz), values.new_empty(1))
+        for part, x in zip(parts, made):
+            part.append(x)
+        at += d
+    return tuple(parts)
+
+
+@torch.library.register_fake(f"{_LIB}::elrec_tables_backward")
+def _elrec_tables_backward_fake(cores, cores_per_table, q, r, unique, count_offsets, occ_bags, grads, grad_cores,
+                                num_rows):
     return None
 
 

@@ -73,16 +73,41 @@ class TTTable(nn.Module):
         return sum(c.numel() * c.element_size() for c in self.cores)
 
 
+@dataclasses.dataclass(frozen=True)
+class TTBatch:
+    """A step's lookups through the TT cores, table-major, as the native steps over all tables read them: TT table k
+    of the step is table ``tables[k]`` of ``values`` / ``offsets`` [num_tables * B + 1] (SparseFeatures' layout)."""
+
+    values: Tensor
+    offsets: Tensor
+    tables: list[int]
+
+    @classmethod
+    def of(cls, features: SparseFeatures, tables: Sequence[int]) -> "TTBatch":
+        """The batch's own ids: TT table k is the batch's table tables[k] (no copy)."""
+        return cls(features.values, features.offsets, [int(t) for t in tables])
+
+    @classmethod
+    def joined(cls, lookups: Sequence[tuple[int, Tensor, Tensor]], batch_size: int) -> "TTBatch":
+        """Lookups that are not the batch's own (a cache's misses), joined into one table-major batch of their own."""
+        if not lookups:
+            return cls(torch.zeros(0, dtype=torch.long), torch.zeros(1, dtype=torch.long), [])
+        values = torch.cat([v for _, v, _ in lookups])
+        starts = torch.tensor([0] + [v.numel() for _, v, _ in lookups], device=values.device).cumsum(0)
+        offsets = torch.cat([o[:-1] + starts[k] for k, (_, _, o) in enumerate(lookups)] + [starts[-1:]])
+        return cls(values, offsets, list(range(len(lookups))))
+
+
 class TTStep(torch.autograd.Function):
     """Every TT table's pooled lookup of one step, as one autograd node: forward runs the system's schedule over every
     table (TTCollection.step_forward), backward walks them back into their core gradients (step_backward) and, fused,
     updates every table's cores at once, so a step has one forward and one backward call however many TT tables it
-    has. ``lookups``: (table index, values, offsets) per TT table in the step; ``features``: the step's batch, whose
-    tables they are; ``cores``: every core of those tables, in that order (autograd's inputs)."""
+    has. ``lookups``: (table index, values, offsets) per TT table in the step; ``batch``: the same lookups table-major
+    (TTBatch); ``cores``: every core of those tables, in that order (autograd's inputs)."""
 
     @staticmethod
-    def forward(ctx, coll, lookups, batch_size, features, *cores):
-        outs, saved = coll.step_forward(lookups, batch_size, features, coll._step_work)
+    def forward(ctx, coll, lookups, batch_size, batch, *cores):
+        outs, saved = coll.step_forward(lookups, batch_size, batch, coll._step_work)
         ctx.coll, ctx.indices, ctx.saved = coll, [index for index, _, _ in lookups], saved
         return tuple(outs)
 
@@ -289,16 +314,25 @@ class TTCollection(EmbeddingCollection):
     def lookup_backward(self, table: TTTable, saved: Any, grad: Tensor, work: TTWork) -> None:
         """Add the core gradients of one TT table into ``table.grads``."""
 
-    def step_forward(self, lookups: Sequence[tuple[int, Tensor, Tensor]], batch_size: int, features: SparseFeatures,
+    def step_forward(self, lookups: Sequence[tuple[int, Tensor, Tensor]], batch_size: int, batch: "TTBatch",
                      work: TTWork) -> tuple[list[Tensor], list[Any]]:
         """Sum-pooled [B, D] of every TT table of ``lookups`` and what step_backward needs: by default
-        lookup_forward table by table; a system with a native step over all its tables overrides it."""
+        lookup_forward table by table; a system with a native step over all its tables overrides it and reads
+        ``batch`` (the same lookups, table-major: one native call)."""
         outs, saved = [], []
         for index, values, offsets in lookups:
             out, s = self.lookup_forward(self.tt[str(index)], values, offsets, batch_size, work)
             outs.append(out)
             saved.append(s)
         return outs, saved
+
+    def step_tables(self, lookups: Sequence[tuple[int, Tensor, Tensor]]) -> list[tuple[list[Tensor], tt.TTShape]]:
+        """(cores, shape) of every TT table of ``lookups``, as the native steps over all tables take them."""
+        return self.cores_and_shapes([self.tt[str(i)] for i, _, _ in lookups])
+
+    @staticmethod
+    def cores_and_shapes(tables: Sequence[TTTable]) -> list[tuple[list[Tensor], tt.TTShape]]:
+        return [(t.core_tensors(), t.shape) for t in tables]
 
     def step_backward(self, tables: Sequence[TTTable], saved: Sequence[Any], grads: Sequence[Tensor],
                       work: TTWork) -> None:
@@ -312,14 +346,13 @@ class TTCollection(EmbeddingCollection):
         None for both when nothing does, and a pooled [B, D] served elsewhere (e.g. a cache) to add, or None."""
         return values, offsets, None
 
-    def tt_step(self, lookups: Sequence[tuple[int, Tensor, Tensor]], batch_size: int,
-                features: SparseFeatures) -> list[Tensor]:
-        """Sum-pooled [B, D] of every TT table of ``lookups`` ((index, values, offsets) each, tables of
-        ``features``), in one TTStep."""
+    def tt_step(self, lookups: Sequence[tuple[int, Tensor, Tensor]], batch_size: int, batch: "TTBatch") -> list[Tensor]:
+        """Sum-pooled [B, D] of every TT table of ``lookups`` ((index, values, offsets) each; ``batch``: the same
+        lookups table-major), in one TTStep."""
         if not lookups:
             return []
         cores = [c for index, _, _ in lookups for c in self.tt[str(index)].cores]
-        return list(TTStep.apply(self, tuple(lookups), batch_size, features, *cores))
+        return list(TTStep.apply(self, tuple(lookups), batch_size, batch, *cores))
 
     def dense_lookup(self, index: int, values: Tensor, offsets: Tensor, pooling: str) -> Tensor:
         """Pooled [B, D] of uncompressed table ``index`` (sparse gradient into the table)."""
@@ -333,10 +366,12 @@ class TTCollection(EmbeddingCollection):
         B = features.batch_size
         outs: list[Tensor | None] = []
         lookups, served, on_cores = [], {}, []  # the TT tables' lookups through the cores, and what else pooled them
+        rerouted = False  # whether a TT table's lookups through the cores are other than the batch's (a cache's misses)
         for i, (spec, (values, offsets)) in enumerate(zip(self.tables, features.tables())):
             self._step_work.nnz += values.numel()
             if str(i) in self.tt:
                 v, o, elsewhere = self.tt_route(i, values, offsets, B)
+                rerouted |= v is not values
                 if v is not None:
                     lookups.append((i, v, o))
                     on_cores.append(i)
@@ -344,7 +379,8 @@ class TTCollection(EmbeddingCollection):
                 outs.append(None)
             else:
                 outs.append(self.dense_lookup(i, values, offsets, spec.pooling))
-        through_cores = dict(zip(on_cores, self.tt_step(lookups, B, features)))
+        batch = TTBatch.of(features, on_cores) if not rerouted else TTBatch.joined(lookups, B)
+        through_cores = dict(zip(on_cores, self.tt_step(lookups, B, batch)))
         for i, (elsewhere, offsets) in served.items():
             parts = [p for p in (elsewhere, through_cores.get(i)) if p is not None]
             out = parts[0] if len(parts) == 1 else parts[0] + parts[1]

@@ -82,21 +82,18 @@ class EcoRec(TTCollection):
                   for g, (lo, hi) in zip(groups, bounds)]
         return TablePlan(calls, unique=index.unique, e1=sum(groups), micro_batches=len(bounds))
 
-    def step_forward(self, lookups, batch_size: int, features, work: TTWork):
-        """Native: every TT table's step in one call (ops.ecorec_tables_forward, threads within and across tables)
-        over the batch's own table-major ids."""
+    def step_forward(self, lookups, batch_size: int, batch, work: TTWork):
+        """Native: every TT table's step in one call (ops.ecorec_tables_forward, threads within and across tables)."""
         if not self.native_step:
-            return super().step_forward(lookups, batch_size, features, work)
-        tables = [(self.tt[str(i)].core_tensors(), self.tt[str(i)].shape) for i, _, _ in lookups]
-        return ops.ecorec_tables_forward(tables, features.values, features.offsets, [i for i, _, _ in lookups],
+            return super().step_forward(lookups, batch_size, batch, work)
+        return ops.ecorec_tables_forward(self.step_tables(lookups), batch.values, batch.offsets, batch.tables,
                                          batch_size, self.micro_batches, self.min_chunk, work)
 
     def step_backward(self, tables, saved, grads, work: TTWork) -> None:
         if not self.native_step:
             super().step_backward(tables, saved, grads, work)
             return
-        ops.ecorec_tables_backward([(t.core_tensors(), t.shape) for t in tables], saved, grads,
-                                   [t.grads for t in tables], work)
+        ops.ecorec_tables_backward(self.cores_and_shapes(tables), saved, grads, [t.grads for t in tables], work)
 
     def lookup_forward(self, table: TTTable, values: Tensor, offsets: Tensor, batch_size: int, work: TTWork):
         if self.native_step:

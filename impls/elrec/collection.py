@@ -117,6 +117,20 @@ class ELRec(TTCollection):
                           StageCall("bwd", index.unique, index.unique, index.unique * shape.dim * 4 + index.nnz * 8)],
                          unique=index.unique, e1=e1, micro_batches=1)
 
+    def step_forward(self, lookups, batch_size: int, batch, work: TTWork):
+        """Every TT table's step in one native call (ops.elrec_tables_forward) where the device has its kernel; else
+        table by table in torch passes and stage ops (a GPU)."""
+        if not ops.has_kernel("elrec_tables_forward", batch.values.device):
+            return super().step_forward(lookups, batch_size, batch, work)
+        return ops.elrec_tables_forward(self.step_tables(lookups), batch.values, batch.offsets, batch.tables,
+                                        batch_size, work)
+
+    def step_backward(self, tables, saved, grads, work: TTWork) -> None:
+        if not tables or not ops.has_kernel("elrec_tables_backward", grads[0].device):
+            super().step_backward(tables, saved, grads, work)
+            return
+        ops.elrec_tables_backward(self.cores_and_shapes(tables), saved, grads, [t.grads for t in tables], work)
+
     def lookup_forward(self, table: TTTable, values: Tensor, offsets: Tensor, batch_size: int, work: TTWork):
         s = table.shape
         dd = dedup(values, offsets, batch_size)  # EL-Rec's local index reordering (sorted unique)

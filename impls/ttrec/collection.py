@@ -180,6 +180,23 @@ class TTRec(TTCollection):
         calls = [StageCall(phase, n, n, widest * shape.dim * 4) for phase in ("fwd", "bwd") for n in sizes]
         return TablePlan(calls)
 
+    def step_forward(self, lookups, batch_size: int, batch, work: TTWork):
+        """Every TT table's lookups through the cores (a cache's misses where one serves the rest) in one native call
+        (ops.ttrec_tables_forward) where the device has its kernel (the CPU); else table by table in stage ops."""
+        if not ops.has_kernel("ttrec_tables_forward", batch.values.device):
+            return super().step_forward(lookups, batch_size, batch, work)
+        outs = ops.ttrec_tables_forward(self.step_tables(lookups), batch.values, batch.offsets, batch.tables,
+                                        batch_size, self.chunk, work)
+        return outs, [(batch, batch_size)] * len(outs)
+
+    def step_backward(self, tables, saved, grads, work: TTWork) -> None:
+        if not tables or not ops.has_kernel("ttrec_tables_backward", grads[0].device):
+            super().step_backward(tables, saved, grads, work)
+            return
+        batch, batch_size = saved[0]
+        ops.ttrec_tables_backward(self.cores_and_shapes(tables), batch.values, batch.offsets, batch.tables,
+                                  batch_size, self.chunk, grads, [t.grads for t in tables], work)
+
     def _chunks(self, values: Tensor):
         """(lo, hi, rows, item ids) per chunk of occurrences; every occurrence is its own item."""
         nnz = values.numel()

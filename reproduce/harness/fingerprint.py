@@ -62,15 +62,21 @@ NATIVE_GROUPS: dict[str, tuple[str, ...]] = {
     "route_keys": ("cpu/route_keys.cpp", "route_keys_composed.cpp"),
     "transpose_segments": ("cpu/transpose_segments.cpp", "transpose_segments_composed.cpp"),
     "counter_uniform": ("cpu/counter_uniform.cpp", "cpu/counter_hash.h"),
-    "ecorec_step": ("ecorec_args.h", "ecorec_step_composed.cpp", "cpu/ecorec_step.cpp", "cpu/ecorec_index.cpp",
-                    "cpu/ecorec_index.h"),
+    "ecorec_step": ("ecorec_args.h", "ecorec_step_composed.cpp", "cpu/ecorec_step.cpp", "cpu/ecorec_step.h",
+                    "cpu/ecorec_index.cpp", "cpu/ecorec_index.h", "cpu/table_checks.h"),
+    "tt_tables": ("tt_tables_call.h", "ecorec_tables_composed.cpp", "cpu/tables_call.h", "cpu/ecorec_tables.cpp",
+                  "cpu/tt_tables.cpp"),
 }
-# a group whose kernels call other groups' kernels (EcoRec's step: the sort, the TT stages, on a GPU the pooling ops)
-GROUP_CALLS: dict[str, tuple[str, ...]] = {"ecorec_step": ("jagged_unique", "tt", "pooling")}
+# a group whose kernels call other groups' kernels (EcoRec's step: the sort, the TT stages, on a GPU the pooling ops;
+# the steps over many tables: EcoRec's table step and what it calls)
+GROUP_CALLS: dict[str, tuple[str, ...]] = {"ecorec_step": ("jagged_unique", "tt", "pooling"),
+                                           "tt_tables": ("ecorec_step", "jagged_unique", "tt", "pooling")}
 OP_GROUPS = {"bounds_check": "bounds_check", "jagged_unique": "jagged_unique", "raise_index_error": "shared",
              "gather_pool": "pooling", "scatter_add_rows": "pooling", "route_keys": "route_keys",
              "transpose_segments": "transpose_segments", "counter_uniform": "counter_uniform",
              "ecorec_forward": "ecorec_step", "ecorec_backward": "ecorec_step",
+             **{op: "tt_tables" for op in ("ecorec_tables_forward", "ecorec_tables_backward", "ttrec_tables_forward",
+                                           "ttrec_tables_backward", "elrec_tables_forward", "elrec_tables_backward")},
              **{op: "tt" for op in ("tt_prefix", "tt_last", "tt_last_backward", "tt_prefix_backward", "tt_stages",
                                     "tt_stages_backward", "cpu_isas", "cpu_isa", "set_cpu_isa")}}
 OPS_MODULE = "impls.core.ops"

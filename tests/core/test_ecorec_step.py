@@ -225,9 +225,12 @@ def test_the_native_step_trains_as_the_composition_does(optim, seed, m, min_chun
             emb.optimizer_step()
             outs.append(out.detach())
         torch.testing.assert_close(outs[0], outs[1], rtol=1e-5, atol=1e-6)
+        # Adagrad's first steps move an element by about the rate whatever its gradient (g / sqrt(g^2)): where g is
+        # near the rounding of the two summation orders, the cores differ by a few 1e-6 at lr 0.1
+        atol = 1e-6 if optim.kind == "sgd" else 1e-5
         for name in ("t", "u"):
             for a, b in zip(native.table_parameters(name), reference.table_parameters(name)):
-                torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+                torch.testing.assert_close(a, b, rtol=1e-5, atol=atol)
         wn, wr = native.work_report(), reference.work_report()
         assert (wn.nnz, wn.unique, wn.e1, wn.gemms, wn.flops) == (wr.nnz, wr.unique, wr.e1, wr.gemms, wr.flops)
         assert wn.extra["micro_batches"] == wr.extra["micro_batches"]

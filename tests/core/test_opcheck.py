@@ -49,7 +49,8 @@ def jagged_args(draw_case):
 SAMPLED = {"bounds_check", "jagged_unique", "tt_prefix", "tt_last", "tt_last_backward", "tt_prefix_backward",
            "tt_stages", "tt_stages_backward", "raise_index_error", "gather_pool", "scatter_add_rows", "route_keys",
            "transpose_segments", "counter_uniform", "ecorec_forward", "ecorec_backward", "ecorec_tables_forward",
-           "ecorec_tables_backward"}
+           "ecorec_tables_backward", "ttrec_tables_forward", "ttrec_tables_backward", "elrec_tables_forward",
+           "elrec_tables_backward"}
 
 
 def test_every_op_has_samples_here():
@@ -112,6 +113,19 @@ def test_ecorec_tables_ops(case):
     _, *saved = LIB.ecorec_tables_forward(cs, per, q, r, values, offsets, tables, B, m, min_chunk, rows)
     check("ecorec_tables_backward", cs, per, q, r, *saved[:4], [torch.randn(B, s.dim) for s in shapes],
           [torch.zeros_like(c) for c in cs], rows)
+
+
+@settings(max_examples=8, deadline=None)
+@given(ecorec_tables.batches())
+def test_ttrec_and_elrec_tables_ops(case):
+    shapes, values, offsets, tables, B, m, _, seed = case
+    cs, per, q, r, rows = ecorec_tables.flat(shapes, [cores_of(s, seed + k) for k, s in enumerate(shapes)])
+    grads, core_grads = [torch.randn(B, s.dim) for s in shapes], [torch.zeros_like(c) for c in cs]
+    check("ttrec_tables_forward", cs, per, q, r, values, offsets, tables, B, m, rows)
+    check("ttrec_tables_backward", cs, per, q, r, values, offsets, tables, B, m, grads, core_grads, rows)
+    check("elrec_tables_forward", cs, per, q, r, values, offsets, tables, B, rows)
+    _, *saved = LIB.elrec_tables_forward(cs, per, q, r, values, offsets, tables, B, rows)
+    check("elrec_tables_backward", cs, per, q, r, *saved[:3], grads, core_grads, rows)
 
 
 def test_tt_ops_on_an_sc24_shape():

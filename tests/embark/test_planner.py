@@ -112,12 +112,14 @@ def test_planner_invariants(sizes, shape, column_wise):
         assert ev.max_cost <= eo.max_cost * (1 + 1e-9)
 
 
-def _brute_force(tables, m, splits=(1, 2, 4)):
-    """The least max bucket cost over every row split in ``splits`` (c = 1, all tables RB, flat) and every
-    placement with at most one shard of a table per bucket: branch and bound over the shards, largest first."""
+def _brute_force(tables, m, splits=(1, 2, 4), fixed=None):
+    """The least max bucket cost over every row split in ``splits`` (c = 1, all tables RB, flat), or only the splits
+    ``fixed`` (one r per table), and every placement with at most one shard of a table per bucket: branch and bound
+    over the shards, largest first."""
     G = m.world_size
     best = float("inf")
-    for rs in itertools.product(*[[r for r in splits if r <= G] for _ in tables]):
+    choices = [[r] for r in fixed] if fixed is not None else [[r for r in splits if r <= G] for _ in tables]
+    for rs in itertools.product(*choices):
         shards = sorted(((sum(m.shard_cost(t, r, 1)), i) for i, (t, r) in enumerate(zip(tables, rs))
                          for _ in range(r)), reverse=True)
         load = [0.0] * G
@@ -152,9 +154,13 @@ def test_greedy_against_brute_force(sizes):
     m = CostModel(HW, 4, 4, 4096, mem_cap=1e12)
     plan, _ = make_plan(tables, m, "embark", clusters=False, max_iter=20)
     got = evaluate(plan, tables, m).max_cost
-    opt = _brute_force(tables, m)
-    assert got >= opt * (1 - 1e-9)
-    assert got <= 4 / 3 * opt * (1 + 1e-9), (got / opt, plan)
+    assert got >= _brute_force(tables, m) * (1 - 1e-9)
+    # HugeCTR's split order follows its hotness rank, not the cost (proposer.py: hot_rank), so the splits it settles
+    # on need not be the best ones (tables of 100 rows, dims 16 and 32, hotness 5 and 1: 1.45x the best plan); the
+    # placement of its shards is greedy, largest first, and within LPT's 4/3 of the best placement of those shards
+    r = {p.table: p.r for p in plan.mp}
+    best_of_its_splits = _brute_force(tables, m, fixed=[r[t] for t in range(len(tables))])
+    assert got <= 4 / 3 * best_of_its_splits * (1 + 1e-9), (got / best_of_its_splits, plan)
 
 
 def test_baselines():

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "composed.h"
-#include "ecorec_tables.h"
+#include "tt_tables_call.h"
 
 namespace dlrmbench {
 namespace {
@@ -73,7 +73,9 @@ void ecorec_tables_backward_composed(at::TensorList cores, c10::IntArrayRef core
   const char* op = "ecorec_tables_backward";
   const std::vector<TableOfCall> tt = tables_of_call(op, cores, cores_per_table, q, r, num_rows);
   const int64_t T = static_cast<int64_t>(tt.size());
-  check_saved_lists(op, T, unique, count_offsets, occ_bags, chunk_bounds, grads, cores, grad_cores);
+  check_per_table(op, T, {{"unique", unique}, {"count_offsets", count_offsets}, {"occ_bags", occ_bags},
+                         {"chunk_bounds", chunk_bounds}, {"grads", grads}});
+  check_grad_cores(op, cores, grad_cores);
   static const auto step = dispatcher_op("dlrmbench::ecorec_backward")
                                .typed<void(at::TensorList, c10::IntArrayRef, c10::IntArrayRef, const at::Tensor&,
                                            const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,

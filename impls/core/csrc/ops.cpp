@@ -81,6 +81,27 @@ TORCH_LIBRARY(dlrmbench, m) {
       "ecorec_tables_backward(Tensor[] cores, int[] cores_per_table, int[] q, int[] r, Tensor[] unique, "
       "Tensor[] count_offsets, Tensor[] occ_bags, Tensor[] chunk_bounds, Tensor[] grads, Tensor(a!)[] grad_cores, "
       "int[] num_rows) -> ()");
+  // TT-Rec's step over several TT tables of one batch in one call each way, the tables laid out as
+  // ecorec_tables_forward's: in chunks of `chunk` occurrences (FBTT's batch_count) every occurrence runs its whole
+  // chain, forward into its bag (returns each table's sum-pooled [B, D_k]), backward from its bag's gradient grads[k]
+  // (the chain recomputed) into grad_cores. No dedup. Ids are checked (a bad one named with its table).
+  m.def(
+      "ttrec_tables_forward(Tensor[] cores, int[] cores_per_table, int[] q, int[] r, Tensor values, Tensor offsets, "
+      "int[] tables, int batch_size, int chunk, int[] num_rows) -> Tensor[]");
+  m.def(
+      "ttrec_tables_backward(Tensor[] cores, int[] cores_per_table, int[] q, int[] r, Tensor values, Tensor offsets, "
+      "int[] tables, int batch_size, int chunk, Tensor[] grads, Tensor(a!)[] grad_cores, int[] num_rows) -> ()");
+  // EL-Rec's step over several TT tables, laid out as ecorec_tables_forward's. Forward: each table's ids sorted and
+  // deduplicated, one stage-1 product per prefix group of the unique ids and stage 2 once per occurrence, into its
+  // bag. Returns per table (out [B, D_k], unique [U] ascending, count_offsets [U+1], occ_bags [nnz], groups [1]: E1)
+  // as ecorec_forward's. Backward: each unique id's gradient summed from its occurrences' bags, then its whole chain
+  // walked back (no prefix reuse), into grad_cores.
+  m.def(
+      "elrec_tables_forward(Tensor[] cores, int[] cores_per_table, int[] q, int[] r, Tensor values, Tensor offsets, "
+      "int[] tables, int batch_size, int[] num_rows) -> (Tensor[], Tensor[], Tensor[], Tensor[], Tensor[])");
+  m.def(
+      "elrec_tables_backward(Tensor[] cores, int[] cores_per_table, int[] q, int[] r, Tensor[] unique, "
+      "Tensor[] count_offsets, Tensor[] occ_bags, Tensor[] grads, Tensor(a!)[] grad_cores, int[] num_rows) -> ()");
   // Raises the ValueError an unchecked bad index left in like's device's record, and clears it (index_errors.h);
   // nothing to do on the CPU, whose kernels raise at once.
   m.def("raise_index_error(Tensor like) -> ()");

@@ -24,10 +24,11 @@ void tt_stages_backward_cpu_selected(at::TensorList cores, c10::IntArrayRef q, c
 // occ_bags[..]. Forward: every row added into out [B, D] (zeroed) at the bag of each occurrence. Backward: every
 // item's gradient the sum of grad [B, D] over its occurrences' bags, walked back into grad_cores. Inputs as
 // ecorec_forward made them (contiguous, in range, checked there); deterministic for any thread count.
+// per_occurrence (EL-Rec's forward): the forward makes stage 2 once per occurrence, each into its bag.
 void tt_stages_pooled_cpu_selected(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
                                    const at::Tensor& unique, const at::Tensor& prefix_ids,
                                    const at::Tensor& group_start, const at::Tensor& count_offsets,
-                                   const at::Tensor& occ_bags, at::Tensor out);
+                                   const at::Tensor& occ_bags, at::Tensor out, bool per_occurrence = false);
 void tt_stages_backward_pooled_cpu_selected(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
                                             const at::Tensor& unique, const at::Tensor& prefix_ids,
                                             const at::Tensor& group_start, const at::Tensor& count_offsets,

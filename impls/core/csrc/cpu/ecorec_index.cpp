@@ -1,4 +1,4 @@
-// sort_occurrences (ecorec_index.h). Every occurrence becomes one word, its id above its bag (or the id alone with the
+// sort_occurrences and prefix_groups (ecorec_index.h). sort_occurrences: Every occurrence becomes one word, its id above its bag (or the id alone with the
 // bag carried beside it when the two may not fit in 64 bits), and a stable radix sort on the bits of the largest id
 // only orders them by (id, position): the input is in position order. Then, over thread chunks of
 // the sorted order, one pass counts where a new id starts, and a second numbers the unique ids and writes their
@@ -7,8 +7,10 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -110,6 +112,62 @@ OccurrenceIndex sort_occurrences(const int64_t* v, const int64_t* off, int64_t B
   });
   co[U] = nnz;
   return ix;
+}
+
+void prefix_groups(Groups& g, const int64_t* uq, const std::vector<int64_t>& bounds, int64_t p_last,
+                   const at::TensorOptions& opts, int64_t* groups_per) {
+  const int64_t n = bounds.back(), m = static_cast<int64_t>(bounds.size()) - 1;
+  int64_t* pid = g.pid_buf.get();
+  int64_t* st = g.start_buf.get();
+  // One pass in chunks of the ids (the result is one function of the ids, whatever the chunks): chunk c writes its
+  // groups (prefix, first id) into slots from its own first id on (a chunk has no more groups than ids: the chunks'
+  // slots never overlap), then the chunks' groups move down, in chunk order, to lie end to end. A group starts at the
+  // first id of a micro-batch and wherever the prefix changes. Each id's prefix is a multiply (DivideBy), and
+  // whether it starts a group is written without a branch: which ids start groups follows no pattern a branch
+  // predictor could learn. A chunk is walked in segments cut at the micro-batch bounds, so no id tests for one.
+  const DivideBy divide(p_last);
+  const int64_t C = std::max<int64_t>(1, std::min<int64_t>(64, n / 8192)), per = n ? (n + C - 1) / C : 1;
+  std::vector<int64_t> next(C), first_group(m + 1, -1);  // next: chunk c's next slot
+  at::parallel_for(0, C, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t i1 = std::min(n, (c + 1) * per);
+      int64_t x = std::min(n, c * per), junk[2];  // an id that starts no group writes into junk (a select)
+      for (int64_t s0 = x; s0 < i1;) {  // ids [s0, s1) of micro-batch k
+        const int64_t k = std::upper_bound(bounds.begin(), bounds.end(), s0) - bounds.begin() - 1;
+        const int64_t s1 = std::min(i1, bounds[k + 1]);
+        if (s0 == bounds[k]) first_group[k] = x;
+        int64_t prev = s0 == bounds[k] ? -1 : divide(uq[s0 - 1]);
+        for (int64_t i = s0; i < s1; ++i) {
+          const int64_t p = divide(uq[i]);
+          const bool is_start = p != prev;
+          *(is_start ? pid + x : junk) = p;
+          *(is_start ? st + x : junk + 1) = i;
+          x += is_start;
+          prev = p;
+        }
+        s0 = s1;
+      }
+      next[c] = x;
+    }
+  });
+  int64_t e = 0;  // the groups so far, end to end
+  std::vector<int64_t> shift(C);  // how far down chunk c's groups moved
+  for (int64_t c = 0; c < C; ++c) {
+    const int64_t from = std::min(n, c * per), count = next[c] - from;
+    std::memmove(pid + e, pid + from, count * sizeof(int64_t));
+    std::memmove(st + e, st + from, count * sizeof(int64_t));
+    shift[c] = from - e;
+    e += count;
+  }
+  st[e] = n;
+  for (int64_t k = 0; k < m; ++k)
+    if (first_group[k] >= 0) first_group[k] -= shift[bounds[k] / per];
+  first_group[m] = e;
+  for (int64_t k = m - 1; k >= 0; --k)  // an empty micro-batch has no group: it starts where the next one does
+    if (first_group[k] < 0) first_group[k] = first_group[k + 1];
+  for (int64_t k = 0; k < m; ++k) groups_per[k] = first_group[k + 1] - first_group[k];
+  g.prefix_ids = at::from_blob(pid, {e}, opts);
+  g.group_start = at::from_blob(st, {e + 1}, opts);
 }
 
 }  // namespace dlrmbench

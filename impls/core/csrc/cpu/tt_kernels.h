@@ -28,7 +28,8 @@ void tt_stages_backward_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntAr
                             at::TensorList grad_cores, bool check_indices, int64_t num_rows);
 void tt_stages_pooled_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& unique,
                           const at::Tensor& prefix_ids, const at::Tensor& group_start,
-                          const at::Tensor& count_offsets, const at::Tensor& occ_bags, at::Tensor out);
+                          const at::Tensor& count_offsets, const at::Tensor& occ_bags, at::Tensor out,
+                          bool per_occurrence);
 void tt_stages_backward_pooled_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
                                    const at::Tensor& unique, const at::Tensor& prefix_ids,
                                    const at::Tensor& group_start, const at::Tensor& count_offsets,

@@ -85,9 +85,9 @@ void tt_stages_backward_cpu_selected(at::TensorList cores, c10::IntArrayRef q, c
 void tt_stages_pooled_cpu_selected(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,
                                    const at::Tensor& unique, const at::Tensor& prefix_ids,
                                    const at::Tensor& group_start, const at::Tensor& count_offsets,
-                                   const at::Tensor& occ_bags, at::Tensor out) {
+                                   const at::Tensor& occ_bags, at::Tensor out, bool per_occurrence) {
   (DLRMBENCH_CPU_KERNEL(tt_stages_pooled_cpu))(cores, q, r, unique, prefix_ids, group_start, count_offsets, occ_bags,
-                                             out);
+                                             out, per_occurrence);
 }
 
 void tt_stages_backward_pooled_cpu_selected(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r,

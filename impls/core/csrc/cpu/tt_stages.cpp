@@ -35,6 +35,7 @@ inline namespace DLRMBENCH_ISA_NS {
 constexpr int64_t kStagesGrain = 16;
 constexpr int64_t kChunks = 8;  // the chunks of a deterministic call at most (each with its own copy of what it adds)
 constexpr int64_t kScatterAhead = 4;  // occurrences: a bag's row is requested this far ahead of its add
+constexpr int64_t kOccurrenceBlock = 256;  // per-occurrence stage 2: rows made at a time
 
 // FLOPs of one prefix's stage-1 chain and of one item's stage-2 product.
 inline int64_t stage1_flops(const TTShape& s) {
@@ -152,11 +153,13 @@ inline void last_digits(const int64_t* uq, int64_t k0, int64_t n, int64_t prefix
 
 // The pooled forward (cpu_kernels.h): every item's row from stage 2's registers into a small per-prefix buffer,
 // then added into the bag of each of its occurrences. Threads own chunks of the prefix walk (PrefixWalk), each
-// adding into its own copy of out, the copies summed in chunk order (cpu_util.h: chunked_scatter_add_in).
+// adding into its own copy of out, the copies summed in chunk order (cpu_util.h: chunked_scatter_add_in). Per
+// occurrence (EL-Rec's forward): stage 2 made once for every occurrence of an item, not once per item.
 
 void tt_stages_pooled_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArrayRef r, const at::Tensor& unique,
                           const at::Tensor& prefix_ids, const at::Tensor& group_start,
-                          const at::Tensor& count_offsets, const at::Tensor& occ_bags, at::Tensor out) {
+                          const at::Tensor& count_offsets, const at::Tensor& occ_bags, at::Tensor out,
+                          bool per_occurrence) {
   const TTShape s = parse_tt_shape("tt_stages_pooled", cores, q, r);
   const int64_t G = prefix_ids.numel(), B = out.size(0), D = s.dim(), p_last = s.p[s.d - 1];
   const int64_t* uq = unique.data_ptr<int64_t>();
@@ -169,10 +172,12 @@ void tt_stages_pooled_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArra
   PrefixWalk walk(s, ids, G);
   const int64_t stage1_work = stage1_flops(s), item_work = stage2_flops(s);
   walk.balance(B * D, [&](int64_t x) {
-    return stage1_work + (start[x + 1] - start[x]) * item_work + (co[start[x + 1]] - co[start[x]]) * 2 * D;
+    const int64_t occurrences = co[start[x + 1]] - co[start[x]];
+    return stage1_work + (per_occurrence ? occurrences : start[x + 1] - start[x]) * item_work + occurrences * 2 * D;
   });
   const Stage2Forward f(s, c);
-  const int64_t widest = widest_group(start);
+  // a group's most rows at a time: its items, or per occurrence a block of its occurrences
+  const int64_t widest = std::max(widest_group(start), per_occurrence ? kOccurrenceBlock : 0);
   auto cut = [&](int64_t b) { return walk.run_start_after(b); };
   chunked_scatter_add_in(walk.chunks, G, B, D, out.data_ptr<float>(), cut, [&](int64_t lo, int64_t hi, float* bags) {
     PrefixStack stack(s, c);
@@ -181,12 +186,27 @@ void tt_stages_pooled_cpu(at::TensorList cores, c10::IntArrayRef q, c10::IntArra
     std::vector<int64_t> last(widest);
     walk_stacks(s, walk, start, lo, hi, stack, P, [&](int64_t k) { prefetch(ob + co[k]); },
                 [&](int64_t x, const float* Px) {
-      const int64_t k0 = start[x], k1 = start[x + 1];
+      const int64_t k0 = start[x], k1 = start[x + 1], j0 = co[k0], j1 = co[k1];
+      if (per_occurrence) {  // one row per occurrence j, in the bag of j, a block of occurrences at a time
+        int64_t k = k0;
+        for (int64_t b0 = j0; b0 < j1; b0 += kOccurrenceBlock) {
+          const int64_t b1 = std::min(j1, b0 + kOccurrenceBlock);
+          for (int64_t j = b0; j < b1; ++j) {
+            while (co[k + 1] <= j) ++k;
+            last[j - b0] = uq[k] - ids[x] * p_last;
+          }
+          stage2_items(f, Px, 0, b1 - b0, [](int64_t t) { return t; }, last.data(), rows.data(), w);
+          for (int64_t j = b0; j < b1; ++j) {
+            if (j + kScatterAhead < b1) prefetch_row(bags + ob[j + kScatterAhead] * D, D);
+            add_row(bags + ob[j] * D, rows.data() + (j - b0) * D, D);
+          }
+        }
+        return;
+      }
       last_digits(uq, k0, k1 - k0, ids[x], p_last, last.data());
       stage2_items(f, Px, 0, k1 - k0, [](int64_t k) { return k; }, last.data(), rows.data(), w);
       // C-M: each row into the bag of every occurrence of its id (occurrences of consecutive ids are consecutive)
-      const int64_t j1 = co[k1];
-      int64_t j = co[k0];
+      int64_t j = j0;
       for (int64_t k = k0; k < k1; ++k) {
         const float* row = rows.data() + (k - k0) * D;
         for (const int64_t e = co[k + 1]; j < e; ++j) {

@@ -1,13 +1,13 @@
-// What every backend of ecorec_tables_forward / ecorec_tables_backward (schemas in ops.cpp) shares, host side: the
-// tables' layout checked, each table's view of the call (its cores, radices, ranks, rows; forward: its ids and
-// bag offsets in the batch), and a table's errors raised under the table's name. Each table's step is then
-// ecorec_forward / ecorec_backward's (ecorec_args.h, cpu/ecorec_step.cpp).
+// What every op that steps several TT tables in one call (ecorec_tables_*, elrec_tables_*, ttrec_tables_*: schemas
+// in ops.cpp) shares, host side, on every backend: the tables' layout checked, each table's view of the call (its
+// cores, radices, ranks, rows; which of the batch's tables it reads), and a table's errors raised under its name.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -70,15 +70,15 @@ inline int64_t check_batch_tables(const char* op, const at::Tensor& offsets, int
   return in_batch;
 }
 
-// The backward's lists: what the forward saved and grads, one tensor per table each; grad_cores one per core.
-inline void check_saved_lists(const char* op, int64_t T, at::TensorList unique, at::TensorList count_offsets,
-                              at::TensorList occ_bags, at::TensorList chunk_bounds, at::TensorList grads,
-                              at::TensorList cores, at::TensorList grad_cores) {
-  for (const auto& [name, list] : {std::pair{"unique", unique}, std::pair{"count_offsets", count_offsets},
-                                   std::pair{"occ_bags", occ_bags}, std::pair{"chunk_bounds", chunk_bounds},
-                                   std::pair{"grads", grads}})
+// Lists of one tensor per table (what a forward saved, the tables' gradients): named as the schema names them.
+inline void check_per_table(const char* op, int64_t T,
+                            std::initializer_list<std::pair<const char*, at::TensorList>> lists) {
+  for (const auto& [name, list] : lists)
     TORCH_CHECK_VALUE(static_cast<int64_t>(list.size()) == T, op, ": ", name, " has ", list.size(),
                       " tensors for ", T, " tables");
+}
+
+inline void check_grad_cores(const char* op, at::TensorList cores, at::TensorList grad_cores) {
   TORCH_CHECK_VALUE(grad_cores.size() == cores.size(), op, ": grad_cores has ", grad_cores.size(),
                     " tensors for ", cores.size(), " cores");
 }
