@@ -21,11 +21,11 @@ def timed(f, *args) -> float:
     return time.perf_counter() - t
 
 
-def over_limit(seconds: float, flops: float, flop_rate: float, nbytes: float, bandwidth: float) -> tuple[float, bool]:
-    """A time over its memory-aware limit, max(FLOPs at flop_rate, bytes at bandwidth) (docs/systems/tt.md), and
-    whether the bytes are the larger term. Rates per second."""
-    flop_time, move_time = flops / flop_rate, nbytes / bandwidth
-    return seconds / max(flop_time, move_time), move_time > flop_time
+def over_limit(seconds: float, terms: dict[str, float]) -> tuple[float, str]:
+    """A time over its memory-aware limit, the largest of ``terms`` (name -> seconds: the FLOPs at the SGEMM rate, the
+    bytes at a bandwidth; docs/systems/tt.md), and the name of that term."""
+    bound = max(terms, key=terms.get)
+    return seconds / terms[bound], bound
 
 
 def _fmt(v) -> str:

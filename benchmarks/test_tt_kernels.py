@@ -16,7 +16,7 @@ Every TT kernel runs once per round in each vector ISA build of the library (``s
 ops.cpu_isas(), the native one first; an AVX-512 build carries an AVX2 one), so the builds are compared side by
 side in the same rounds.
 
-Memory-aware limit: each round also times a copy of STREAM_FLOATS floats (far past any cache; its bandwidth counts
+Memory-aware limit: each round also times a copy of DRAM_FLOATS floats (far past any cache; its bandwidth counts
 the bytes read plus the bytes written). A kernel's limit in a round is max(its FLOPs at that round's SGEMM rate, the
 bytes it must move at that round's copy bandwidth), the bytes being every operand tensor read once and every output
 written once (a gradient it adds into: read and written); "x limit" is its time over that limit and "bound" says
@@ -25,11 +25,11 @@ import inspect
 
 import torch
 
+from benchmarks.bandwidth import DRAM_FLOATS
 from benchmarks.conftest import over_limit, report, timed
 from impls.core import ops, tt
 
 G, ITEMS_PER_PREFIX = 65536, 4
-STREAM_FLOATS = 1 << 26  # 256 MiB per side of the copy
 SECTION = "TT kernel roofline (median over interleaved rounds; GFLOP/s and share of the same round's SGEMM)"
 _STATE: dict = {}
 
@@ -51,7 +51,7 @@ def setup():
         d_emb=torch.randn(n, s.dim, generator=gen), grads=[torch.zeros_like(c) for c in cores],
         a1=cores[0][digits[0]].view(G, s.q[0], s.r[1]), b1=cores[1][digits[1]].view(G, s.r[1], -1),
         digits=digits, mm=(torch.randn(2048, 2048, generator=gen), torch.randn(2048, 2048, generator=gen)),
-        stream=(torch.ones(STREAM_FLOATS), torch.empty(STREAM_FLOATS)),
+        stream=(torch.ones(DRAM_FLOATS), torch.empty(DRAM_FLOATS)),
         ecorec=ecorec_stage2(s, cores),
     )
     return _STATE
@@ -217,9 +217,9 @@ def limits(kernel: str, st, rates: dict[str, list[float]], label: str) -> tuple[
     flops, nb = flops_of(kernel, st), bytes_of(kernel, st)
     over, memory = [], 0
     for rate, sgemm, bw in zip(rates[label], rates["sgemm"], rates["stream"]):
-        x, by_memory = over_limit(flops / (rate * 1e9), flops, sgemm * 1e9, nb, bw * 1e9)
+        x, bound = over_limit(flops / (rate * 1e9), {"FLOP": flops / (sgemm * 1e9), "memory": nb / (bw * 1e9)})
         over.append(x)
-        memory += by_memory
+        memory += bound == "memory"
     return sorted(over), "memory" if 2 * memory > len(over) else "FLOP"
 
 

@@ -9,23 +9,30 @@ is profiled (native ISA, torch.profiler, the median of 3 profiled steps by wall 
 stage kernels (every dlrmbench::tt_* op, and the stage calls a fused op makes, which it names the same), the rest of
 the step outside them, and the ops that take the most of that rest.
 
-Memory-aware limit: each round also times a copy far past any cache (test_tt_kernels.py: stream). A system's limit in
-a round is max(its FLOP-time, the bytes its step must move at that round's copy bandwidth), the bytes being the
-batch's ids and offsets read, the pooled rows written and their gradient read, the parameters read by the forward
-and the backward and written by the update, and every intermediate buffer the schedule keeps (its work report's
-peak) written once and read once (docs/systems/tt.md). "x limit" is the step over that limit."""
+Memory-aware limit (docs/systems/tt.md): each round also times a copy at each level past L1 (benchmarks/bandwidth.py:
+L2, L3, DRAM). A system's limit in a round is the largest of its FLOP-time and, per level, the bytes that cross that
+level in its step at that round's bandwidth there (impls/work/traffic.py: Traffic.by_level over the system's own stage
+plan of the batch: its prefix products and their gradients written and read once, every lookup pooled into its bag
+and its bag's gradient gathered back, the index work; each stream served by the smallest level that holds what it is
+drawn from), plus the bytes the step must move from memory whatever the caches, at every level:
+the batch's ids and offsets read, the pooled rows written and their gradient read, the parameters read by the forward
+and the backward and written by the update, and every intermediate buffer the schedule keeps, its work report's peak,
+written once and read once). "x limit" is the step over that limit, "bound" the term that sets it in most rounds."""
 import pytest
 import torch
 
+from benchmarks.bandwidth import LevelCopies, capacity
 from benchmarks.conftest import over_limit, report, timed
-from benchmarks.test_tt_kernels import STREAM_FLOATS
 from impls.api import EmbeddingOptim, SparseFeatures, TableSpec, get_impl
 from impls.core import ops
+from impls.core.stage_plan import SampledIndex
+from impls.work.traffic import Traffic
 
 B, L, D, ROUNDS = 8192, 46, 32, 5
 WARMUP = 3  # steps before the rounds: a 1e8-row dense table's pages are first touched by its early steps
 SYSTEMS = ("ecorec", "elrec", "ttrec", "dense-fbgemm")
 SECTION = "TT step over its FLOP-time and over dense-fbgemm (median over interleaved rounds; range)"
+BANDWIDTH_SECTION = "Memory-aware limit's bandwidths (the step rounds' copies at each level)"
 PROFILE_SECTION = "TT step profile: inside the TT stage kernels vs outside them (one profiled step, native ISA)"
 TT_KERNELS = frozenset({"dlrmbench::tt_stages", "dlrmbench::tt_stages_backward", "dlrmbench::tt_prefix",
                         "dlrmbench::tt_last", "dlrmbench::tt_last_backward", "dlrmbench::tt_prefix_backward"})
@@ -73,17 +80,31 @@ def sgemm_rate() -> float:
     return 2 * 2048**3 / min(timed(torch.mm, a, b) for _ in range(3))
 
 
-def copy_bandwidth(src, dst) -> float:
-    """Bytes per second of a copy far past any cache (bytes read plus bytes written), the best of 3."""
-    dst.copy_(src)
-    return 2 * src.numel() * src.element_size() / min(timed(dst.copy_, src) for _ in range(3))
+STACK = 64  # prefixes a fused walk stacks at a time (csrc/cpu/tt_chain.h: kStack): its working buffers' rows
 
 
 def step_bytes(emb, sf) -> int:
-    """What a step must move at least (module docstring): ids and offsets, pooled rows and their gradient, the
-    parameters three times, the schedule's peak intermediate buffers twice."""
+    """What a step must move from memory whatever the caches (module docstring): ids and offsets, pooled rows and
+    their gradient, the parameters three times, the schedule's peak intermediate buffers twice."""
     ids = sf.values.numel() * sf.values.element_size() + sf.offsets.numel() * sf.offsets.element_size()
     return ids + 2 * B * D * 4 + 3 * emb.memory_report().params + 2 * emb.work_report().intermediate_bytes
+
+
+def level_bytes(emb, sf) -> dict[str, float]:
+    """The bytes that must cross L2, L3 and DRAM in one step of TT system ``emb`` on batch ``sf`` (module docstring):
+    its stage plan's traffic (Traffic.by_level) by the footprint of each stream (the fused walks' stacks of prefixes
+    and their gradients, per thread; the bags and their gradients; the ids and their sort), plus step_bytes at every
+    level."""
+    table = emb.tt["0"]
+    s = table.shape
+    plan = type(emb).stage_plan(s, SampledIndex(sf.values, s.last_radix))
+    traffic = Traffic()
+    dedups = plan.unique > 0
+    traffic.add_plan(plan, s, sf.values.numel(), dedups=dedups)
+    threads = torch.get_num_threads()
+    footprints = {"prefixes": threads * 2 * STACK * s.prefix_width * 4, "pooling": 2 * B * s.dim * 4,
+                  "index": sf.values.numel() * (8 + (32 if dedups else 0))}
+    return traffic.by_level(footprints, capacity(threads), step_bytes(emb, sf))
 
 
 def run_rounds(rows: int) -> dict:
@@ -98,21 +119,25 @@ def run_rounds(rows: int) -> dict:
             for _ in range(WARMUP):  # the first steps' allocations and first-touch page faults
                 step_once(emb, sf, upstream, isa)
             models[label], isas[label] = emb, isa
-    out = {k: {"step_s": [], "flops": 0, "over_flop_time": [], "over_dense": [], "over_limit": [],
-               "memory_bound": 0} for k in models}
-    stream = (torch.ones(STREAM_FLOATS), torch.empty(STREAM_FLOATS))
+    out = {k: {"step_s": [], "flops": 0, "over_flop_time": [], "over_dense": [], "over_limit": [], "bounds": []}
+           for k in models}
+    copies = LevelCopies(torch.get_num_threads())
+    levels = {k: level_bytes(m, sf) for k, m in models.items() if m.work_report().flops}
+    bandwidths = []
     for _ in range(ROUNDS):
-        rate, bw = sgemm_rate(), copy_bandwidth(*stream)
+        rate, bw = sgemm_rate(), copies.bandwidths()
+        bandwidths.append(bw)
         times = {k: step_once(m, sf, upstream, isas[k]) for k, m in models.items()}
         for k, m in models.items():
             out[k]["step_s"].append(times[k])
             flops = m.work_report().flops
             out[k]["flops"] = flops
             if flops:  # a TT system (a dense table touches a few of its rows: its parameters bound nothing)
-                out[k]["bytes"] = step_bytes(m, sf)
-                x, by_memory = over_limit(times[k], flops, rate, out[k]["bytes"], bw)
+                out[k]["bytes"] = levels[k]
+                terms = {"FLOP": flops / rate, **{lv: levels[k][lv] / bw[lv] for lv in bw if lv in levels[k]}}
+                x, bound = over_limit(times[k], terms)
                 out[k]["over_limit"].append(x)
-                out[k]["memory_bound"] += by_memory
+                out[k]["bounds"].append(bound)
                 out[k]["over_flop_time"].append(times[k] / (flops / rate))
             if "dense-fbgemm" in times:
                 out[k]["over_dense"].append(times[k] / times["dense-fbgemm"])
@@ -120,7 +145,8 @@ def run_rounds(rows: int) -> dict:
         out[k]["param_bytes"] = m.memory_report().params
     native = ops.cpu_isas()[0]  # what the TT kernels run unless asked otherwise (a dense table has no ISA build)
     profiles = {k: step_profile(m, sf, upstream) for k, m in models.items() if isas[k] == native}
-    return {"systems": out, "missing": missing, "profiles": profiles}
+    return {"systems": out, "missing": missing, "profiles": profiles, "bandwidths": bandwidths,
+            "copy_bytes": copies.sizes(), "capacity": capacity(torch.get_num_threads())}
 
 
 def step_profile(emb, sf, upstream) -> dict:
@@ -159,7 +185,7 @@ def test_tt_step_against_flops_and_dense(benchmark, rows):
                       "over_limit": med(r["over_limit"]),
                       "over_limit_range": [min(r["over_limit"], default=None), max(r["over_limit"], default=None)],
                       "bytes_per_step": r.get("bytes"),
-                      "bound": "memory" if 2 * r["memory_bound"] > ROUNDS else "FLOP" if r["over_limit"] else "–"}
+                      "bound": max(set(r["bounds"]), key=r["bounds"].count) if r["bounds"] else "–"}
         s = summary[k]
         report(SECTION, {"rows": f"{rows:.0e}", "system": k, "step ms": s["step_ms"],
                          "x FLOP-time": s["over_flop_time"], "x limit": s["over_limit"],
@@ -175,5 +201,11 @@ def test_tt_step_against_flops_and_dense(benchmark, rows):
                                  "largest outside": ", ".join(f"{n} {v:.1f}" for n, v in prof["top_outside"][:3])},
                "self CPU time per op on the stepping thread (torch.profiler); outside = the step's wall time less "
                "the TT kernels'")
+    bw = {lv: med([b[lv] for b in res["bandwidths"]]) for lv in res["bandwidths"][0]}
+    report(BANDWIDTH_SECTION, {"rows": f"{rows:.0e}", **{f"{lv} GB/s": v / 1e9 for lv, v in bw.items()},
+                               **{f"{lv} copy MiB": n / 2**20 for lv, n in res["copy_bytes"].items()}},
+           "copy bandwidth (read + written) with source and destination in the level: L2 half of one core's L2 on one "
+           "thread, times the threads; L3 half the shared L3; DRAM far past it; median over the rounds")
     benchmark.extra_info.update(rows=rows, systems=summary, missing=res["missing"], per_round=res["systems"],
-                                isas=ops.cpu_isas(), native_isa=ops.cpu_isa(), profiles=res["profiles"])
+                                isas=ops.cpu_isas(), native_isa=ops.cpu_isa(), profiles=res["profiles"],
+                                bandwidths=bw, copy_bytes=res["copy_bytes"], capacity=res["capacity"])

@@ -70,6 +70,13 @@ def tt_step(root: Path, machine: str) -> list[str]:
             limit = f"{ratio(e, 'over_limit')}, {e['bound']}" if e.get("bound", "–") != "–" else "–"
             lines.append(f"| {run['rows']:.0e} | {name} | {e['step_ms']:.0f} | {ratio(e, 'over_flop_time')} | "
                          f"{limit} | {ratio(e, 'over_dense')} | {e['param_bytes'] / 2**20:,.1f} MiB |")
+    levels = [(run["rows"], run["bandwidths"], run["copy_bytes"]) for run in sorted(runs, key=lambda r: r["rows"])
+              if "bandwidths" in run]
+    if levels:
+        lines += ["", "The limit's bandwidths (copies with source and destination in the level, median of the rounds): "
+                  + "; ".join(f"{rows:.0e} rows: " + ", ".join(f"{lv} {bw[lv] / 1e9:.0f} GB/s ({size[lv] / 2**20:g} "
+                                                               f"MiB copy)" for lv in bw)
+                              for rows, bw, size in levels) + "."]
     return lines
 
 
