@@ -115,6 +115,12 @@ inline void stage2_items_backward(const TTShape& s, const float* Gt, const float
   const int L = s.d - 1;
   const int64_t M = s.Q(L - 1), qn = s.q[L], rk = s.r[L], wl = s.core_width(L), D = s.dim();
   if (n == 0) std::fill(dP, dP + M * rk, 0.f);
+#if defined(DLRMBENCH_AVX512)
+  if (qn == 4 && rk % 16 == 0 && M % 8 == 0) {  // dP in registers over the items, both products in one pass
+    gemm::items4_backward_lanes(M, rk, n, dE, D, Gt, last, wl, P, dP, dGt);
+    return;
+  }
+#endif
   if (qn == 4 && rk % 8 == 0 && n <= kFewItems) {  // item by item, both products in one pass
     for (int64_t k = 0; k < n; ++k)
       gemm::item4_backward(M, rk, dE + k * D, Gt + last[k] * wl, P, dP, k > 0, dGt + last[k] * wl);

@@ -118,6 +118,42 @@ inline void lanes_item_pair(int64_t M, int64_t K, const float* X, const float* G
     store_lanes(b, C1 + m0 * 4);
   }
 }
+
+// The stage-2 backward of all n items of one prefix P (M x N, M % 8 == 0, N % 16 == 0) for a last core 4 wide, in
+// 16-float column blocks: for 8 rows and 16 columns, dP's block stays in registers over every item (dP = sum_k dE_k
+// Gt_k, overwritten), while item k's block of dGt_k (+)= dE_k^T P is loaded, accumulated over the 8 rows and stored.
+// Item k: its gradient dE + k * ldE (M x 4, row-major), its slice of the transposed last core Gt + last[k] * wl
+// (4 x N) and of its gradient dGt + last[k] * wl. Each item is 2 x 8 x 4 16-float FMAs per block, its entries of dE
+// broadcast from memory; per element, the same sums in the same order as the GEMM over the items and t4_acc.
+inline void items4_backward_lanes(int64_t M, int64_t N, int64_t n, const float* dE, int64_t ldE, const float* Gt,
+                                  const int64_t* last, int64_t wl, const float* P, float* dP, float* dGt) {
+  for (int64_t m0 = 0; m0 < M; m0 += 8) {
+    for (int64_t c = 0; c < N; c += 16) {
+      __m512 acc[8];
+      for (int m = 0; m < 8; ++m) acc[m] = _mm512_setzero_ps();
+      for (int64_t k = 0; k < n; ++k) {
+        const float* e = dE + k * ldE + m0 * 4;
+        const float* gt = Gt + last[k] * wl + c;
+        float* dg = dGt + last[k] * wl + c;
+        __m512 G[4], g[4];
+        for (int v = 0; v < 4; ++v) {
+          G[v] = _mm512_loadu_ps(gt + v * N);
+          g[v] = _mm512_loadu_ps(dg + v * N);
+        }
+        for (int m = 0; m < 8; ++m) {
+          const __m512 p = _mm512_loadu_ps(P + (m0 + m) * N + c);
+          for (int v = 0; v < 4; ++v) {
+            const __m512 ev = _mm512_set1_ps(e[m * 4 + v]);
+            acc[m] = _mm512_fmadd_ps(ev, G[v], acc[m]);
+            g[v] = _mm512_fmadd_ps(ev, p, g[v]);
+          }
+        }
+        for (int v = 0; v < 4; ++v) _mm512_storeu_ps(dg + v * N, g[v]);
+      }
+      for (int m = 0; m < 8; ++m) _mm512_storeu_ps(dP + (m0 + m) * N + c, acc[m]);
+    }
+  }
+}
 #else
 inline bool lanes_fit(int64_t, int64_t, int64_t) { return false; }
 #endif
