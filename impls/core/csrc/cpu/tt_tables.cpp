@@ -26,6 +26,7 @@
 #include "../op_args.h"
 #include "../tt_tables_call.h"
 #include "cpu_kernels.h"
+#include "cpu_util.h"
 #include "ecorec_index.h"
 #include "table_checks.h"
 #include "tables_call.h"
@@ -41,10 +42,16 @@ struct Occurrences {
   at::Tensor prefix, one_each, bags;
   Occurrences(const at::Tensor& v, const int64_t* off, int64_t B, int64_t p_last) {
     const int64_t nnz = v.numel();
-    prefix = at::div(v, p_last, "floor");
-    one_each = at::arange(nnz + 1, v.options());
+    prefix = at::empty({nnz}, v.options());
+    one_each = at::empty({nnz + 1}, v.options());
     bags = at::empty({nnz}, v.options());
-    int64_t* bg = bags.data_ptr<int64_t>();
+    const int64_t* ids = v.data_ptr<int64_t>();
+    int64_t *px = prefix.data_ptr<int64_t>(), *each = one_each.data_ptr<int64_t>(), *bg = bags.data_ptr<int64_t>();
+    const DivideBy divide(p_last);  // ids are checked: in [0, rows)
+    at::parallel_for(0, nnz + 1, 1 << 14, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j) each[j] = j;
+      for (int64_t j = j0; j < std::min(j1, nnz); ++j) px[j] = divide(ids[j]);
+    });
     at::parallel_for(0, B, 1024, [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) std::fill(bg + off[b], bg + off[b + 1], b);
     });
