@@ -159,3 +159,22 @@ def test_an_error_names_its_table():
     wrong[1] = torch.ones(B, 3)
     with pytest.raises(ValueError, match="TT table 1: ecorec_backward"):
         LIB.ecorec_tables_backward(cs, per, q, r, *saved[:4], wrong, grads, rows)
+
+
+@pytest.mark.gpu
+def test_the_gpu_ops_equal_the_cpu_kernels():
+    """On a GPU the ops are the composition (csrc/ecorec_tables_composed.cpp: each table's ecorec_forward /
+    ecorec_backward in turn, their CUDA compositions)."""
+    shapes, values, offsets, B = sc24_tables()
+    cores = [cores_of(s, k) for k, s in enumerate(shapes)]
+    grads = [torch.randn(B, s.dim, generator=torch.Generator().manual_seed(k)) for k, s in enumerate(shapes)]
+    cpu = run_tables(shapes, cores, values, offsets, [0, 1, 2], B, 4, 16, grads)
+    gpu = run_tables(shapes, [[c.cuda() for c in cs] for cs in cores], values.cuda(), offsets.cuda(), [0, 1, 2], B,
+                     4, 16, [g.cuda() for g in grads])
+    for a, b in zip(gpu[2], cpu[2]):
+        for x, y in zip(a, b):
+            assert torch.equal(x.cpu(), y)
+    for a, b in zip(gpu[0], cpu[0]):
+        close(a.cpu(), b, 1e-5)
+    for a, b in zip(gpu[1], cpu[1]):
+        close(a.cpu(), b, 1e-4)
