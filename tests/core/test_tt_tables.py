@@ -180,3 +180,34 @@ def test_the_native_step_trains_as_the_stage_op_schedule_does(system, seed, opti
         torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6)
     assert (a_work.flops, a_work.gemms, a_work.unique, a_work.e1, a_work.intermediate_bytes) == (
         b_work.flops, b_work.gemms, b_work.unique, b_work.e1, b_work.intermediate_bytes)
+
+
+def test_tables_of_real_shapes_match_their_float64_replay_in_every_isa_build():
+    """The SC24 shape (ranks 32, q = (2, 4, 4): the AVX-512 stage-2 kernels, 16-lane backward included, and the wide
+    stage-1 tiles) beside a smaller one, for all three systems' native steps over the tables at once, in each vector
+    ISA build of the kernels (ops.cpu_isas): each against the float64 replay, the builds against each other."""
+    from tests.core.test_ecorec_tables import run_tables
+
+    shapes, values, offsets, B = sc24_tables()
+    cores = [cores_of(s, k) for k, s in enumerate(shapes)]
+    grads = [torch.randn(B, s.dim, generator=torch.Generator().manual_seed(k)) for k, s in enumerate(shapes)]
+    want = [replay(s, cores[k], *table_slice(values, offsets, k, B), grads[k]) for k, s in enumerate(shapes)]
+    by_isa = {}
+    for isa in ops.cpu_isas():
+        with ops.use_cpu_isa(isa):
+            runs = {"ttrec": run_ttrec(shapes, cores, values, offsets, [0, 1, 2], B, 20_000, grads),
+                    "elrec": run_elrec(shapes, cores, values, offsets, [0, 1, 2], B, grads),
+                    "ecorec": run_tables(shapes, cores, values, offsets, [0, 1, 2], B, 4, 16, grads)}
+        for name, (outs, core_grads, _) in runs.items():
+            at = 0
+            for k, s in enumerate(shapes):
+                close(outs[k], want[k][0].float(), 1e-4)
+                for g, w in zip(core_grads[at:at + s.d], want[k][1]):
+                    close(g, w.float(), 1e-4)
+                at += s.d
+        by_isa[isa] = runs
+    first, *others = by_isa.values()
+    for runs in others:  # the builds agree within float32 rounding of their different summation orders
+        for name, (outs, core_grads, _) in runs.items():
+            for a, b in zip([*outs, *core_grads], [*first[name][0], *first[name][1]]):
+                close(a, b, 1e-5)
