@@ -105,12 +105,12 @@ def test_composition_equals_the_cpu_kernels(case):
         close(a, b, 1e-5)
 
 
-def sc24_tables():
-    """Three tables of the SC24 shape: one of ~45,000 lookups (it runs alone, every thread inside), two small ones
-    (side by side, one thread each)."""
+def sc24_tables(B=9_000):
+    """Three tables: one of the SC24 shape, of ~45,000 lookups at the default B (it runs alone, every thread inside),
+    two small ones (side by side, one thread each)."""
     s = tt.TTShape.create(27_000, 32, [32, 32], p=(30, 30, 30), q=(2, 4, 4))
     small = tt.TTShape.create(5_000, 16, [8, 8], p=(10, 20, 25), q=(2, 2, 4))
-    B, gen = 9_000, torch.Generator().manual_seed(4)
+    gen = torch.Generator().manual_seed(4)
     lengths = torch.cat([torch.randint(0, 10, (B,), generator=gen), torch.randint(0, 3, (2 * B,), generator=gen)])
     owner = torch.repeat_interleave(torch.tensor([27_000, 5_000, 5_000]).repeat_interleave(B), lengths)
     values = (torch.rand(int(lengths.sum()), generator=gen) ** 3 * owner).long()

@@ -104,7 +104,7 @@ def test_ecorec_step_ops(case):
           [torch.zeros_like(c) for c in cores], s.num_embeddings)
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=4, deadline=None)
 @given(ecorec_tables.batches())
 def test_ecorec_tables_ops(case):
     shapes, values, offsets, tables, B, m, min_chunk, seed = case
@@ -115,7 +115,7 @@ def test_ecorec_tables_ops(case):
           [torch.zeros_like(c) for c in cs], rows)
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=4, deadline=None)
 @given(ecorec_tables.batches())
 def test_ttrec_and_elrec_tables_ops(case):
     shapes, values, offsets, tables, B, m, _, seed = case

@@ -188,7 +188,7 @@ def test_tables_of_real_shapes_match_their_float64_replay_in_every_isa_build():
     ISA build of the kernels (ops.cpu_isas): each against the float64 replay, the builds against each other."""
     from tests.core.test_ecorec_tables import run_tables
 
-    shapes, values, offsets, B = sc24_tables()
+    shapes, values, offsets, B = sc24_tables(B=1_500)
     cores = [cores_of(s, k) for k, s in enumerate(shapes)]
     grads = [torch.randn(B, s.dim, generator=torch.Generator().manual_seed(k)) for k, s in enumerate(shapes)]
     want = [replay(s, cores[k], *table_slice(values, offsets, k, B), grads[k]) for k, s in enumerate(shapes)]
