@@ -562,18 +562,30 @@ def _ecorec_backward_fake(cores, q, r, unique, count_offsets, occ_bags, chunk_bo
     return None
 
 
+def _per_table_fakes(cores, cores_per_table, q, batch_size, made) -> tuple[list[Tensor], ...]:
+    """A *_tables op's outputs as lists of one fake tensor per table: made(out) gives table k's outputs from its
+    fake pooled [B, D_k] (the rest data-dependent sizes)."""
+    parts, at = None, 0
+    for d in cores_per_table:
+        outs = made(cores[0].new_empty(batch_size, math.prod(q[at:at + d])))
+        parts = parts or [[] for _ in outs]
+        for part, x in zip(parts, outs):
+            part.append(x)
+        at += d
+    return tuple(parts or [])
+
+
 @torch.library.register_fake(f"{_LIB}::ecorec_tables_forward")
 def _ecorec_tables_forward_fake(cores, cores_per_table, q, r, values, offsets, tables, batch_size, micro_batches,
                                 min_chunk, num_rows):
-    ctx, parts, at = torch.library.get_ctx(), [[] for _ in range(6)], 0
-    for d in cores_per_table:
+    ctx = torch.library.get_ctx()
+
+    def made(out):
         u, m, nnz = ctx.new_dynamic_size(), ctx.new_dynamic_size(), ctx.new_dynamic_size()
-        made = (cores[0].new_empty(batch_size, math.prod(q[at:at + d])), values.new_empty(u), values.new_empty(u + 1),
-                values.new_empty(nnz), values.new_empty(m + 1), values.new_empty(m))
-        for part, x in zip(parts, made):
-            part.append(x)
-        at += d
-    return tuple(parts)
+        return (out, values.new_empty(u), values.new_empty(u + 1), values.new_empty(nnz), values.new_empty(m + 1),
+                values.new_empty(m))
+
+    return _per_table_fakes(cores, cores_per_table, q, batch_size, made) or tuple([] for _ in range(6))
 
 
 @torch.library.register_fake(f"{_LIB}::ecorec_tables_backward")
@@ -584,11 +596,7 @@ def _ecorec_tables_backward_fake(cores, cores_per_table, q, r, unique, count_off
 
 @torch.library.register_fake(f"{_LIB}::ttrec_tables_forward")
 def _ttrec_tables_forward_fake(cores, cores_per_table, q, r, values, offsets, tables, batch_size, chunk, num_rows):
-    outs, at = [], 0
-    for d in cores_per_table:
-        outs.append(cores[0].new_empty(batch_size, math.prod(q[at:at + d])))
-        at += d
-    return outs
+    return (_per_table_fakes(cores, cores_per_table, q, batch_size, lambda out: (out,)) or ([],))[0]
 
 
 @torch.library.register_fake(f"{_LIB}::ttrec_tables_backward")
@@ -599,15 +607,13 @@ def _ttrec_tables_backward_fake(cores, cores_per_table, q, r, values, offsets, t
 
 @torch.library.register_fake(f"{_LIB}::elrec_tables_forward")
 def _elrec_tables_forward_fake(cores, cores_per_table, q, r, values, offsets, tables, batch_size, num_rows):
-    ctx, parts, at = torch.library.get_ctx(), [[] for _ in range(5)], 0
-    for d in cores_per_table:
+    ctx = torch.library.get_ctx()
+
+    def made(out):
         u, nnz = ctx.new_dynamic_size(), ctx.new_dynamic_size()
-        made = (cores[0].new_empty(batch_size, math.prod(q[at:at + d])), values.new_empty(u), values.new_empty(u + 1),
-                values.new_empty(nnz), values.new_empty(1))
-        for part, x in zip(parts, made):
-            part.append(x)
-        at += d
-    return tuple(parts)
+        return out, values.new_empty(u), values.new_empty(u + 1), values.new_empty(nnz), values.new_empty(1)
+
+    return _per_table_fakes(cores, cores_per_table, q, batch_size, made) or tuple([] for _ in range(5))
 
 
 @torch.library.register_fake(f"{_LIB}::elrec_tables_backward")

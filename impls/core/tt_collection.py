@@ -88,10 +88,9 @@ class TTBatch:
         return cls(features.values, features.offsets, [int(t) for t in tables])
 
     @classmethod
-    def joined(cls, lookups: Sequence[tuple[int, Tensor, Tensor]], batch_size: int) -> "TTBatch":
-        """Lookups that are not the batch's own (a cache's misses), joined into one table-major batch of their own."""
-        if not lookups:
-            return cls(torch.zeros(0, dtype=torch.long), torch.zeros(1, dtype=torch.long), [])
+    def joined(cls, lookups: Sequence[tuple[int, Tensor, Tensor]]) -> "TTBatch":
+        """Lookups that are not the batch's own (a cache's misses; at least one table's), joined into one
+        table-major batch of their own."""
         values = torch.cat([v for _, v, _ in lookups])
         starts = torch.tensor([0] + [v.numel() for _, v, _ in lookups], device=values.device).cumsum(0)
         offsets = torch.cat([o[:-1] + starts[k] for k, (_, _, o) in enumerate(lookups)] + [starts[-1:]])
@@ -347,10 +346,8 @@ class TTCollection(EmbeddingCollection):
         return values, offsets, None
 
     def tt_step(self, lookups: Sequence[tuple[int, Tensor, Tensor]], batch_size: int, batch: "TTBatch") -> list[Tensor]:
-        """Sum-pooled [B, D] of every TT table of ``lookups`` ((index, values, offsets) each; ``batch``: the same
-        lookups table-major), in one TTStep."""
-        if not lookups:
-            return []
+        """Sum-pooled [B, D] of every TT table of ``lookups`` ((index, values, offsets) each, at least one;
+        ``batch``: the same lookups table-major), in one TTStep."""
         cores = [c for index, _, _ in lookups for c in self.tt[str(index)].cores]
         return list(TTStep.apply(self, tuple(lookups), batch_size, batch, *cores))
 
@@ -379,8 +376,10 @@ class TTCollection(EmbeddingCollection):
                 outs.append(None)
             else:
                 outs.append(self.dense_lookup(i, values, offsets, spec.pooling))
-        batch = TTBatch.of(features, on_cores) if not rerouted else TTBatch.joined(lookups, B)
-        through_cores = dict(zip(on_cores, self.tt_step(lookups, B, batch)))
+        through_cores = {}
+        if lookups:
+            batch = TTBatch.joined(lookups) if rerouted else TTBatch.of(features, on_cores)
+            through_cores = dict(zip(on_cores, self.tt_step(lookups, B, batch)))
         for i, (elsewhere, offsets) in served.items():
             parts = [p for p in (elsewhere, through_cores.get(i)) if p is not None]
             out = parts[0] if len(parts) == 1 else parts[0] + parts[1]

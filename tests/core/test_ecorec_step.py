@@ -14,6 +14,7 @@ from impls.api import EmbeddingOptim, SparseFeatures, TableSpec, get_impl
 from impls.core import ops, tt
 from impls.core.counters import TTWork
 from impls.ecorec.collection import micro_batch_bounds
+from tests.core.test_determinism import assert_identical, with_threads
 from tests.core.test_tt_ops import close
 
 composed = torch.ops.dlrmbench_composed
@@ -150,18 +151,11 @@ def test_reruns_and_thread_counts_are_bit_identical(B):
     s, values, offsets, B = sc24_case(B)
     cores = cores_of(s, 0)
     grad = torch.randn(B, s.dim, generator=torch.Generator().manual_seed(5))
-    before = torch.get_num_threads()
-    try:
-        runs = []
-        for threads in (1, 1, 2, 3):
-            torch.set_num_threads(threads)
-            out, grads, saved = run_op(s, cores, values, offsets, B, 4, 16, grad)
-            runs.append([out, *grads, *saved])
-    finally:
-        torch.set_num_threads(before)
-    for run in runs[1:]:
-        for a, b in zip(run, runs[0]):
-            assert torch.equal(a, b)
+    def run():
+        out, grads, saved = run_op(s, cores, values, offsets, B, 4, 16, grad)
+        return [out, *grads, *saved]
+
+    assert_identical([with_threads(t, run) for t in (1, 1, 2, 3)], "ecorec_forward / _backward (threads 1, 1, 2, 3)")
 
 
 def test_bad_input_is_refused_by_name():

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from impls.core import tt
+from tests.core.test_determinism import assert_identical, with_threads
 from tests.core.test_ecorec_step import cores_of, replay
 from tests.core.test_tt_ops import close
 
@@ -122,18 +123,11 @@ def test_reruns_and_thread_counts_are_bit_identical():
     assert int(offsets[B]) >= 1 << 15 > int(offsets[2 * B] - offsets[B])  # one table alone, two side by side
     cores = [cores_of(s, k) for k, s in enumerate(shapes)]
     grads = [torch.randn(B, s.dim, generator=torch.Generator().manual_seed(k)) for k, s in enumerate(shapes)]
-    before = torch.get_num_threads()
-    try:
-        runs = []
-        for threads in (1, 1, 2, 3):
-            torch.set_num_threads(threads)
-            outs, core_grads, saved = run_tables(shapes, cores, values, offsets, [0, 1, 2], B, 4, 16, grads)
-            runs.append([*outs, *core_grads, *[x for part in saved for x in part]])
-    finally:
-        torch.set_num_threads(before)
-    for run in runs[1:]:
-        for a, b in zip(run, runs[0]):
-            assert torch.equal(a, b)
+    def run():
+        outs, core_grads, saved = run_tables(shapes, cores, values, offsets, [0, 1, 2], B, 4, 16, grads)
+        return [*outs, *core_grads, *[x for part in saved for x in part]]
+
+    assert_identical([with_threads(t, run) for t in (1, 1, 2, 3)], "ecorec_tables_* (threads 1, 1, 2, 3)")
 
 
 def test_an_error_names_its_table():

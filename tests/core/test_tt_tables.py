@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from impls.core import ops
 from impls.core.counters import TTWork
+from tests.core.test_determinism import assert_identical, with_threads
 from tests.core.test_ecorec_step import cores_of, replay
 from tests.core.test_ecorec_tables import batches, flat, sc24_tables, table_slice
 from tests.core.test_tt_ops import close
@@ -101,21 +102,14 @@ def test_reruns_and_thread_counts_are_bit_identical(system):
     shapes, values, offsets, B = sc24_tables()
     cores = [cores_of(s, k) for k, s in enumerate(shapes)]
     grads = [torch.randn(B, s.dim, generator=torch.Generator().manual_seed(k)) for k, s in enumerate(shapes)]
-    before = torch.get_num_threads()
-    try:
-        results = []
-        for threads in (1, 1, 2, 3):
-            torch.set_num_threads(threads)
-            if system == "ttrec":
-                outs, core_grads, saved = run_ttrec(shapes, cores, values, offsets, [0, 1, 2], B, 20_000, grads)
-            else:
-                outs, core_grads, saved = run_elrec(shapes, cores, values, offsets, [0, 1, 2], B, grads)
-            results.append([*outs, *core_grads, *[x for part in saved for x in part]])
-    finally:
-        torch.set_num_threads(before)
-    for run in results[1:]:
-        for a, b in zip(run, results[0]):
-            assert torch.equal(a, b)
+    def run():
+        if system == "ttrec":
+            outs, core_grads, saved = run_ttrec(shapes, cores, values, offsets, [0, 1, 2], B, 20_000, grads)
+        else:
+            outs, core_grads, saved = run_elrec(shapes, cores, values, offsets, [0, 1, 2], B, grads)
+        return [*outs, *core_grads, *[x for part in saved for x in part]]
+
+    assert_identical([with_threads(t, run) for t in (1, 1, 2, 3)], f"{system}_tables_* (threads 1, 1, 2, 3)")
 
 
 def test_an_error_names_its_table():

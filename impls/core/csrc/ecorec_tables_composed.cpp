@@ -29,8 +29,8 @@ TableSteps ecorec_tables_forward_composed(at::TensorList cores, c10::IntArrayRef
   const std::vector<TableOfCall> tt = tables_of_call(op, cores, cores_per_table, q, r, num_rows);
   const int64_t T = static_cast<int64_t>(tt.size()), B = batch_size;
   check_batch_tables(op, offsets, B, tables, T);
-  std::vector<std::vector<at::Tensor>> out(6, std::vector<at::Tensor>(T));
-  if (T == 0) return {out[0], out[1], out[2], out[3], out[4], out[5]};
+  PerTableOutputs<6> out(T);
+  if (T == 0) return out.as_tuple();
   check_index(op, "values", values, cores[0]);
   check_index(op, "offsets", offsets, cores[0]);
   const c10::DeviceGuard guard(values.device());
@@ -48,22 +48,15 @@ TableSteps ecorec_tables_forward_composed(at::TensorList cores, c10::IntArrayRef
                                                   int64_t)>();
   for (int64_t k = 0; k < T; ++k) {
     const int64_t lo = bd[2 * k], hi = bd[2 * k + 1];
-    TORCH_CHECK_VALUE(0 <= lo && lo <= hi && hi <= values.numel(), op, ": the batch's table ", tables[k],
-                      " (TT table ", k, ") spans values[", lo, ":", hi, "] of ", values.numel());
+    check_table_span(op, k, tables[k], lo, hi, values.numel());
     const TableOfCall& t = tt[k];
-    auto res = for_table(op, k, tables[k], [&] {
+    out.set(k, for_table(op, k, tables[k], [&] {
       return step.call(t.of(cores), t.q, t.r, values.slice(0, lo, hi),
                        at::sub(offsets.slice(0, tables[k] * B, (tables[k] + 1) * B + 1), lo), B, micro_batches,
                        min_chunk, t.num_rows);
-    });
-    out[0][k] = std::get<0>(res);
-    out[1][k] = std::get<1>(res);
-    out[2][k] = std::get<2>(res);
-    out[3][k] = std::get<3>(res);
-    out[4][k] = std::get<4>(res);
-    out[5][k] = std::get<5>(res);
+    }));
   }
-  return {out[0], out[1], out[2], out[3], out[4], out[5]};
+  return out.as_tuple();
 }
 
 void ecorec_tables_backward_composed(at::TensorList cores, c10::IntArrayRef cores_per_table, c10::IntArrayRef q,

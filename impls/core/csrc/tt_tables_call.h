@@ -6,9 +6,11 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 
+#include <array>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -69,6 +71,31 @@ inline int64_t check_batch_tables(const char* op, const at::Tensor& offsets, int
                       " but the batch has ", in_batch, " tables");
   return in_batch;
 }
+
+// TT table k (the batch's table `table`) reads values[lo:hi] of a batch of nnz ids.
+inline void check_table_span(const char* op, int64_t k, int64_t table, int64_t lo, int64_t hi, int64_t nnz) {
+  TORCH_CHECK_VALUE(0 <= lo && lo <= hi && hi <= nnz, op, ": the batch's table ", table, " (TT table ", k,
+                    ") spans values[", lo, ":", hi, "] of ", nnz);
+}
+
+// What a call returns as N lists of one tensor per table: table k's outputs (a tuple of N tensors) set at k.
+template <size_t N>
+struct PerTableOutputs {
+  std::array<std::vector<at::Tensor>, N> lists;
+  explicit PerTableOutputs(int64_t T) {
+    for (auto& list : lists) list.resize(T);
+  }
+  template <typename Tuple>
+  void set(int64_t k, const Tuple& table) {
+    std::apply([&](const auto&... x) {
+      size_t i = 0;
+      ((lists[i++][k] = x), ...);
+    }, table);
+  }
+  auto as_tuple() const {
+    return std::apply([](const auto&... list) { return std::make_tuple(list...); }, lists);
+  }
+};
 
 // Lists of one tensor per table (what a forward saved, the tables' gradients): named as the schema names them.
 inline void check_per_table(const char* op, int64_t T,

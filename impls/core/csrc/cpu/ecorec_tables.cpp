@@ -25,23 +25,17 @@ ecorec_tables_forward_cpu(at::TensorList cores, c10::IntArrayRef cores_per_table
   const std::vector<TableOfCall> tt = tables_of_call(op, cores, cores_per_table, q, r, num_rows);
   const int64_t T = static_cast<int64_t>(tt.size()), B = batch_size;
   check_batch_tables(op, offsets, B, tables, T);
-  std::vector<std::vector<at::Tensor>> out(6, std::vector<at::Tensor>(T));
-  if (T == 0) return {out[0], out[1], out[2], out[3], out[4], out[5]};
+  PerTableOutputs<6> out(T);
+  if (T == 0) return out.as_tuple();
   const BatchTables batch(op, values, offsets, tables, B, cores[0]);
   across_tables(T, [&](int64_t k) { return batch.nnz(k); }, [&](int64_t k) {
     const TableOfCall& t = tt[k];
     const at::Tensor v = batch.values_of(k), o = batch.offsets_of(k);
-    auto res = for_table(op, k, tables[k], [&] {
+    out.set(k, for_table(op, k, tables[k], [&] {
       return ecorec_forward_cpu(t.of(cores), t.q, t.r, v, o, B, micro_batches, min_chunk, t.num_rows);
-    });
-    out[0][k] = std::get<0>(res);
-    out[1][k] = std::get<1>(res);
-    out[2][k] = std::get<2>(res);
-    out[3][k] = std::get<3>(res);
-    out[4][k] = std::get<4>(res);
-    out[5][k] = std::get<5>(res);
+    }));
   });
-  return {out[0], out[1], out[2], out[3], out[4], out[5]};
+  return out.as_tuple();
 }
 
 void ecorec_tables_backward_cpu(at::TensorList cores, c10::IntArrayRef cores_per_table, c10::IntArrayRef q,

@@ -48,9 +48,7 @@ struct BatchTables {
     check_index(op, "offsets", offsets, like);
     off = off_c.data_ptr<int64_t>();
     for (size_t k = 0; k < tables.size(); ++k)
-      TORCH_CHECK_VALUE(0 <= first(k) && nnz(k) >= 0 && first(k) + nnz(k) <= values.numel(), op,
-                        ": the batch's table ", tables[k], " (TT table ", k, ") spans values[", first(k), ":",
-                        first(k) + nnz(k), "] of ", values.numel());
+      check_table_span(op, k, tables[k], first(k), first(k) + nnz(k), values.numel());
   }
   int64_t first(int64_t k) const { return off[tables[k] * B]; }
   int64_t nnz(int64_t k) const { return off[(tables[k] + 1) * B] - first(k); }

@@ -13,7 +13,6 @@
 #include <ATen/ops/arange.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/tensor.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/record_function.h>
 #include <torch/library.h>
@@ -212,16 +211,16 @@ std::tuple<TensorVec, TensorVec, TensorVec, TensorVec, TensorVec> elrec_tables_f
   const std::vector<TableOfCall> tt = tables_of_call(op, cores, cores_per_table, q, r, num_rows);
   const int64_t T = static_cast<int64_t>(tt.size()), B = batch_size;
   check_batch_tables(op, offsets, B, tables, T);
-  std::vector<TensorVec> out(5, TensorVec(T));
-  if (T == 0) return {out[0], out[1], out[2], out[3], out[4]};
+  PerTableOutputs<5> out(T);
+  if (T == 0) return out.as_tuple();
   const BatchTables batch(op, values, offsets, tables, B, cores[0]);
   across_tables(T, [&](int64_t k) { return batch.nnz(k); }, [&](int64_t k) {
     const TableOfCall& t = tt[k];
-    std::tie(out[0][k], out[1][k], out[2][k], out[3][k], out[4][k]) = for_table(op, k, tables[k], [&] {
+    out.set(k, for_table(op, k, tables[k], [&] {
       return elrec_table_forward(op, t.of(cores), t.q, t.r, batch.values_of(k), batch.offsets_of(k), B, t.num_rows);
-    });
+    }));
   });
-  return {out[0], out[1], out[2], out[3], out[4]};
+  return out.as_tuple();
 }
 
 void elrec_tables_backward_cpu(at::TensorList cores, c10::IntArrayRef cores_per_table, c10::IntArrayRef q,
