@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 from torch import Tensor, nn
 
 from impls import table_options
+from impls.state import move_state
 from impls.types import (EmbeddingOptim, GradientTensor, MemoryReport, SparseFeatures, TableSpec, WorkReport,
                          check_tables)
 
@@ -149,6 +150,23 @@ class EmbeddingCollection(nn.Module, abc.ABC):
 
     def work_report(self) -> WorkReport:
         return self._work
+
+    def optimizer_state(self) -> dict[nn.Parameter, dict[str, Tensor]]:
+        """The embedding update's state per parameter (the tensors themselves, e.g. Adagrad's ``{"sum": ...}``;
+        nothing under SGD): what a KeyedOptimizer view of the update exposes (impls/ebc). Empty by default."""
+        return {}
+
+    def kept_dense(self) -> dict[str, str]:
+        """The tables a compressing system keeps as plain tables, each with why (none by default)."""
+        return {}
+
+    def _apply(self, fn: Any, recurse: bool = True) -> "EmbeddingCollection":
+        """nn.Module's ``_apply`` (``.to``, ``.double``, ``.cuda``), and the same ``fn`` over the state a system holds
+        outside its parameters and buffers (gradient buffers, optimizer state, index tables: impls/state.py's
+        move_state), so that moving a collection moves all of it."""
+        super()._apply(fn, recurse)
+        move_state(self, fn, EmbeddingCollection)
+        return self
 
 
 class ShardedCollection(EmbeddingCollection):

@@ -38,3 +38,40 @@ def copy_state(into: Any, saved: Any, where: str) -> Any:
         raise ValueError(f"optimizer state {where}: the model holds {into!r}, the saved state {type(saved).__name__} "
                          f"(another optimizer?)")
     return saved
+
+
+def move_state(module: Any, fn: Any, stop: type) -> None:
+    """Apply ``fn`` (what ``nn.Module._apply`` maps over parameters and buffers: ``.to``, ``.double``, ``.cuda``) to
+    the tensors a module holds outside its parameters and buffers: plain attributes of it and of its submodules
+    (tensors, and tensors in lists, tuples and dicts: gradient buffers, optimizer state, index tables), and the
+    state of a torch optimizer it holds (its step counts excepted, which torch keeps where they are). A submodule
+    of type ``stop`` (a nested collection) moves its own. A pinned tensor (host memory on purpose: EL-Rec's host
+    tables) stays where it is."""
+    internal = set(vars(torch.nn.Module()))  # nn.Module's own bookkeeping (parameters, buffers, hooks)
+
+    def walk(mod: Any) -> None:
+        for key, value in list(vars(mod).items()):
+            if key not in internal:
+                vars(mod)[key] = convert(value)
+        for child in mod.children():
+            if not isinstance(child, stop):
+                walk(child)
+
+    def convert(value: Any) -> Any:  # containers are changed in place: whoever else holds one sees the moved tensors
+        if isinstance(value, Tensor):
+            return value if value.is_pinned() else fn(value)
+        if isinstance(value, list):
+            value[:] = [convert(v) for v in value]
+        elif isinstance(value, dict):
+            for k in list(value):
+                value[k] = convert(value[k])
+        elif isinstance(value, tuple) and not hasattr(value, "_fields"):
+            return tuple(convert(v) for v in value)
+        elif isinstance(value, torch.optim.Optimizer):
+            for st in value.state.values():
+                for k, v in st.items():
+                    if isinstance(v, Tensor) and k != "step":
+                        st[k] = fn(v)
+        return value
+
+    walk(module)

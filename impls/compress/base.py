@@ -39,6 +39,9 @@ class CompressedCollection(EmbeddingCollection):
 
         copy_state(self._state, state.get("state"), self.name)
 
+    def optimizer_state(self) -> dict[nn.Parameter, dict[str, Tensor]]:
+        return {p: {"sum": s} for p, s in zip(self.params, self._state) if s is not None}
+
     def gradient_tensors(self) -> list[GradientTensor]:
         return [GradientTensor(p, s) for p, s in zip(self.params, self._row_sparse)]
 

@@ -138,6 +138,13 @@ class HashEmbedding(EmbeddingCollection):
     def optimizer_step(self) -> None:
         self.inner.optimizer_step()
 
+    def optimizer_state(self) -> dict:
+        return self.inner.optimizer_state()
+
+    def kept_dense(self) -> dict[str, str]:
+        return {t.name: f"{t.num_embeddings:,} rows fit its share of the budget: not hashed"
+                for t, h in zip(self.tables, self.hashed) if not h}
+
     def materialize(self, table: str) -> Tensor:
         return self.materialize_from(table, [self.inner.materialize(table)])
 

@@ -165,6 +165,10 @@ class QREmbedding(CompressedCollection):
         ids = torch.arange(self.tables[i].num_embeddings, device=params[0].device)
         return self._combine(c, params[0], params[1], ids, None, "sum")
 
+    def kept_dense(self) -> dict[str, str]:
+        return {t.name: "kept whole: under min_rows, or its budget share holds the table"
+                for t, c in zip(self.tables, self.collisions) if c is None}
+
     def materialize(self, table: str) -> Tensor:
         return self.materialize_from(table, self.table_parameters(table)).detach()
 

@@ -183,6 +183,7 @@ class TTCollection(EmbeddingCollection):
         if weight_dist not in tt.WEIGHT_DISTS:
             raise ValueError(f"unknown weight_dist {weight_dist!r}; choose one of {', '.join(tt.WEIGHT_DISTS)}")
         shapes, self.refitted = self.plan_tables(self.tables, ranks, p, q, cores, tt_tables, tt_min_rows, tt_oversize)
+        self._tt_choice = (None if tt_tables is None else frozenset(tt_tables), int(tt_min_rows))
         if core_lr_scale is not None and not float(core_lr_scale) > 0:
             raise ValueError(f"core_lr_scale must be > 0, got {core_lr_scale}")
         self.core_lr_scale = core_lr_scale
@@ -444,6 +445,31 @@ class TTCollection(EmbeddingCollection):
         copy_state(self._dense_state, state.get("dense"), f"{self.name} tables")
         for k, t in self.tt.items():
             copy_state(t.state, state.get("cores", {}).get(k), f"{self.name} table {k} cores")
+
+    def optimizer_state(self) -> dict[nn.Parameter, dict[str, Tensor]]:
+        """Adagrad's sums of the plain tables and of every core (none under SGD)."""
+        out: dict[nn.Parameter, dict[str, Tensor]] = {}
+        for key, w in self.dense.items():
+            if self._dense_state.get(key) is not None:
+                out[w] = {"sum": self._dense_state[key]}
+        for t in self.tt.values():
+            out.update({c: {"sum": st} for c, st in zip(t.cores, t.state) if st is not None})
+        return out
+
+    def kept_dense(self) -> dict[str, str]:
+        named, min_rows = self._tt_choice
+        out = {}
+        for i, spec in enumerate(self.tables):
+            if str(i) in self.tt:
+                continue
+            if spec.name in self.refitted:
+                out[spec.name] = (f"its TT cores outweigh its dense table even at rank 1 (asked ranks "
+                                  f"{list(self.refitted[spec.name][0])}; tt_oversize=shrink)")
+            elif named is not None:
+                out[spec.name] = "not named in tt_tables"
+            else:
+                out[spec.name] = f"{spec.num_embeddings:,} rows, under tt_min_rows={min_rows:,}"
+        return out
 
     def tt_shape(self, table: str) -> tt.TTShape | None:
         key = str(self.table_index(table))

@@ -45,6 +45,10 @@ class DenseTorch(DenseCollection):
         self._opt.step()
         self._opt.zero_grad(set_to_none=True)
 
+    def optimizer_state(self) -> dict[nn.Parameter, dict[str, Tensor]]:
+        """torch.optim's state of each table (Adagrad's sum and step count)."""
+        return {p: dict(self._opt.state[p]) for p in self.weights if self._opt.state.get(p)}
+
     def get_extra_state(self) -> dict:
         """torch.optim's state (Adagrad's sums, steps): part of the state_dict a resumed run loads."""
         return self._opt.state_dict()

@@ -1,0 +1,237 @@
+"""SystemEBC: any embedding system of the suite as a drop-in for TorchRec's EmbeddingBagCollection. Built from
+EmbeddingBagConfigs, it takes a KeyedJaggedTensor (several features per table, per-sample weights, SUM or MEAN
+pooling) and returns a KeyedTensor keyed as EmbeddingBagCollection keys its output, so it drops into
+torchrec.models.dlrm.DLRM and DLRM_DCN as they are.
+
+Optimizer ownership follows TorchRec's fused embedding optimizers: the optimizer is declared per table at
+construction, and the update of every table runs inside backward (the system's own fused update, or its
+``optimizer_step`` queued to run when the backward pass ends). There is no step to forget, every parameter is marked
+for ``in_backward_optimizer_filter``, and after backward no parameter of the module holds a gradient, so a dense
+optimizer handed ``model.parameters()`` cannot step a table a second time. ``fused_optimizer`` is the KeyedOptimizer
+view of the state; tables a system keeps uncompressed are in ``kept_dense()`` and train with the declared
+optimizer."""
+from __future__ import annotations
+
+from typing import Any, ClassVar, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from impls.api import EmbeddingCollection, EmbeddingOptim, get_impl
+from impls.ebc.kjt import feature_parts, torchrec
+from impls.ebc.layout import FeatureLayout, TableFeatures, table_features
+from impls.ebc.optimizers import embedding_optims, fused_optimizer
+
+
+class _InBackward:
+    """The marker on every parameter of a SystemEBC (``param._in_backward_optimizers``): its update runs inside
+    backward, so TorchRec's ``in_backward_optimizer_filter`` leaves it out of the dense parameters."""
+
+    def __repr__(self) -> str:
+        return "SystemEBC's in-backward embedding update"
+
+
+IN_BACKWARD = _InBackward()
+
+
+class SystemEBC(nn.Module):
+    """An EmbeddingBagCollection whose tables are held and trained by one of the suite's systems.
+
+    Args:
+        tables: torchrec ``EmbeddingBagConfig`` per table (name, num_embeddings, embedding_dim, feature_names,
+            pooling SUM or MEAN; fp32). A table may serve several features.
+        system: the system's registry name ("ecorec", "elrec", "ttrec", "dense-torch", "qr", ...); the per-system
+            subclasses (EcoRecEBC, ...) fix it.
+        optimizer: the embedding optimizer, applied inside backward: an ``EmbeddingOptim``, or ``(torch.optim.SGD,
+            {"lr": 0.1})`` / ``(torch.optim.Adagrad, {...})`` as ``apply_optimizer_in_backward`` takes it, or a
+            {table name: one of those} naming every table (tables that share an optimizer share one collection).
+        is_weighted: the batches carry per-sample weights (every feature); pooled as sum(weight * row).
+        device, seed, check_bounds: as the system takes them (check_bounds: every id checked against its table).
+        ctx, comm, stats: a distributed context, its communicator and (on rank 0) a sample batch (a KJT) for the
+            sharding planner, for a system that shards itself over ranks (EMBark's clusters, ``distributed_only``):
+            built with ``build_distributed``.
+        options: the system's own options (TT ranks, micro-batches, ...; see ``dlrmbench run --help``).
+    """
+
+    system: ClassVar[str | None] = None
+
+    def __init__(self, tables: Sequence[Any], system: str | None = None, optimizer: Any = EmbeddingOptim(), *,
+                 is_weighted: bool = False, device: str | torch.device | None = None, seed: int = 0,
+                 check_bounds: bool = True, ctx: Any = None, comm: Any = None, stats: Any = None,
+                 **options: Any) -> None:
+        super().__init__()
+        torchrec()  # a clear ImportError before anything is built
+        name = self.system or system
+        if name is None:
+            raise TypeError("SystemEBC needs system= (a registry name, e.g. 'ecorec')")
+        if self.system is not None and system not in (None, self.system):
+            raise TypeError(f"{type(self).__name__} is system {self.system!r}, not {system!r}")
+        cls = get_impl(name)
+        self._configs = list(tables)
+        self._tables = table_features(self._configs)
+        self._weighted = bool(is_weighted)
+        optims = embedding_optims(optimizer, [t.spec.name for t in self._tables])
+        groups: dict[EmbeddingOptim, list[TableFeatures]] = {}
+        for t in self._tables:
+            groups.setdefault(optims[t.spec.name], []).append(t)
+        if cls.distributed_only and ctx is None:
+            raise ValueError(f"{name} shards its tables over ranks: pass ctx= (impls.sharding.context.DistContext) "
+                             f"and comm= to build it (a world of one rank will do)")
+        self.collections = nn.ModuleList()
+        self.layouts: list[FeatureLayout] = []
+        self.optims: list[EmbeddingOptim] = []
+        for optim, members in groups.items():
+            layout = FeatureLayout(members, self._weighted)
+            names = [t.spec.name for t in members]
+            opts = cls.options_for_tables(options, names) if len(groups) > 1 else dict(options)
+            if device is not None:
+                opts["device"] = device
+            if cls.distributed_only:
+                sample = None if stats is None else layout.features(
+                    feature_parts(stats, sorted({f for t in members for f in t.features}), self._weighted),
+                    stats.stride())[0]
+                coll = cls.build_distributed(layout.specs, optim, ctx, comm, stats=sample, check_bounds=check_bounds,
+                                             seed=seed, **opts)
+            else:
+                coll = cls(layout.specs, optim, check_bounds=check_bounds, seed=seed, **opts)
+            self.collections.append(coll)
+            self.layouts.append(layout)
+            self.optims.append(optim)
+        self._keys = [k for t in self._tables for k in t.keys]
+        self._dims = [t.spec.dim for t in self._tables for _ in t.features]
+        self._features = sorted({f for t in self._tables for f in t.features})
+        self._direct = len(self.collections) == 1 and self.layouts[0].width == 1 and not self._weighted
+        self._step_queued = False
+        self.mark_parameters()
+
+    # --- TorchRec's EmbeddingBagCollection interface -----------------------------------------------------
+    def embedding_bag_configs(self) -> list[Any]:
+        """The EmbeddingBagConfigs the module was built from."""
+        return self._configs
+
+    def is_weighted(self) -> bool:
+        """Whether batches carry per-sample weights."""
+        return self._weighted
+
+    @property
+    def device(self) -> torch.device:
+        p = next(self.parameters(), None)
+        return p.device if p is not None else torch.device("cpu")
+
+    def forward(self, features: Any) -> Any:
+        """Pooled embeddings of a KeyedJaggedTensor: a KeyedTensor [B, sum of dims over features], keyed by feature
+        (``feature@table`` where two tables read one feature), in table order and each table's feature order."""
+        self.refuse_foreign_updates()
+        parts = feature_parts(features, self._features, self._weighted)
+        B = features.stride()
+        by_table: dict[str, list[Tensor]] = {}
+        out = None
+        for coll, layout in zip(self.collections, self.layouts):
+            sf, how = layout.features(parts, B)
+            out = coll(sf)
+            self.update_after_backward(out)
+            for t, blocks in zip(layout.tables, layout.pooled(out, how)):
+                by_table[t.spec.name] = blocks
+        values = out if self._direct else torch.cat([b for t in self._tables for b in by_table[t.spec.name]], dim=1)
+        return torchrec().KeyedTensor(keys=self._keys, length_per_key=self._dims, values=values)
+
+    # --- the update inside backward ----------------------------------------------------------------------
+    def update_after_backward(self, out: Tensor) -> None:
+        """Queue the collections' ``optimizer_step`` to run once at the end of the backward pass through ``out``."""
+        if torch.is_grad_enabled() and out.requires_grad:
+            out.register_hook(self._queue_update)
+
+    def _queue_update(self, grad: Tensor) -> None:
+        if not self._step_queued:
+            self._step_queued = True
+            torch.autograd.Variable._execution_engine.queue_callback(self._update)
+
+    def _update(self) -> None:
+        self._step_queued = False
+        for coll in self.collections:
+            coll.optimizer_step()
+
+    def optimizer_step(self) -> None:
+        """Refused: the embedding update already ran inside backward (there is no step to call or forget)."""
+        raise RuntimeError(f"{type(self).__name__} applies its embedding update inside backward; there is no "
+                           f"optimizer_step to call (step your dense optimizer over in_backward_optimizer_filter("
+                           f"model.named_parameters()))")
+
+    def mark_parameters(self) -> None:
+        """Mark every parameter as updated in backward (TorchRec's ``_in_backward_optimizers``)."""
+        for p in self.parameters():
+            p._in_backward_optimizers = [IN_BACKWARD]
+
+    def refuse_foreign_updates(self) -> None:
+        """ValueError when another in-backward optimizer was put on one of the module's parameters (torch's
+        apply_optimizer_in_backward): its table would be stepped twice per backward."""
+        for name, p in self.named_parameters():
+            opts = getattr(p, "_in_backward_optimizers", None)
+            if opts is None:
+                p._in_backward_optimizers = [IN_BACKWARD]  # a parameter the system made since (a cache's rows)
+            elif any(o is not IN_BACKWARD for o in opts):
+                raise ValueError(f"parameter {name!r} has another in-backward optimizer ({opts}): its table is "
+                                 f"updated by {type(self).__name__} inside backward already, and would be stepped "
+                                 f"twice; declare the optimizer with optimizer= at construction instead")
+
+    def __deepcopy__(self, memo: dict) -> "SystemEBC":
+        cls = type(self)
+        copy = cls.__new__(cls)
+        memo[id(self)] = copy
+        import copy as _copy
+
+        for k, v in self.__dict__.items():
+            copy.__dict__[k] = _copy.deepcopy(v, memo)
+        copy._step_queued = False
+        copy.mark_parameters()
+        return copy
+
+    # --- state and reports -------------------------------------------------------------------------------
+    @property
+    def fused_optimizer(self):
+        """The embedding optimizer's state as a torchrec KeyedOptimizer (FusedOptimizer: ``step`` does nothing,
+        the update ran in backward); keyed by this module's parameter names."""
+        named = dict(self.named_parameters())
+        state: dict[nn.Parameter, dict[str, Tensor]] = {}
+        groups = {}
+        for k, (coll, optim) in enumerate(zip(self.collections, self.optims)):
+            state.update(coll.optimizer_state())
+            groups[",".join(t.spec.name for t in self.layouts[k].tables)] = (optim, list(coll.parameters()))
+        return fused_optimizer(named, state, groups)
+
+    def kept_dense(self) -> dict[str, str]:
+        """The tables the system keeps uncompressed, each with why (they train with the declared optimizer)."""
+        out: dict[str, str] = {}
+        for coll in self.collections:
+            out.update(coll.kept_dense())
+        return out
+
+    def collection_of(self, table: str) -> EmbeddingCollection:
+        """The collection that holds ``table``."""
+        for coll, layout in zip(self.collections, self.layouts):
+            if any(t.spec.name == table for t in layout.tables):
+                return coll
+        raise KeyError(f"no table named {table!r}; tables: {[t.spec.name for t in self._tables]}")
+
+    def materialize(self, table: str) -> Tensor:
+        """The dense [num_embeddings, dim] table ``table`` represents (an oracle: copy it into an
+        EmbeddingBagCollection to compare)."""
+        return self.collection_of(table).materialize(table)
+
+
+def ebc_class(system: str, class_name: str) -> type[SystemEBC]:
+    """A SystemEBC subclass fixed to one system (its name, docstring and registry key)."""
+    doc = f"{SystemEBC.__doc__.splitlines()[0].replace('one of the suite', repr(system))}\n\n" \
+          f"SystemEBC with system={system!r}; see SystemEBC for the arguments."
+    return type(class_name, (SystemEBC,), {"system": system, "__doc__": doc, "__module__": __name__})
+
+
+TTRecEBC = ebc_class("ttrec", "TTRecEBC")
+ELRecEBC = ebc_class("elrec", "ELRecEBC")
+EcoRecEBC = ebc_class("ecorec", "EcoRecEBC")
+EMBarkEBC = ebc_class("embark", "EMBarkEBC")
+DenseTorchEBC = ebc_class("dense-torch", "DenseTorchEBC")
+FbgemmEBC = ebc_class("dense-fbgemm", "FbgemmEBC")
+HashEBC = ebc_class("hash", "HashEBC")
+QREBC = ebc_class("qr", "QREBC")
+MDEBC = ebc_class("md", "MDEBC")
