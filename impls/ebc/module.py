@@ -34,13 +34,29 @@ class _InBackward:
 IN_BACKWARD = _InBackward()
 
 
+def _mark(p: nn.Parameter) -> None:
+    p._in_backward_optimizers, p._optimizer_classes, p._optimizer_kwargs = [IN_BACKWARD], [None], [{}]
+
+
+def system_class(system: Any) -> type[EmbeddingCollection]:
+    """The collection class of ``system``: a registry name, or an EmbeddingCollection subclass (an outside system
+    written from docs/adding-a-system.md, registered or not)."""
+    if isinstance(system, str):
+        return get_impl(system)
+    if isinstance(system, type) and issubclass(system, EmbeddingCollection):
+        return system
+    raise TypeError(f"system must be a registry name (e.g. 'ecorec') or an EmbeddingCollection subclass, got "
+                    f"{system!r}")
+
+
 class SystemEBC(nn.Module):
     """An EmbeddingBagCollection whose tables are held and trained by one of the suite's systems.
 
     Args:
         tables: torchrec ``EmbeddingBagConfig`` per table (name, num_embeddings, embedding_dim, feature_names,
             pooling SUM or MEAN; fp32). A table may serve several features.
-        system: the system's registry name ("ecorec", "elrec", "ttrec", "dense-torch", "qr", ...); the per-system
+        system: the system's registry name ("ecorec", "elrec", "ttrec", "dense-torch", "qr", ...) or its
+            EmbeddingCollection class (an outside system gets this interface without writing it); the per-system
             subclasses (EcoRecEBC, ...) fix it.
         optimizer: the embedding optimizer, applied inside backward: an ``EmbeddingOptim``, or ``(torch.optim.SGD,
             {"lr": 0.1})`` / ``(torch.optim.Adagrad, {...})`` as ``apply_optimizer_in_backward`` takes it, or a
@@ -55,18 +71,16 @@ class SystemEBC(nn.Module):
 
     system: ClassVar[str | None] = None
 
-    def __init__(self, tables: Sequence[Any], system: str | None = None, optimizer: Any = EmbeddingOptim(), *,
+    def __init__(self, tables: Sequence[Any], system: Any = None, optimizer: Any = EmbeddingOptim(), *,
                  is_weighted: bool = False, device: str | torch.device | None = None, seed: int = 0,
                  check_bounds: bool = True, ctx: Any = None, comm: Any = None, stats: Any = None,
                  **options: Any) -> None:
         super().__init__()
         torchrec()  # a clear ImportError before anything is built
-        name = self.system or system
-        if name is None:
-            raise TypeError("SystemEBC needs system= (a registry name, e.g. 'ecorec')")
         if self.system is not None and system not in (None, self.system):
             raise TypeError(f"{type(self).__name__} is system {self.system!r}, not {system!r}")
-        cls = get_impl(name)
+        cls = system_class(self.system or system)
+        name = cls.name
         self._configs = list(tables)
         self._tables = table_features(self._configs)
         self._weighted = bool(is_weighted)
@@ -158,9 +172,10 @@ class SystemEBC(nn.Module):
                            f"model.named_parameters()))")
 
     def mark_parameters(self) -> None:
-        """Mark every parameter as updated in backward (TorchRec's ``_in_backward_optimizers``)."""
+        """Mark every parameter as updated in backward (TorchRec's ``_in_backward_optimizers``, with the optimizer
+        class and kwargs lists torch keeps beside it)."""
         for p in self.parameters():
-            p._in_backward_optimizers = [IN_BACKWARD]
+            _mark(p)
 
     def refuse_foreign_updates(self) -> None:
         """ValueError when another in-backward optimizer was put on one of the module's parameters (torch's
@@ -168,7 +183,7 @@ class SystemEBC(nn.Module):
         for name, p in self.named_parameters():
             opts = getattr(p, "_in_backward_optimizers", None)
             if opts is None:
-                p._in_backward_optimizers = [IN_BACKWARD]  # a parameter the system made since (a cache's rows)
+                _mark(p)  # a parameter the system made since (a cache's rows)
             elif any(o is not IN_BACKWARD for o in opts):
                 raise ValueError(f"parameter {name!r} has another in-backward optimizer ({opts}): its table is "
                                  f"updated by {type(self).__name__} inside backward already, and would be stepped "
@@ -219,19 +234,19 @@ class SystemEBC(nn.Module):
         return self.collection_of(table).materialize(table)
 
 
-def ebc_class(system: str, class_name: str) -> type[SystemEBC]:
-    """A SystemEBC subclass fixed to one system (its name, docstring and registry key)."""
-    doc = f"{SystemEBC.__doc__.splitlines()[0].replace('one of the suite', repr(system))}\n\n" \
-          f"SystemEBC with system={system!r}; see SystemEBC for the arguments."
+def ebc_class(system: str, class_name: str, what: str) -> type[SystemEBC]:
+    """A SystemEBC subclass fixed to one system (``what``: the system in a few words, for its docstring)."""
+    doc = (f"An EmbeddingBagCollection held and trained by {what} (the suite's {system!r}).\n\n"
+           f"SystemEBC with system={system!r}: the same arguments but ``system``; see SystemEBC.")
     return type(class_name, (SystemEBC,), {"system": system, "__doc__": doc, "__module__": __name__})
 
 
-TTRecEBC = ebc_class("ttrec", "TTRecEBC")
-ELRecEBC = ebc_class("elrec", "ELRecEBC")
-EcoRecEBC = ebc_class("ecorec", "EcoRecEBC")
-EMBarkEBC = ebc_class("embark", "EMBarkEBC")
-DenseTorchEBC = ebc_class("dense-torch", "DenseTorchEBC")
-FbgemmEBC = ebc_class("dense-fbgemm", "FbgemmEBC")
-HashEBC = ebc_class("hash", "HashEBC")
-QREBC = ebc_class("qr", "QREBC")
-MDEBC = ebc_class("md", "MDEBC")
+TTRecEBC = ebc_class("ttrec", "TTRecEBC", "TT-Rec (tensor-train tables, hot-row cache)")
+ELRecEBC = ebc_class("elrec", "ELRecEBC", "EL-Rec (tensor-train tables, prefix reuse, per-id gradients)")
+EcoRecEBC = ebc_class("ecorec", "EcoRecEBC", "EcoRec (tensor-train tables, C-M / M-C pattern)")
+EMBarkEBC = ebc_class("embark", "EMBarkEBC", "EMBark's embedding clusters (over ranks: ctx, comm, stats)")
+DenseTorchEBC = ebc_class("dense-torch", "DenseTorchEBC", "plain tables (nn.EmbeddingBag, exact optimizers)")
+FbgemmEBC = ebc_class("dense-fbgemm", "FbgemmEBC", "fbgemm's table-batched embedding bags")
+HashEBC = ebc_class("hash", "HashEBC", "the hashing trick (tables of fewer rows)")
+QREBC = ebc_class("qr", "QREBC", "the quotient-remainder trick")
+MDEBC = ebc_class("md", "MDEBC", "mixed-dimension tables")

@@ -20,7 +20,7 @@ from impls.api import EmbeddingOptim, MemoryReport, ShardedCollection, SparseFea
 from impls.core.init import dense_table_init
 from impls.sharding.comm import Comm
 from impls.sharding.gather import Block, assemble_table
-from impls.torchrec_peer.kjt import _torchrec, to_kjt
+from impls.ebc.kjt import to_kjt, torchrec as _torchrec
 
 CPU_SHARDINGS = ("table_wise", "column_wise", "data_parallel")
 GPU_SHARDINGS = ("row_wise", "table_row_wise")

@@ -80,3 +80,27 @@ def test_errors_name_what_is_wrong():
     with pytest.raises(ValueError, match="table 't2'.*id 75"):
         ebc(torchrec.KeyedJaggedTensor(keys=["f0", "f1", "f2"], values=torch.tensor([1, 2, 75]),
                                        lengths=torch.tensor([1, 1, 1])))
+
+
+@pytest.mark.parametrize("spec", ["examples/template.py:Template", "examples/lowrank.py:LowRankEmbedding"])
+def test_an_outside_system_gets_the_kjt_interface_without_writing_it(spec):
+    """A system written from docs/adding-a-system.md (its EmbeddingCollection class, unregistered) as a SystemEBC:
+    weighted, shared table, against torchrec's EBC."""
+    import importlib.util
+    from pathlib import Path
+
+    from impls.ebc.module import SystemEBC
+
+    path, cls_name = spec.split(":")
+    mod_spec = importlib.util.spec_from_file_location(f"outside_{cls_name}", Path(__file__).parents[2] / path)
+    mod = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(mod)
+    cfgs = configs(shared=True, mean=False)
+    ebc = SystemEBC(cfgs, getattr(mod, cls_name), is_weighted=True)
+    batch = kjt(cfgs, 5, seed=4, weighted=True)
+    got = ebc(batch)
+    exact = oracle(ebc, cfgs, batch, True)
+    for key, value in got.to_dict().items():
+        torch.testing.assert_close(value.double(), exact[key], atol=1e-5, rtol=1e-5)
+    got.values().sum().backward()
+    assert all(p.grad is None for p in ebc.parameters())

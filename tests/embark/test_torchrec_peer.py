@@ -12,7 +12,7 @@ torchrec = pytest.importorskip("torchrec", reason="torchrec is not installed (ma
 
 
 def test_kjt_round_trip():
-    from impls.torchrec_peer.kjt import from_kjt, to_kjt
+    from impls.ebc.kjt import from_kjt, to_kjt
     from tests.sharding.sharded_cases import global_batch
 
     f = global_batch(5, 1, tables=tc.TR_TABLES).sparse

@@ -247,3 +247,27 @@ def test_a_model_trained_on_reordered_ids_scores_raw_rows_through_the_same_reord
     res, predicted = _invoke("predict", "--model", log / "mr", "--raw", log / "raw" / "b.csv", "--out", log / "sr.csv")
     assert res.exit_code == 0, predicted
     assert _auc(predicted) == _auc(evaluated)
+
+
+def test_load_model_is_a_plain_module_that_scores_a_kjt_as_predict_does(log):
+    """dlrmbench.systems.load_model: the kept model as an nn.Module over (dense, KeyedJaggedTensor), scoring as the
+    harness's own rebuilt step does."""
+    pytest.importorskip("torchrec")
+    from dlrmbench.systems import KeptDLRM, load_model
+    from impls.data.batch import Batch
+    from impls.ebc.kjt import to_kjt
+    from reproduce.conformance.cases import random_batch
+    from reproduce.harness.kept_model import load
+
+    folder = log / "m_lib"
+    _train(log, "--epochs", "1", "--save", folder)
+    model = load_model(folder)
+    assert isinstance(model, KeptDLRM) and isinstance(model, torch.nn.Module) and not model.training
+    sparse = random_batch(model.tables, 9, seed=3)
+    dense = torch.randn(9, model.num_dense, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        got = model(dense, to_kjt(sparse, model.tables))
+        want = load(folder).build().predict(Batch(dense, sparse, torch.zeros(9)))
+    torch.testing.assert_close(got, want, atol=0, rtol=0)
+    with pytest.raises(ValueError, match=r"dense must be \[B, "):
+        model(dense[:, :0], to_kjt(sparse, model.tables))

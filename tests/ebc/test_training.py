@@ -1,0 +1,61 @@
+"""TorchRec's DLRM and DLRM_DCN train with each system's SystemEBC in place of EmbeddingBagCollection, with no glue:
+the embedding update runs inside backward and the dense optimizer steps only what in_backward_optimizer_filter
+leaves it."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tests.ebc.cases import SYSTEMS, build, configs, kjt
+
+from torchrec.models.dlrm import DLRM, DLRM_DCN  # noqa: E402
+from torchrec.optim.optimizers import in_backward_optimizer_filter  # noqa: E402
+
+B, DENSE, STEPS = 16, 4, 20
+
+
+def model_of(kind: str, ebc):
+    if kind == "dlrm":
+        return DLRM(embedding_bag_collection=ebc, dense_in_features=DENSE, dense_arch_layer_sizes=[16, 8],
+                    over_arch_layer_sizes=[16, 1])
+    return DLRM_DCN(embedding_bag_collection=ebc, dense_in_features=DENSE, dense_arch_layer_sizes=[16, 8],
+                    over_arch_layer_sizes=[16, 1], dcn_num_layers=2, dcn_low_rank_dim=4)
+
+
+def batches(cfgs, n: int = 2):
+    g = torch.Generator().manual_seed(7)
+    return [(torch.randn(B, DENSE, generator=g), kjt(cfgs, B, seed=10 + i),
+             torch.randint(0, 2, (B,), generator=g).float()) for i in range(n)]
+
+
+def train(model, data, dense_params, steps: int = STEPS) -> list[float]:
+    opt = torch.optim.Adam(dense_params, lr=0.01)
+    losses = []
+    for step in range(steps):
+        dense, sparse, labels = data[step % len(data)]
+        loss = F.binary_cross_entropy_with_logits(model(dense, sparse).squeeze(1), labels)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+@pytest.mark.parametrize("kind", ["dlrm", "dcn"])
+@pytest.mark.parametrize("system", SYSTEMS)
+def test_torchrec_models_train(system, kind):
+    torch.manual_seed(0)
+    cfgs = configs(shared=True)
+    ebc = build(system, cfgs, optimizer=(torch.optim.Adagrad, {"lr": 0.05}))
+    model = model_of(kind, ebc)
+    dense = [p for _, p in in_backward_optimizer_filter(model.named_parameters())]
+    fused = [p for _, p in in_backward_optimizer_filter(model.named_parameters(), include=True)]
+    assert {id(p) for p in fused} == {id(p) for p in ebc.parameters()}
+    assert not {id(p) for p in dense} & {id(p) for p in fused}
+    before = {t.name: ebc.materialize(t.name).clone() for t in cfgs}
+    losses = train(model, batches(cfgs), dense)
+    assert sum(losses[-4:]) < sum(losses[:4]), losses
+    for t in cfgs:  # every table moved: the update ran inside backward, with no optimizer_step called
+        assert not torch.equal(before[t.name], ebc.materialize(t.name)), t.name
+    assert all(p.grad is None for p in ebc.parameters())
