@@ -96,7 +96,10 @@ def test_an_outside_system_gets_the_kjt_interface_without_writing_it(spec):
     mod = importlib.util.module_from_spec(mod_spec)
     mod_spec.loader.exec_module(mod)
     cfgs = configs(shared=True, mean=False)
-    ebc = SystemEBC(cfgs, getattr(mod, cls_name), is_weighted=True)
+    from reproduce.conformance.cases import structure_options
+
+    cls = getattr(mod, cls_name)
+    ebc = SystemEBC(cfgs, cls, is_weighted=True, **structure_options(cls))
     batch = kjt(cfgs, 5, seed=4, weighted=True)
     got = ebc(batch)
     exact = oracle(ebc, cfgs, batch, True)
