@@ -12,6 +12,7 @@ from __future__ import annotations
 import abc
 from typing import Any, ClassVar, Mapping, Sequence
 
+import torch
 from torch import Tensor, nn
 
 from impls import table_options
@@ -111,11 +112,18 @@ class EmbeddingCollection(nn.Module, abc.ABC):
 
     def checked(self, features: SparseFeatures) -> SparseFeatures:
         """Validate the batch against this collection's tables: every id (check_bounds, the default), else
-        only the layout (offsets), so a malformed batch never reaches a table in either mode."""
+        only the layout (offsets), so a malformed batch never reaches a table in either mode. Under torch.export or
+        torch.compile with check_bounds=False only what the graph knows without reading a value (shapes, dtypes):
+        the graph reads nothing back to the host."""
         if not isinstance(features, SparseFeatures):
             raise TypeError(f"expected SparseFeatures, got {type(features).__name__}")
         if self.check_bounds:
+            if torch.compiler.is_exporting():
+                raise ValueError(f"{self.name}: check_bounds=True reads every id on the host, which an exported graph "
+                                 f"cannot; export a module built with check_bounds=False (and check ids before)")
             return features.validate(self.tables)
+        if torch.compiler.is_compiling():  # a traced graph (export, compile) reads no id or offset on the host
+            return features.check_shapes(self.tables)
         return features.check_layout(self.tables)
 
     @abc.abstractmethod

@@ -110,7 +110,8 @@ class SparseFeatures:
     def __repr__(self) -> str:
         return f"SparseFeatures(T={self.num_tables}, B={self.batch_size}, nnz={self.nnz}, device={self.device})"
 
-    def _check_shapes(self, tables: Sequence[TableSpec]) -> None:
+    def check_shapes(self, tables: Sequence[TableSpec]) -> "SparseFeatures":
+        """Shapes, dtypes and devices only (T*B+1 offsets; nothing read from the tensors); self when they fit."""
         if self.batch_size <= 0:
             raise ValueError(f"batch_size must be > 0, got {self.batch_size}")
         for name, t in (("values", self.values), ("offsets", self.offsets)):
@@ -126,10 +127,11 @@ class SparseFeatures:
             )
         if self.values.device != self.offsets.device:
             raise ValueError(f"values on {self.values.device} but offsets on {self.offsets.device}")
+        return self
 
     def validate(self, tables: Sequence[TableSpec]) -> "SparseFeatures":
         """Raise ValueError naming the table, bag and id of the first bad entry; return self when valid."""
-        self._check_shapes(tables)
+        self.check_shapes(tables)
         bounds_check(self.values, self.offsets, tables, self.batch_size)
         return self
 
@@ -137,7 +139,7 @@ class SparseFeatures:
         """The batch's layout without reading its ids: shapes and dtypes, and T*B+1 offsets that run from 0 to
         the number of ids and never decrease. O(T*B) and one device sync; what ``check_bounds=False`` still
         checks, so a malformed batch is refused (naming table, bag and offset) before any table moves."""
-        self._check_shapes(tables)
+        self.check_shapes(tables)
         o = self.offsets
         if bool((o[0] != 0) | (o[-1] != self.nnz) | (o[1:] < o[:-1]).any()):
             bounds_check(self.values, self.offsets, tables, self.batch_size)  # offsets are checked first
@@ -155,7 +157,7 @@ class SparseFeatures:
         """(values, offsets) of table t alone, offsets rebased to start at 0 (length B+1)."""
         B = self.batch_size
         off = self.offsets[t * B : (t + 1) * B + 1]
-        start, end = int(off[0]), int(off[-1])
+        start, end = off[:: B].tolist()  # tolist, not int(): a traced graph (export) keeps them symbolic
         return self.values[start:end], off - start
 
     def tables(self) -> list[tuple[Tensor, Tensor]]:

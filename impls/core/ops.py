@@ -33,6 +33,7 @@ BOUNDS_PROBLEMS = {
 }
 
 
+@torch.compiler.assume_constant_result  # a fact of the build: torch.compile reads it once, at trace time
 def has_kernel(op: str, device: torch.device) -> bool:
     """Whether ``op`` has a kernel for ``device`` in this build."""
     key = {"cpu": "CPU", "cuda": "CUDA"}.get(device.type)
@@ -306,7 +307,13 @@ class EcoRecSaved(NamedTuple):
     count_offsets: Tensor  # [U+1] unique u's occurrences are sorted order [co[u], co[u+1])
     occ_bags: Tensor  # [nnz] the bag of each sorted occurrence
     chunk_bounds: Tensor  # [m+1] micro-batch k is unique[cb[k]:cb[k+1]]
-    chunks: list[tuple[int, int]]  # (ids, prefix groups) of each micro-batch, on the host
+    chunk_groups: Tensor  # [m] the prefix groups of each micro-batch
+
+    @property
+    def chunks(self) -> list[tuple[int, int]]:
+        """(ids, prefix groups) of each micro-batch, read to the host."""
+        cb = self.chunk_bounds.tolist()
+        return [(hi - lo, g) for lo, hi, g in zip(cb, cb[1:], self.chunk_groups.tolist())]
 
 
 def ecorec_forward(cores: Sequence[Tensor], shape, values: Tensor, offsets: Tensor, batch_size: int,
@@ -323,10 +330,11 @@ def ecorec_forward(cores: Sequence[Tensor], shape, values: Tensor, offsets: Tens
 
 
 def _ecorec_saved(shape, unique, co, occ_bags, bounds, groups, work) -> EcoRecSaved:
-    """One table's EcoRecSaved from what its forward returned, its work counted into ``work``."""
-    cb = bounds.tolist()
-    chunks = [(hi - lo, g) for lo, hi, g in zip(cb, cb[1:], groups.tolist())]
+    """One table's EcoRecSaved from what its forward returned, its work counted into ``work`` (nothing is read to the
+    host without one)."""
+    saved = EcoRecSaved(unique, co, occ_bags, bounds, groups)
     if work is not None:
+        chunks = saved.chunks
         work.unique += unique.numel()
         work.micro_batches += len(chunks)
         widest = max((n for n, _ in chunks), default=0)
@@ -334,7 +342,7 @@ def _ecorec_saved(shape, unique, co, occ_bags, bounds, groups, work) -> EcoRecSa
             work.e1 += g
             count_stages(work, shape, g, n)
         work.live_bytes(widest * shape.dim * 4)  # the one chunk-sized row buffer
-    return EcoRecSaved(unique, co, occ_bags, bounds, chunks)
+    return saved
 
 
 def _tables_args(tables) -> tuple[list[Tensor], list[int], list[int], list[int], list[int]]:
@@ -370,8 +378,9 @@ def ecorec_backward(cores: Sequence[Tensor], shape, saved: EcoRecSaved, grad: Te
 
 
 def _count_ecorec_backward(work, shape, saved: EcoRecSaved) -> None:
-    widest = max((n for n, _ in saved.chunks), default=0)
-    for n, g in saved.chunks:
+    chunks = saved.chunks
+    widest = max((n for n, _ in chunks), default=0)
+    for n, g in chunks:
         count_stages_backward(work, shape, g, n)
     # the chunk's gradient rows beside the occurrences' bags
     work.live_bytes(widest * shape.dim * 4 + saved.occ_bags.numel() * saved.occ_bags.element_size())

@@ -66,7 +66,7 @@ class TTTable(nn.Module):
         work.live(d_items, *extra_live)
 
     def core_tensors(self) -> list[Tensor]:
-        return [c.data for c in self.cores]
+        return [c.detach() for c in self.cores]  # detach, not .data: a traced graph (export) reads the parameters
 
     @property
     def param_bytes(self) -> int:
@@ -106,7 +106,7 @@ class TTStep(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, coll, lookups, batch_size, batch, *cores):
-        outs, saved = coll.step_forward(lookups, batch_size, batch, coll._step_work)
+        outs, saved = coll.step_forward(lookups, batch_size, batch, coll.step_work())
         ctx.coll, ctx.indices, ctx.saved = coll, [index for index, _, _ in lookups], saved
         return tuple(outs)
 
@@ -115,7 +115,7 @@ class TTStep(torch.autograd.Function):
         coll = ctx.coll
         tables = [coll.tt[str(index)] for index in ctx.indices]
         torch._foreach_zero_([g for t in tables for g in t.grads])
-        coll.step_backward(tables, ctx.saved, [g.contiguous() for g in grad_outs], coll._step_work)
+        coll.step_backward(tables, ctx.saved, [g.contiguous() for g in grad_outs], coll.step_work())
         ctx.saved = None
         if coll.fused:
             coll.apply_updates(tables)
@@ -357,6 +357,11 @@ class TTCollection(EmbeddingCollection):
         return F.embedding_bag(values, self.dense[str(index)], offsets, mode=pooling, sparse=True,
                                include_last_offset=True)
 
+    def step_work(self) -> TTWork | None:
+        """Where this step's work is counted: None in a traced graph (export, compile), whose counts would read the
+        batch's sizes to the host."""
+        return None if torch.compiler.is_compiling() else self._step_work
+
     # --- the interface -----------------------------------------------------------------------------
     def forward(self, features: SparseFeatures) -> Tensor:
         features = self.checked(features)
@@ -365,8 +370,10 @@ class TTCollection(EmbeddingCollection):
         outs: list[Tensor | None] = []
         lookups, served, on_cores = [], {}, []  # the TT tables' lookups through the cores, and what else pooled them
         rerouted = False  # whether a TT table's lookups through the cores are other than the batch's (a cache's misses)
+        counted = self.step_work() is not None
         for i, (spec, (values, offsets)) in enumerate(zip(self.tables, features.tables())):
-            self._step_work.nnz += values.numel()
+            if counted:
+                self._step_work.nnz += values.numel()
             if str(i) in self.tt:
                 v, o, elsewhere = self.tt_route(i, values, offsets, B)
                 rerouted |= v is not values

@@ -1,0 +1,65 @@
+"""Graphs: an inference SystemEBC exports with torch.export (ids unchecked: check_bounds=False; the number of ids
+dynamic) and the exported program scores other batches as the module does; torch.compile trains TorchRec's DLRM with
+EcoRec tables to the same tables as eager (its graph breaks are docs/library.md's)."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tests.ebc.cases import build, configs, kjt
+
+# fbgemm-gpu-cpu 1.8.0 has no fake kernel for its TBE forward: dense-fbgemm and hash (fbgemm storage) do not export
+EXPORTED = ["ecorec", "elrec", "ttrec", "dense-torch", "qr", "md"]
+
+
+def export(ebc, example):
+    nnz = torch.export.Dim("nnz", min=2)
+    with torch.no_grad():  # KJT's pytree: values, weights, lengths, offsets, stride-per-rank, inverse indices
+        return torch.export.export(ebc, (example,), dynamic_shapes={"features": [{0: nnz}, *[None] * 5]},
+                                   strict=False)
+
+
+@pytest.mark.parametrize("system", EXPORTED)
+def test_export_round_trips_with_equal_outputs(system):
+    cfgs = configs()
+    ebc = build(system, cfgs, check_bounds=False).eval()
+    program = export(ebc, kjt(cfgs, 4, seed=0))
+    for seed in (1, 2):  # other batches, other numbers of ids
+        batch = kjt(cfgs, 4, seed=seed)
+        with torch.no_grad():
+            got, want = program.module()(batch), ebc(batch)
+        assert got.keys() == want.keys()
+        torch.testing.assert_close(got.values(), want.values(), atol=0, rtol=0)
+
+
+def test_export_refuses_the_host_id_check():
+    cfgs = configs()
+    with pytest.raises(ValueError, match="check_bounds=False"):
+        export(build("ecorec", cfgs).eval(), kjt(cfgs, 4, seed=0))
+
+
+@pytest.mark.slow
+def test_compile_trains_as_eager():
+    from torchrec.models.dlrm import DLRM
+    from torchrec.optim.optimizers import in_backward_optimizer_filter
+
+    cfgs = configs()
+    g = torch.Generator().manual_seed(0)
+    data = [(torch.randn(4, 3, generator=g), kjt(cfgs, 4, seed=i), torch.rand(4, generator=g).round())
+            for i in range(3)]
+    tables = []
+    for compiled in (False, True):
+        torch.manual_seed(0)
+        ebc = build("ecorec", cfgs, check_bounds=False)
+        model = DLRM(embedding_bag_collection=ebc, dense_in_features=3, dense_arch_layer_sizes=[8, 8],
+                     over_arch_layer_sizes=[8, 1])
+        run = torch.compile(model) if compiled else model
+        opt = torch.optim.SGD([p for _, p in in_backward_optimizer_filter(model.named_parameters())], lr=0.1)
+        for dense, sparse, labels in data:
+            loss = F.binary_cross_entropy_with_logits(run(dense, sparse).squeeze(1), labels)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        tables.append(torch.cat([ebc.materialize(c.name).flatten() for c in cfgs]))
+    torch.testing.assert_close(tables[1], tables[0], atol=1e-6, rtol=1e-6)
