@@ -135,6 +135,10 @@ class SystemEBC(nn.Module):
     def forward(self, features: Any) -> Any:
         """Pooled embeddings of a KeyedJaggedTensor: a KeyedTensor [B, sum of dims over features], keyed by feature
         (``feature@table`` where two tables read one feature), in table order and each table's feature order."""
+        if self._weighted and torch.compiler.is_exporting():
+            raise ValueError("a weighted SystemEBC does not export: it pools each id as its own bag, so its "
+                             "collection's batch size is the batch's number of ids, which an exported graph cannot "
+                             "leave open; export an unweighted module")
         self.refuse_foreign_updates()
         parts = feature_parts(features, self._features, self._weighted)
         B = features.stride()

@@ -33,10 +33,28 @@ def test_export_round_trips_with_equal_outputs(system):
         torch.testing.assert_close(got.values(), want.values(), atol=0, rtol=0)
 
 
-def test_export_refuses_the_host_id_check():
+def test_export_refuses_what_a_graph_cannot_hold():
     cfgs = configs()
     with pytest.raises(ValueError, match="check_bounds=False"):
         export(build("ecorec", cfgs).eval(), kjt(cfgs, 4, seed=0))
+    weighted = configs(mean=False)
+    with pytest.raises(ValueError, match="weighted SystemEBC does not export"):
+        export(build("ecorec", weighted, check_bounds=False, is_weighted=True).eval(),
+               kjt(weighted, 4, seed=0, weighted=True))
+
+
+@pytest.mark.parametrize("script", ["torchrec_dlrm.py", "plain_pytorch.py"])
+def test_the_library_examples_run(script, tmp_path):
+    """docs/library.md's two examples, end to end, as a user runs them."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    res = subprocess.run([sys.executable, str(root / "examples" / script), "--steps", "12"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "agrees: True" in res.stdout or "as the trained model does: True" in res.stdout, res.stdout
 
 
 @pytest.mark.slow
