@@ -69,6 +69,9 @@ def kept_rows(tables: Sequence[TableSpec], budget: float, rows: Any, min_rows: i
 
 @register
 class HashEmbedding(EmbeddingCollection):
+    """The hashing trick: each table keeps fewer rows and ids share them by a seeded universal hash (``hashes`` rows
+    summed per id, rows from ``budget`` or ``rows``). As a TorchRec module: dlrmbench.systems.HashEBC."""
+
     option_keys: ClassVar[frozenset[str]] = frozenset({"budget", "hashes", "min_rows", "rows", "storage"})
     name = "hash"
     # check-system: every table of its small cases hashed into 3 rows by 2 hashes

@@ -81,6 +81,9 @@ def plan_dims(tables: Sequence[TableSpec], budget: float, dims: Any, min_rows: i
 
 @register
 class MDEmbedding(CompressedCollection):
+    """Mixed-dimension embeddings: each table its own dim by the power rule, projected to the common dim. As a
+    TorchRec module: dlrmbench.systems.MDEBC."""
+
     option_keys: ClassVar[frozenset[str]] = frozenset({"budget", "dims", "min_rows", "round_dims", "temperature"})
     name = "md"
     check_options: ClassVar[dict[str, Any]] = {"dims": 2}  # check-system: every small table at dimension 2

@@ -93,6 +93,9 @@ def _uniform(seed: int, name: str, rows: int, cols: int, low: float, high: float
 
 @register
 class QREmbedding(CompressedCollection):
+    """Quotient-remainder embeddings: a table as a quotient and a remainder table combined by ``operation``. As a
+    TorchRec module: dlrmbench.systems.QREBC."""
+
     option_keys: ClassVar[frozenset[str]] = frozenset({"budget", "collisions", "min_rows", "operation"})
     name = "qr"
     check_options: ClassVar[dict[str, Any]] = {"collisions": 2}  # check-system: every small table QR-split

@@ -38,6 +38,9 @@ def _precision(value: str) -> tuple[Any, int]:
 
 @register
 class DenseFbgemm(DenseCollection):
+    """fbgemm's table-batched embedding bags with the update fused into backward (exact SGD / Adagrad); fp32 or fp16
+    tables (``weights_precision``). As a TorchRec module: dlrmbench.systems.FbgemmEBC."""
+
     option_keys: ClassVar[frozenset[str]] = frozenset({"weights_precision"})
     name = "dense-fbgemm"
     supports_external_update = False  # the TBE applies SGD / Adagrad in its backward

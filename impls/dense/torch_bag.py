@@ -12,6 +12,9 @@ from impls.core.init import dense_table_init
 
 @register
 class DenseTorch(DenseCollection):
+    """Plain tables: one nn.EmbeddingBag per table, sparse gradients, torch.optim SGD / Adagrad in ``optimizer_step``.
+    As a TorchRec module: dlrmbench.systems.DenseTorchEBC."""
+
     name = "dense-torch"
 
     def build(self, device: torch.device) -> None:

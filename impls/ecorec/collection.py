@@ -42,6 +42,10 @@ def micro_batch_bounds(num_unique: int, micro_batches: int, min_chunk: int) -> l
 
 @register
 class EcoRec(TTCollection):
+    """EcoRec (SC24): TT tables trained by the C-M / M-C pattern over sorted-index micro-batches, one native step
+    for all TT tables each way (options: TTCollection's, ``micro_batches``, ``min_chunk``, ``native_step``; the
+    module docstring says how). As a TorchRec module: dlrmbench.systems.EcoRecEBC."""
+
     option_keys = TTCollection.option_keys | {"micro_batches", "min_chunk", "native_step"}
     name = "ecorec"
     # the SC24 artifact's distributed run: greedy (LPT) placement on unique counts, 4 table groups on the

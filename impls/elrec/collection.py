@@ -28,6 +28,10 @@ from impls.elrec.host_pipeline import HostPipeline
 
 @register
 class ELRec(TTCollection):
+    """EL-Rec (SC22): TT tables with prefix-product reuse forward and per-unique-id gradients backward; optionally
+    the host-memory pipeline for the plain tables (``host_pipeline``). As a TorchRec module:
+    dlrmbench.systems.ELRecEBC."""
+
     option_keys = TTCollection.option_keys | {"host_pipeline"}
     name = "elrec"
     dist_defaults = {"sharding": "data-parallel"}  # replicated cores, gradients summed every step (SC24's baseline)

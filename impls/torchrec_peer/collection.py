@@ -28,6 +28,8 @@ GPU_SHARDINGS = ("row_wise", "table_row_wise")
 
 @register
 class TorchRecCollection(ShardedCollection):
+    """TorchRec's DistributedModelParallel over an EmbeddingBagCollection, raced as a peer (over ranks only)."""
+
     option_keys: ClassVar[frozenset[str]] = frozenset({"sharding"})
     name = "torchrec"
     supports_external_update = False  # apply_optimizer_in_backward: sharded tables leave no gradient

@@ -25,6 +25,9 @@ from impls.ttrec.cache import HotRowCache
 
 @register
 class TTRec(TTCollection):
+    """TT-Rec (MLSys21): FBTT's TT-EmbeddingBag schedule, every lookup its own chain in chunks, with the optional
+    hot-row cache (``cache_rows``). As a TorchRec module: dlrmbench.systems.TTRecEBC."""
+
     option_keys = TTCollection.option_keys | {"cache_hash_size", "cache_populate_every", "cache_rows", "chunk"}
     name = "ttrec"
     allowed_cores = (2, 3, 4)

@@ -14,6 +14,8 @@ fails with the exception as its reason, so one broken method never hides the oth
 - deterministic: two builds with one seed give bit-identical outputs and tables over two steps;
 - memory report: its reported parameter bytes are its tables' tensors, what it plans before building, and what
   its parameters hold (fbgemm keeps Adagrad's state among them);
+- kjt interface: through TorchRec's KeyedJaggedTensor (impls/ebc's SystemEBC over the system's class): as its own
+  forward, per-sample weights and a shared table in float64, the update inside backward;
 - ranks: over 2 gloo ranks (ranks.py) the forward and the tables after one step equal one process's."""
 from __future__ import annotations
 
@@ -261,6 +263,56 @@ def check_memory(s: Subject) -> str:
     return "params = its tensors = table_param_bytes; Adagrad's state reported"
 
 
+def check_kjt(s: Subject) -> str:
+    """Through TorchRec's interface (impls/ebc: SystemEBC over the system's class): a KJT of one feature per table
+    pools as the system's own forward does; a weighted KJT with a table read by two features pools
+    sum(weight * row) of its own rows in float64; backward leaves no gradient on any parameter and moves every table
+    (the update ran inside it)."""
+    s.single_device()
+    try:
+        from torchrec import KeyedJaggedTensor
+        from torchrec.modules.embedding_configs import EmbeddingBagConfig, PoolingType
+    except ImportError:
+        raise NotApplicable("torchrec is not installed (make install installs it)") from None
+    from impls.ebc.kjt import to_kjt
+    from impls.ebc.module import SystemEBC
+
+    def configs(shared: bool) -> list:
+        return [EmbeddingBagConfig(name=t.name, embedding_dim=t.dim, num_embeddings=t.num_embeddings,
+                                   feature_names=[t.name, f"{t.name}2"] if shared and i == 0 else [t.name],
+                                   pooling=PoolingType.SUM if shared or t.pooling == "sum" else PoolingType.MEAN)
+                for i, t in enumerate(TABLES)]
+
+    plain = SystemEBC(configs(False), s.cls, SGD, seed=3, **s.options)
+    got = plain(to_kjt(BATCH, TABLES)).values()
+    close(got, plain.collections[0](BATCH).double(), "one feature per table: the KJT's pooled bags vs its own forward")
+    weighted = SystemEBC(configs(True), s.cls, SGD, seed=3, is_weighted=True, **s.options)
+    extra = random_batch(TABLES[:1], BATCH.batch_size, seed=11)  # feature "a2", read by table "a"
+    g = torch.Generator().manual_seed(5)
+    lengths = torch.cat([BATCH.offsets.diff()[:BATCH.batch_size], extra.offsets.diff(),
+                         BATCH.offsets.diff()[BATCH.batch_size:]])
+    a_ids = BATCH.values[:int(BATCH.offsets[BATCH.batch_size])]
+    values = torch.cat([a_ids, extra.values, BATCH.values[a_ids.numel():]])
+    weights = torch.rand(values.numel(), generator=g) + 0.5
+    kjt = KeyedJaggedTensor(keys=["a", "a2", "b", "c"], values=values, lengths=lengths, weights=weights)
+    out = weighted(kjt)
+    for key, jt in kjt.to_dict().items():
+        table = 0 if key == "a2" else ["a", "b", "c"].index(key)
+        rows = weighted.materialize(TABLES[table].name).double()
+        want = torch.nn.functional.embedding_bag(jt.values(), rows, jt.offsets(), mode="sum",
+                                                 per_sample_weights=jt.weights().double(), include_last_offset=True)
+        close(out[key], want, f"weighted feature {key!r} (table {TABLES[table].name!r}) vs sum(weight * row) in float64")
+    before = [weighted.materialize(t.name).clone() for t in TABLES]
+    (out.values() * upstream(*out.values().shape)).sum().backward()
+    held = [n for n, p in weighted.named_parameters() if p.grad is not None]
+    if held:
+        raise Failed(f"after backward through the KJT module, parameters still hold gradients: {held}")
+    still = [t.name for t, b in zip(TABLES, before) if torch.equal(b, weighted.materialize(t.name))]
+    if still:
+        raise Failed(f"backward through the KJT module left table(s) {still} unchanged: no update ran")
+    return "KJT in, KeyedTensor out: as its own forward; per-sample weights and a shared table; updated in backward"
+
+
 def check_ranks(s: Subject) -> str:
     return two_ranks(s)
 
@@ -268,7 +320,8 @@ def check_ranks(s: Subject) -> str:
 CHECKS: dict[str, Callable[[Subject], str]] = {
     "interface": check_interface, "forward": check_forward, "empty bags and duplicates": check_edges,
     "gradient": check_gradient, "sgd": check_sgd, "adagrad": check_adagrad, "bad ids": check_bad_ids,
-    "deterministic": check_deterministic, "memory report": check_memory, "ranks": check_ranks,
+    "deterministic": check_deterministic, "memory report": check_memory, "kjt interface": check_kjt,
+    "ranks": check_ranks,
 }
 
 
