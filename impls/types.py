@@ -199,6 +199,23 @@ class SparseFeatures:
         return out
 
 
+def _flatten_features(f: SparseFeatures) -> tuple[list[Tensor], int]:
+    return [f.values, f.offsets], f.batch_size
+
+
+def _unflatten_features(children: Sequence[Tensor], batch_size: int) -> SparseFeatures:
+    return SparseFeatures(children[0], children[1], batch_size)
+
+
+# a pytree node (its tensors the leaves, the batch size its static context): torch.export and torch.compile take a
+# SparseFeatures as an input, as they take TorchRec's KeyedJaggedTensor
+torch.utils._pytree.register_pytree_node(
+    SparseFeatures, _flatten_features, _unflatten_features,
+    serialized_type_name="impls.types.SparseFeatures",
+    flatten_with_keys_fn=lambda f: ([(torch.utils._pytree.GetAttrKey("values"), f.values),
+                                     (torch.utils._pytree.GetAttrKey("offsets"), f.offsets)], f.batch_size))
+
+
 @dataclass(frozen=True)
 class EmbeddingOptim:
     """The embedding optimizer: plain SGD or exact (per-element, duplicate-aggregated) Adagrad."""

@@ -81,3 +81,21 @@ def test_compile_trains_as_eager():
             opt.step()
         tables.append(torch.cat([ebc.materialize(c.name).flatten() for c in cfgs]))
     torch.testing.assert_close(tables[1], tables[0], atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("system", ["ecorec", "dense-torch"])
+def test_the_suites_own_collection_exports_over_sparse_features(system):
+    """SparseFeatures is a pytree node: a collection of the suite exports with it as its input."""
+    from impls.api import EmbeddingOptim, TableSpec, get_impl
+    from reproduce.conformance.cases import random_batch, structure_options
+
+    tables = [TableSpec("a", 60, 8), TableSpec("b", 30, 8, "mean")]
+    cls = get_impl(system)
+    emb = cls(tables, EmbeddingOptim(), check_bounds=False,
+              **structure_options(cls)).eval()
+    nnz = torch.export.Dim("nnz", min=2)
+    with torch.no_grad():
+        program = torch.export.export(emb, (random_batch(tables, 5, seed=0),),
+                                      dynamic_shapes={"features": [{0: nnz}, None]}, strict=False)
+        other = random_batch(tables, 5, seed=1)
+        torch.testing.assert_close(program.module()(other), emb(other), atol=0, rtol=0)
