@@ -128,6 +128,10 @@ class MDEmbedding(CompressedCollection):
         self._work = WorkReport(nnz=features.nnz)
         return out
 
+    def kept_dense(self) -> dict[str, str]:
+        return {t.name: "kept at its full dim: under min_rows, or its budget share holds the table"
+                for t, slot in zip(self.tables, self.slots) if len(slot) == 1}
+
     def table_parameters(self, table: str) -> list[Tensor]:
         return [self.params[k].detach() for k in self.slots[self.table_index(table)]]
 
