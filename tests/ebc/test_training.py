@@ -59,3 +59,27 @@ def test_torchrec_models_train(system, kind):
     for t in cfgs:  # every table moved: the update ran inside backward, with no optimizer_step called
         assert not torch.equal(before[t.name], ebc.materialize(t.name)), t.name
     assert all(p.grad is None for p in ebc.parameters())
+
+
+@pytest.mark.parametrize("kind", ["dlrm", "dcn"])
+@pytest.mark.parametrize("system", ["ecorec", "ttrec", "dense-torch", "qr"])
+def test_the_model_scores_as_with_torchrecs_own_tables_on_the_same_weights(system, kind):
+    """The whole model's logits with the system's module equal TorchRec's model over its own EmbeddingBagCollection
+    holding the same tables and the same MLP weights."""
+    from torchrec import EmbeddingBagCollection
+
+    cfgs = configs(shared=True)
+    ebc = build(system, cfgs)
+    ref_ebc = EmbeddingBagCollection(tables=cfgs)
+    with torch.no_grad():
+        for c in cfgs:
+            ref_ebc.embedding_bags[c.name].weight.copy_(ebc.materialize(c.name))
+    torch.manual_seed(0)
+    model = model_of(kind, ebc)
+    torch.manual_seed(0)
+    ref = model_of(kind, ref_ebc)
+    ref.load_state_dict({k: v for k, v in model.state_dict().items() if "embedding_bag_collection" not in k},
+                        strict=False)
+    dense, sparse, _ = batches(cfgs, 1)[0]
+    with torch.no_grad():
+        torch.testing.assert_close(model(dense, sparse), ref(dense, sparse), atol=1e-5, rtol=1e-5)
