@@ -63,9 +63,11 @@ class SystemEBC(nn.Module):
             {table name: one of those} naming every table (tables that share an optimizer share one collection).
         is_weighted: the batches carry per-sample weights (every feature); pooled as sum(weight * row).
         device, seed, check_bounds: as the system takes them (check_bounds: every id checked against its table).
-        ctx, comm, stats: a distributed context, its communicator and (on rank 0) a sample batch (a KJT) for the
-            sharding planner, for a system that shards itself over ranks (EMBark's clusters, ``distributed_only``):
-            built with ``build_distributed``.
+        ctx, comm, stats: over ranks, a distributed context, its communicator and (on rank 0) a sample batch (a
+            KJT) for a sharding planner. A system that shards itself (EMBark's clusters, ``distributed_only``) builds
+            through its ``build_distributed``; any other is sharded by the suite (impls/sharding: its
+            ``dist_defaults``, e.g. table-wise, or options ``sharding=`` / ``placement=``). Each rank feeds its own
+            part of the batch.
         options: the system's own options (TT ranks, micro-batches, ...; see ``dlrmbench run --help``).
     """
 
@@ -91,6 +93,8 @@ class SystemEBC(nn.Module):
         if cls.distributed_only and ctx is None:
             raise ValueError(f"{name} shards its tables over ranks: pass ctx= (impls.sharding.context.DistContext) "
                              f"and comm= to build it (a world of one rank will do)")
+        if ctx is not None and comm is None:
+            raise ValueError("ctx= without comm=: a module over ranks talks through impls.sharding.comm.Comm(ctx)")
         self.collections = nn.ModuleList()
         self.layouts: list[FeatureLayout] = []
         self.optims: list[EmbeddingOptim] = []
@@ -100,12 +104,15 @@ class SystemEBC(nn.Module):
             opts = cls.options_for_tables(options, names) if len(groups) > 1 else dict(options)
             if device is not None:
                 opts["device"] = device
-            if cls.distributed_only:
+            if ctx is not None:  # over ranks: the system's own sharding, or the suite's (impls/sharding)
+                from impls.sharding.build import build_sharded
+
                 sample = None if stats is None else layout.features(
                     feature_parts(stats, sorted({f for t in members for f in t.features}), self._weighted),
                     stats.stride())[0]
-                coll = cls.build_distributed(layout.specs, optim, ctx, comm, stats=sample, check_bounds=check_bounds,
-                                             seed=seed, **opts)
+                opts.setdefault("device", ctx.device)
+                coll = build_sharded(cls, layout.specs, optim, ctx, comm, stats=sample, check_bounds=check_bounds,
+                                     seed=seed, **opts)
             else:
                 coll = cls(layout.specs, optim, check_bounds=check_bounds, seed=seed, **opts)
             self.collections.append(coll)

@@ -1,6 +1,7 @@
-"""EMBark's clusters as a SystemEBC over gloo ranks: built from configs with a context, a communicator and a sample
-KJT for its planner; each rank's pooled output is TorchRec's EmbeddingBagCollection's on the gathered tables, and
-TorchRec's DLRM and DLRM_DCN train with it."""
+"""SystemEBC over gloo ranks: EMBark's clusters (built from configs with a context, a communicator and a sample KJT
+for its planner), and systems the suite shards (EcoRec table-wise, EL-Rec data-parallel: their dist_defaults). Each
+rank's pooled output is TorchRec's EmbeddingBagCollection's on the gathered tables, and TorchRec's DLRM and DLRM_DCN
+train with it."""
 from __future__ import annotations
 
 import torch
@@ -11,18 +12,26 @@ from tests.sharding.ranks import run_ranks
 
 
 def _rank(ctx, weighted: bool):
+    return {system: _system(ctx, weighted, system) for system in SYSTEMS}
+
+
+SYSTEMS = {"embark": {"cost": "hugectr"}, "ecorec": {"tt_min_rows": 0, "ranks": 4},
+           "elrec": {"tt_min_rows": 0, "ranks": 4}}
+
+
+def _system(ctx, weighted: bool, system: str):
     from torchrec import EmbeddingBagCollection
     from torchrec.models.dlrm import DLRM, DLRM_DCN
     from torchrec.optim.optimizers import in_backward_optimizer_filter
 
-    from impls.ebc.module import EMBarkEBC
+    from impls.ebc.module import SystemEBC
     from impls.sharding.comm import Comm
 
     cfgs = configs(shared=True, mean=not weighted)
     sample = kjt(cfgs, 32, seed=99, weighted=weighted)
     def build():
-        return EMBarkEBC(cfgs, optimizer=(torch.optim.SGD, {"lr": 0.1}), is_weighted=weighted, ctx=ctx, comm=Comm(ctx),
-                         stats=sample if ctx.rank == 0 else None, cost="hugectr")
+        return SystemEBC(cfgs, system, (torch.optim.SGD, {"lr": 0.1}), is_weighted=weighted, ctx=ctx, comm=Comm(ctx),
+                         stats=sample if ctx.rank == 0 else None, **SYSTEMS[system])
 
     ebc = build()
     batch = kjt(cfgs, 6, seed=ctx.rank, weighted=weighted)
@@ -50,9 +59,11 @@ def _rank(ctx, weighted: bool):
     return err, curves
 
 
-def test_embark_over_two_ranks(tmp_path):
-    """Weighted, with a shared table: the lookups layout (the bags layout is the other systems' tests')."""
-    for err, curves in run_ranks(tmp_path, 2, _rank, True):
-        assert err < 1e-5
-        for losses in curves:  # DLRM, DLRM_DCN
-            assert sum(losses[-4:]) < sum(losses[:4]), losses
+def test_systems_over_two_ranks(tmp_path):
+    """Weighted, with a shared table: the lookups layout (the bags layout is the single-process tests')."""
+    for by_system in run_ranks(tmp_path, 2, _rank, True):
+        assert set(by_system) == set(SYSTEMS)
+        for system, (err, curves) in by_system.items():
+            assert err < 1e-5, system
+            for losses in curves:  # DLRM, DLRM_DCN
+                assert sum(losses[-4:]) < sum(losses[:4]), (system, losses)
