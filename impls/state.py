@@ -44,9 +44,10 @@ def move_state(module: Any, fn: Any, stop: type) -> None:
     """Apply ``fn`` (what ``nn.Module._apply`` maps over parameters and buffers: ``.to``, ``.double``, ``.cuda``) to
     the tensors a module holds outside its parameters and buffers: plain attributes of it and of its submodules
     (tensors, and tensors in lists, tuples and dicts: gradient buffers, optimizer state, index tables), and the
-    state of a torch optimizer it holds (its step counts excepted, which torch keeps where they are). A submodule
-    of type ``stop`` (a nested collection) moves its own. A pinned tensor (host memory on purpose: EL-Rec's host
-    tables) stays where it is."""
+    state of a torch optimizer it holds (its step counts excepted, which torch keeps where they are). A plain object
+    that holds tensors of its own (TT-Rec's frequency table) says so with an ``apply_state(fn)`` method, which is
+    called. A submodule of type ``stop`` (a nested collection) moves its own. A pinned tensor (host memory on
+    purpose: EL-Rec's host tables) stays where it is."""
     internal = set(vars(torch.nn.Module()))  # nn.Module's own bookkeeping (parameters, buffers, hooks)
 
     def walk(mod: Any) -> None:
@@ -66,7 +67,10 @@ def move_state(module: Any, fn: Any, stop: type) -> None:
             for k in list(value):
                 value[k] = convert(value[k])
         elif isinstance(value, tuple) and not hasattr(value, "_fields"):
-            return tuple(convert(v) for v in value)
+            moved = tuple(convert(v) for v in value)
+            return value if all(a is b for a, b in zip(moved, value)) else moved
+        elif callable(getattr(value, "apply_state", None)) and not isinstance(value, type):
+            value.apply_state(fn)
         elif isinstance(value, torch.optim.Optimizer):
             for st in value.state.values():
                 for k, v in st.items():

@@ -31,6 +31,10 @@ class FrequencyTable:
         self.counts = torch.zeros(size, dtype=torch.int64, device=device)
         self.dropped = 0  # distinct-id insertions that found no slot within MAX_PROBES
 
+    def apply_state(self, fn) -> None:
+        """Move the table with its module (impls/state.py: move_state)."""
+        self.keys, self.counts = fn(self.keys), fn(self.counts)
+
     def _home(self, ids: Tensor) -> Tensor:
         return ((ids * _GOLDEN) >> 32) & self.mask
 

@@ -167,3 +167,23 @@ def test_inference_under_no_grad_updates_nothing():
     with torch.no_grad():
         F.relu(ebc(kjt(cfgs, 4, seed=0)).values())
     assert all(torch.equal(p, q) for p, q in zip(before, ebc.parameters()))
+
+
+def test_moving_a_collection_reaches_every_tensor_it_holds():
+    """A conversion reaches every tensor of a TT-Rec with its hot-row cache (frequency table, cached ids, the
+    accumulated gradient) and of EL-Rec's host pipeline: each is replaced by the converted one."""
+    cfgs = configs()
+    for system, options in (("ttrec", {"cache_rows": 8, "cache_populate_every": 1}), ("elrec", {"host_pipeline": True})):
+        ebc = build(system, cfgs, optimizer=EmbeddingOptim("adagrad", lr=0.1), **options)
+        for i in range(2):
+            step(ebc, kjt(cfgs, 4, seed=i))
+        params = {id(p) for p in ebc.parameters()}  # nn.Module converts a parameter in place (its .data)
+        before = [t for t in state_tensors(ebc) + frequency_tables(ebc) if id(t) not in params]  # kept alive
+        ebc._apply(lambda t: t.clone())
+        after = {id(t) for t in state_tensors(ebc) + frequency_tables(ebc)}
+        assert before and not {id(t) for t in before} & after, system
+
+
+def frequency_tables(module) -> list[torch.Tensor]:
+    return [t for m in module.modules() for f in [getattr(m, "freq", None)] if f is not None
+            for t in (f.keys, f.counts)]
