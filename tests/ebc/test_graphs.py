@@ -58,7 +58,10 @@ def test_the_library_examples_run(script, tmp_path):
 
 
 @pytest.mark.slow
-def test_compile_trains_as_eager():
+@pytest.mark.parametrize("system,options", [("ecorec", {}), ("ecorec", {"tt_min_rows": 100}), ("dense-torch", {})])
+def test_compile_trains_as_eager(system, options):
+    """EcoRec's fused update (in its backward node), and the update queued to the end of backward (the plain tables
+    under tt_min_rows, dense-torch's optimizer), each under torch.compile."""
     from torchrec.models.dlrm import DLRM
     from torchrec.optim.optimizers import in_backward_optimizer_filter
 
@@ -69,7 +72,7 @@ def test_compile_trains_as_eager():
     tables = []
     for compiled in (False, True):
         torch.manual_seed(0)
-        ebc = build("ecorec", cfgs, check_bounds=False)
+        ebc = build(system, cfgs, check_bounds=False, **options)
         model = DLRM(embedding_bag_collection=ebc, dense_in_features=3, dense_arch_layer_sizes=[8, 8],
                      over_arch_layer_sizes=[8, 1])
         # aot_eager: dynamo's graphs and AOTAutograd's backward, without inductor's C++ codegen (30 s on 2 busy cores)

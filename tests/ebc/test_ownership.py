@@ -22,16 +22,18 @@ def step(ebc, batch, upstream_seed: int = 0) -> None:
     (out * torch.randn(out.shape, generator=g)).sum().backward()
 
 
-@pytest.mark.parametrize("system", ["dense-torch", "ecorec", "qr", "md", "ttrec"])
+@pytest.mark.parametrize("system,options", [("dense-torch", {}), ("ecorec", {}), ("ecorec", {"fused": False}),
+                                            ("ecorec", {"tt_min_rows": 100}), ("qr", {}), ("md", {}), ("ttrec", {})])
 @pytest.mark.parametrize("kind", ["sgd", "adagrad"])
-def test_a_dense_optimizer_over_all_parameters_steps_nothing_twice(system, kind):
-    """SGD / Adam handed model.parameters() (the old traps: 2x updates, Adam refusing sparse gradients) give the same
-    tables as the filtered idiom: the tables hold no gradient when the dense optimizer steps."""
+def test_a_dense_optimizer_over_all_parameters_steps_nothing_twice(system, options, kind):
+    """SGD / Adam handed model.parameters() (the old traps: 2x updates of the plain tables and, unfused, of the cores;
+    Adam refusing sparse gradients) give the same tables as the filtered idiom: the tables hold no gradient when the
+    dense optimizer steps."""
     cfgs = configs()
     optim = EmbeddingOptim(kind, lr=0.05)
-    a, b = build(system, cfgs, optimizer=optim), build(system, cfgs, optimizer=optim)
+    a, b = build(system, cfgs, optimizer=optim, **options), build(system, cfgs, optimizer=optim, **options)
     sgd, adam = torch.optim.SGD(a.parameters(), lr=0.05), torch.optim.Adam(b.parameters(), lr=0.05)
-    ref = build(system, cfgs, optimizer=optim)
+    ref = build(system, cfgs, optimizer=optim, **options)
     for i in range(3):
         batch = kjt(cfgs, 5, seed=i)
         for m, opt in ((a, sgd), (b, adam), (ref, None)):
