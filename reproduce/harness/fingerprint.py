@@ -35,7 +35,7 @@ ROOT = code.ROOT
 # modules a worker loads that never run between the start of the build and the end of the timed loop: they read the
 # point, file the record, name the machine, hold the lock, or are empty package markers (test_fingerprint.py)
 BOOKKEEPING = frozenset({
-    "reproduce", "reproduce.harness", "reproduce.harness.worker_args", "reproduce.harness.records",
+    "reproduce", "reproduce.harness", "reproduce.harness.records",
     "reproduce.harness.record_store", "reproduce.harness.environment",
     "reproduce.harness.code", "reproduce.harness.derived_cache", "reproduce.harness.fingerprint",
     "reproduce.harness.machine", "reproduce.harness.lifeline", "reproduce.harness.point",
