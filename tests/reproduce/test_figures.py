@@ -134,3 +134,41 @@ def test_models_redraw_from_their_committed_csvs(tmp_path):
     assert proj["modeled"].all()
     MODELS["recsys24"].redraw(tmp_path, REF)
     assert (tmp_path / "figures" / "recsys24_model" / "modeled_speedup.png").exists()
+
+
+def test_a_caption_names_every_interval_its_points_have():
+    """Points over several round counts: the caption names each count's interval (a 95 % CI or a range with its
+    confidence), never only the smallest count's."""
+    df = pd.DataFrame({"machine": ["box"] * 3, "repeats": [3, 6, 7], "git_sha": ["abcdef0123"] * 3})
+    paired = style.caption(df, whiskers=True, paired=True)
+    assert "range of the Walsh averages (75 % CI) (points of 3 rounds)" in paired
+    assert "signed-rank 95 % CI (points of 6 or 7 rounds)" in paired
+    assert "3-7 repeats per point" in paired
+
+
+def test_the_world_speedup_caption_names_the_paired_intervals_it_draws(tmp_path, monkeypatch):
+    """world_speedup draws speedups paired by round (Hodges-Lehmann intervals over the points' rounds): its caption
+    says so, with the round counts of the points it plots; the throughput figure's whiskers are medians'."""
+    from reproduce.analysis.plots import world
+
+    rows = []
+    for ws, reps in ((1, 3), (2, 7)):
+        for impl in ("ttrec", "ecorec"):
+            rows.append({"status": "ok", "label": impl, "impl": impl, "data": "d", "world_size": ws, "max_rows": 0,
+                         "batch_size": 64, "speedup": 1.5, "speedup_lo": 1.2, "speedup_hi": 1.8, "samples_per_s": 10.0,
+                         "samples_per_s_lo": 9.0, "samples_per_s_hi": 11.0, "machine": "box", "repeats": reps,
+                         "git_sha": "abcdef0123", "baseline": "ttrec", "total_ms": 1.0})
+    captured = {}
+    real_save = style.save
+
+    def save(fig, out_dir, stem):
+        captured[stem] = style.caption_text(fig)
+        return real_save(fig, out_dir, stem)
+
+    monkeypatch.setattr(style, "save", save)
+    monkeypatch.setattr(world, "world_step_parts", lambda df, out_dir: [])  # its own columns; not this figure
+    world.world_speedup(pd.DataFrame(rows), tmp_path)
+    speedup = captured["world_speedup"]
+    assert "ratios paired by round" in speedup and "Hodges-Lehmann" in speedup and "7 rounds" in speedup
+    assert "3 rounds" in speedup and "medians, whiskers" not in speedup
+    assert "medians, whiskers" in captured["world_throughput"]

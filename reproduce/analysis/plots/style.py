@@ -95,9 +95,25 @@ def caption(df, *, whiskers: bool, paired: bool = False) -> str:
     elif reps is None or reps.empty or reps.max() <= 1:
         what = "one run per point: no interval"
     else:
-        what = (f"ratios paired by round, whiskers: {paired_interval_name(int(reps.min()))}" if paired
-                else f"medians, whiskers: {interval_name(int(reps.min()))}")
+        named = whisker_names(sorted({int(r) for r in reps}), paired_interval_name if paired else interval_name)
+        what = f"ratios paired by round, whiskers: {named}" if paired else f"medians, whiskers: {named}"
     return f"machine {machine or '?'}; {commits(df)}; {n}; {what}{oversubscribed(df)}"
+
+
+def whisker_names(rounds: list[int], name) -> str:
+    """What the whiskers of points over the round counts ``rounds`` are (``name``: stats' name of one count's
+    interval): one name when every point has as many rounds; else each distinct name with the round counts it
+    covers, so a figure over 3-7 rounds says which of its intervals are 95 % CIs and which are ranges."""
+    if len({name(r) for r in rounds}) == 1:
+        return name(rounds[0])
+    by_kind: dict[str, list[int]] = {}  # the name without its round count: counts of one kind share it
+    for r in rounds:
+        by_kind.setdefault(name(r).replace(f" over {r} rounds", "").replace(f" of {r} rounds", ""), []).append(r)
+    return "; ".join(f"{n} (points of {_counts(rs)} rounds)" for n, rs in by_kind.items())
+
+
+def _counts(rs: list[int]) -> str:
+    return str(rs[0]) if len(rs) == 1 else ", ".join(map(str, rs[:-1])) + f" or {rs[-1]}"
 
 
 def oversubscribed(df) -> str:

@@ -47,7 +47,7 @@ def world_speedup(df: pd.DataFrame, out_dir: Path) -> list[Path]:
                     style.paper_line(ax, "ecorec-vs-ttrec", "EcoRec over TT-Rec 6.82× (setting unpublished)")
         g.set_titles(f"{', '.join(sorted(set(ok['data'])))}: " + "{col_name}, local batch {row_name}")
         g.figure.suptitle(f"Training step over world size (measured; {style.hardware(ok)})\n"
-                          f"{style.caption(ok, whiskers=True)}",
+                          f"{style.caption(ok, whiskers=True, paired=y == 'speedup')}",
                           y=1.06, fontsize=9)
         style.footnote(df, g.figure)
         paths += style.save(g.figure, out_dir, stem)
