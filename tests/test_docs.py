@@ -36,7 +36,9 @@ def test_pages_hold_only_blocks_the_report_writes():
     from reproduce.analysis.models import MODELS
     from reproduce.analysis.set_blocks import SET_BLOCKS
 
-    known = {"claims", "sets", "noise", "durations", "quickstart", "test-time", *SET_BLOCKS, *BENCH_BLOCKS,
+    from reproduce.analysis.figure_links import FIGURE_BLOCKS
+
+    known = {"claims", "sets", "noise", "durations", "quickstart", "test-time", *SET_BLOCKS, *BENCH_BLOCKS, *FIGURE_BLOCKS,
              *(m.block for m in MODELS.values())}
     for page in PAGES:
         names = {m["name"] for m in BLOCK.finditer(page.read_text())}

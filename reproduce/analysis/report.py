@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from reproduce.analysis.figure_links import figure_blocks
 from reproduce.analysis.at_scale import at_scale
 from reproduce.analysis.claims import BAND, evaluate_claim, repeats_of, spread
 from reproduce.analysis.resolving import control
@@ -228,6 +229,7 @@ def render(root: Path, doc: dict, machines: list[str] | None
         blocks["sets"] = sets_table([st for m in sorted(set_states) for st in set_states[m]], root)
         blocks["noise"] = noise_lines(root, [ref])
         blocks.update(tables[ref])
+        blocks.update(figure_blocks(ref))
     return "\n".join(text), blocks, rows
 
 
