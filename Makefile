@@ -134,4 +134,5 @@ device-check:
 	bash scripts/device_check.sh
 
 clean:
+	if test -x $(PY); then $(PY) -c "from reproduce.harness.derived_cache import clear, cache_dir; print(f'removed {clear()} cached derivations from {cache_dir()}')"; fi
 	rm -rf build impls/core/_C*.so $(EXT_STAMP)

@@ -7,7 +7,11 @@ sha256 of what it is derived from (the file's bytes and path) and of the rule th
 own source), so an entry can never describe other bytes or an older rule, and a miss only costs the derivation.
 Entries live under ``$DLRMBENCH_CACHE`` (default ``$XDG_CACHE_HOME/dlrmbench``, else ``~/.cache/dlrmbench``), one
 small JSON file each, written whole (a temporary file renamed over the entry). A cache folder that cannot be written
-(a read-only home) costs the time it would have saved and nothing else."""
+(a read-only home) costs the time it would have saved and nothing else.
+
+The cache is bounded: a hit marks its entry used (its mtime), and the first miss of a process (a new file version)
+prunes the folder to the MAX_ENTRIES most recently used entries. ``clear()`` (``make clean``) removes every entry
+and nothing else of the folder."""
 from __future__ import annotations
 
 import hashlib
@@ -19,6 +23,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 VERSION = "1"  # of the entries' layout
+MAX_ENTRIES = 20_000  # about 40 file versions a run, a few KiB each: a few hundred runs' code, tens of MiB at most
+_pruned = False  # whether this process pruned the folder yet
 
 
 def cache_dir() -> Path:
@@ -51,12 +57,68 @@ def derived(kind: str, rule: Path, source: bytes, derive: Callable[[], Any]) -> 
     try:
         stored = json.loads(entry.read_text())
         if isinstance(stored, dict) and stored.get("kind") == kind and "value" in stored:
+            _touch(entry)
             return stored["value"]
     except (OSError, ValueError):
         pass  # absent, unreadable or cut short: derived again below
     value = derive()
     _store(entry, {"kind": kind, "value": value})
+    global _pruned
+    if not _pruned:
+        _pruned = True
+        prune()
     return value
+
+
+def _touch(entry: Path) -> None:
+    try:
+        os.utime(entry)
+    except OSError:
+        pass  # a read-only cache: the entry still served
+
+
+def entries(folder: Path | None = None) -> list[Path]:
+    """The cache's entries (``<2 hex>/<62 hex>.json``), nothing else that may lie in its folder."""
+    folder = cache_dir() if folder is None else folder
+    hexd = set("0123456789abcdef")
+    try:
+        subs = [d for d in folder.iterdir() if len(d.name) == 2 and set(d.name) <= hexd and d.is_dir()]
+    except OSError:
+        return []
+    return [f for d in subs for f in d.glob("*.json") if len(f.stem) == 62 and set(f.stem) <= hexd]
+
+
+def prune(limit: int | None = None, folder: Path | None = None) -> int:
+    """Remove all but the ``limit`` (default MAX_ENTRIES) most recently used entries; how many were removed."""
+    limit = MAX_ENTRIES if limit is None else limit
+    found = []
+    for f in entries(folder):
+        try:
+            found.append((f.stat().st_mtime_ns, f))
+        except OSError:
+            continue
+    found.sort(reverse=True)
+    removed = 0
+    for _, f in found[limit:]:
+        try:
+            f.unlink()
+            removed += 1
+        except OSError:
+            pass
+    return removed
+
+
+def clear(folder: Path | None = None) -> int:
+    """Remove every entry (and the subfolders they leave empty); files that are not entries stay. How many."""
+    removed = prune(0, folder)
+    folder = cache_dir() if folder is None else folder
+    for d in (folder.iterdir() if folder.is_dir() else []):
+        if d.is_dir() and len(d.name) == 2 and set(d.name) <= set("0123456789abcdef"):
+            try:
+                d.rmdir()  # only when empty
+            except OSError:
+                pass
+    return removed
 
 
 def _store(entry: Path, content: dict[str, Any]) -> None:
