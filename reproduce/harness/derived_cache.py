@@ -9,22 +9,26 @@ Entries live under ``$DLRMBENCH_CACHE`` (default ``$XDG_CACHE_HOME/dlrmbench``, 
 small JSON file each, written whole (a temporary file renamed over the entry). A cache folder that cannot be written
 (a read-only home) costs the time it would have saved and nothing else.
 
-The cache is bounded: a hit marks its entry used (its mtime), and the first miss of a process (a new file version)
-prunes the folder to the MAX_ENTRIES most recently used entries. ``clear()`` (``make clean``) removes every entry
-and nothing else of the folder."""
+The cache is bounded: a hit marks its entry used (its mtime), and a miss (a new file version) prunes the folder to
+the MAX_ENTRIES most recently used entries when the last pruning is over PRUNE_EVERY_S old (a marker file's mtime
+says when: a scan of the folder costs a fraction of a second, too much for every process). ``clear()``
+(``make clean``) removes every entry and nothing else of the folder."""
 from __future__ import annotations
 
 import hashlib
 import json
 import os
 import tempfile
+import time
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
 VERSION = "1"  # of the entries' layout
-MAX_ENTRIES = 20_000  # about 40 file versions a run, a few KiB each: a few hundred runs' code, tens of MiB at most
-_pruned = False  # whether this process pruned the folder yet
+MAX_ENTRIES = 5_000  # about 40 file versions a run, a few KiB each: a hundred code versions, ~20 MiB at most
+PRUNE_EVERY_S = 3600.0
+MARKER = ".pruned"  # in the folder: its mtime is the last pruning's
+_pruned = False  # whether this process has looked whether a pruning is due
 
 
 def cache_dir() -> Path:
@@ -66,8 +70,24 @@ def derived(kind: str, rule: Path, source: bytes, derive: Callable[[], Any]) -> 
     global _pruned
     if not _pruned:
         _pruned = True
-        prune()
+        if _pruning_due():
+            prune()
     return value
+
+
+def _pruning_due() -> bool:
+    marker = cache_dir() / MARKER
+    try:
+        if time.time() - marker.stat().st_mtime < PRUNE_EVERY_S:
+            return False
+    except OSError:
+        pass  # never pruned
+    try:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+    except OSError:
+        return False  # a cache that cannot be written is not pruned either
+    return True
 
 
 def _touch(entry: Path) -> None:

@@ -30,13 +30,18 @@ def test_prune_keeps_the_most_recently_used_and_clear_leaves_other_files(tmp_pat
     assert (tmp_path / "notes.txt").read_text() == "mine" and not [d for d in tmp_path.iterdir() if d.is_dir()]
 
 
-def test_the_first_miss_of_a_process_prunes(tmp_path, monkeypatch):
+def test_a_miss_prunes_when_the_last_pruning_is_old(tmp_path, monkeypatch):
     monkeypatch.setenv("DLRMBENCH_CACHE", str(tmp_path))
     monkeypatch.setattr(dc, "MAX_ENTRIES", 2)
     monkeypatch.setattr(dc, "_pruned", True)
     for i in range(4):
         dc.derived("t", RULE, f"s{i}".encode(), lambda: 0)
     assert len(dc.entries()) == 4
-    monkeypatch.setattr(dc, "_pruned", False)  # a new process
+    (tmp_path / dc.MARKER).touch()  # pruned just now: a new process's miss leaves the folder as it is
+    monkeypatch.setattr(dc, "_pruned", False)
     dc.derived("t", RULE, b"a new file version", lambda: 0)
-    assert len(dc.entries()) == 2 and dc._pruned
+    assert len(dc.entries()) == 5 and dc._pruned
+    os.utime(tmp_path / dc.MARKER, (0, 0))  # pruned long ago: the next process's first miss prunes
+    monkeypatch.setattr(dc, "_pruned", False)
+    dc.derived("t", RULE, b"another file version", lambda: 0)
+    assert len(dc.entries()) == 2
