@@ -22,7 +22,8 @@ def torchrec():
 
 
 def offsets_of(lengths: Tensor) -> Tensor:
-    """[n + 1] int64 offsets of ``lengths`` [n] (0 first)."""
+    """[n + 1] int64 offsets of bag ``lengths`` [n] (0 first): the SparseFeatures layout of a KJT's lengths, and of
+    any batch built from lengths (reproduce/conformance)."""
     offsets = torch.zeros(lengths.numel() + 1, dtype=torch.int64, device=lengths.device)
     torch.cumsum(lengths, 0, out=offsets[1:])
     return offsets
@@ -81,7 +82,7 @@ def feature_parts(kjt, keys: Sequence[str], weighted: bool) -> dict[str, Feature
         raise ValueError(f"the KeyedJaggedTensor's values are {values.dtype}: ids must be int32 or int64")
     if lengths.numel() != B * len(have):
         raise ValueError(f"the KeyedJaggedTensor has {lengths.numel()} lengths for {len(have)} features x batch {B}")
-    at = [0, *torch.tensor(kjt.length_per_key()).cumsum(0).tolist()]
+    at = kjt.offset_per_key()
     out = {}
     for k in keys:
         f = have.index(k)

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from impls.api import EmbeddingOptim, SparseFeatures, TableSpec
+from impls.ebc.kjt import offsets_of
 
 TABLES = (TableSpec("a", 40, 8), TableSpec("b", 7, 8, pooling="mean"), TableSpec("c", 25, 8))
 # B = 3; a: [0, 39, 39], [], [5]; b: [6], [2, 2], []; c: [24], [0], [3, 4]
@@ -48,9 +49,7 @@ def random_batch(tables, batch_size: int, seed: int, max_bag: int = 4) -> Sparse
         if n:
             v[-1] = spec.num_embeddings - 1
         vals.append(v)
-    offsets = torch.zeros(len(lengths) + 1, dtype=torch.int64)
-    torch.cumsum(lengths, 0, out=offsets[1:])
-    return SparseFeatures(torch.cat(vals), offsets, batch_size)
+    return SparseFeatures(torch.cat(vals), offsets_of(lengths), batch_size)
 
 
 def upstream(batch_size: int, dim: int, seed: int = 0) -> Tensor:
